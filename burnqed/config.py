@@ -1,0 +1,362 @@
+"""Validated configuration: ``params.yaml`` (+ overlays) → JSON-schema check → frozen dataclasses.
+
+The schema (``burnqed/params.schema.yaml``, also used by the Snakefile's ``validate``) describes every
+key; the dataclasses below mirror it with typed fields and the cross-field checks a schema cannot
+express.  A stage receives its own section as a plain dict (Snakemake ``params:``) and turns it into
+its dataclass with ``SearchConfig.from_dict(section)``; stage code never opens ``params.yaml``.
+
+Example::
+
+    >>> params = load_params("params.yaml", overlays=["config/demo.yaml"])   # doctest: +SKIP
+    >>> SearchConfig.from_dict(params["search"]).max_nodes                    # doctest: +SKIP
+    64
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any, ClassVar, TypeVar
+
+import yaml
+
+SCHEMA_PATH = Path(__file__).with_name("params.schema.yaml")
+
+
+class ConfigError(ValueError):
+    """Invalid configuration; the message names the file and the key."""
+
+
+# --------------------------------------------------------------------------------------------
+# Loading and schema validation
+
+
+@cache
+def schema() -> dict:
+    return yaml.safe_load(SCHEMA_PATH.read_text(encoding="utf-8"))
+
+
+def deep_merge(base: Mapping, overlay: Mapping) -> dict:
+    """``overlay`` over ``base``: mappings merge key by key, anything else (lists too) replaces."""
+    out = copy.deepcopy(dict(base))
+    for k, v in overlay.items():
+        if isinstance(v, Mapping) and isinstance(out.get(k), Mapping):
+            out[k] = deep_merge(out[k], v)
+        else:
+            out[k] = copy.deepcopy(v)
+    return out
+
+
+def _read_yaml(path: Path) -> dict:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such config file") from None
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: not valid YAML: {e}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping of sections")
+    return data
+
+
+def _key_path(error_path: Sequence[Any]) -> str:
+    parts = []
+    for p in error_path:
+        parts.append(f"[{p}]" if isinstance(p, int) else ("." if parts else "") + str(p))
+    return "".join(parts) or "<top level>"
+
+
+def validate_params(params: Mapping, *, source: str = "config") -> None:
+    """Raise :class:`ConfigError` naming the first offending key(s) unless ``params`` fits the schema."""
+    import jsonschema
+
+    validator = jsonschema.Draft202012Validator(schema())
+    errors = sorted(validator.iter_errors(params), key=lambda e: list(map(str, e.absolute_path)))
+    if not errors:
+        _check_sections(params, source)
+        return
+    lines = []
+    for e in errors[:10]:
+        key = _key_path(e.absolute_path)
+        if e.validator == "additionalProperties":
+            extra = sorted(set(e.instance) - set(e.schema.get("properties", {})))
+            where = key if e.absolute_path else "top level"
+            for k in extra:
+                name = f"{key}.{k}" if e.absolute_path else k
+                lines.append(f"{name}: unknown key (not in the schema under {where})")
+            continue
+        expected = e.schema.get("description", "")
+        lines.append(f"{key}: {e.message}" + (f" — expected: {expected}" if expected else ""))
+    raise ConfigError(f"{source}: invalid configuration\n  " + "\n  ".join(lines))
+
+
+def load_params(path: str | Path = "params.yaml", overlays: Sequence[str | Path] = ()) -> dict:
+    """Read ``path``, merge each overlay over it, validate, and return the merged dict."""
+    path = Path(path)
+    params = _read_yaml(path)
+    sources = [str(path)]
+    for o in overlays:
+        params = deep_merge(params, _read_yaml(Path(o)))
+        sources.append(str(o))
+    validate_params(params, source=" + ".join(sources))
+    return params
+
+
+def _check_sections(params: Mapping, source: str) -> None:
+    """Build every section's dataclass so cross-field checks run at workflow start too."""
+    for name, cls in SECTIONS.items():
+        if name in params:
+            try:
+                cls.from_dict(params[name])
+            except ConfigError as e:
+                raise ConfigError(f"{source}: {e}") from None
+
+
+# --------------------------------------------------------------------------------------------
+# Section dataclasses (mirror the schema; defaults mirror params.yaml, checked by a test)
+
+C = TypeVar("C", bound="Section")
+
+
+@dataclass(frozen=True)
+class Section:
+    section: ClassVar[str] = ""
+
+    @classmethod
+    def from_dict(cls: type[C], d: Mapping[str, Any] | None) -> C:
+        """Build from a (validated) section dict; lists become tuples; unknown keys are errors."""
+        d = dict(d or {})
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(d) - names)
+        if unknown:
+            raise ConfigError(f"{cls.section}: unknown key(s) {unknown}")
+        kwargs = {k: _freeze(v) for k, v in d.items()}
+        try:
+            obj = cls(**kwargs)
+        except (TypeError, ValueError) as e:
+            raise ConfigError(f"{cls.section}: {e}") from None
+        return obj
+
+    def to_dict(self) -> dict:
+        return {f.name: _thaw(getattr(self, f.name)) for f in dataclasses.fields(self)}
+
+    def _require(self, ok: bool, key: str, message: str) -> None:
+        if not ok:
+            raise ConfigError(f"{self.section}.{key}: {message}")
+
+
+def _freeze(v: Any) -> Any:
+    if isinstance(v, list):
+        return tuple(_freeze(x) for x in v)
+    if isinstance(v, dict):
+        return {k: _freeze(x) for k, x in v.items()}
+    return v
+
+
+def _thaw(v: Any) -> Any:
+    if isinstance(v, tuple):
+        return [_thaw(x) for x in v]
+    if isinstance(v, dict):
+        return {k: _thaw(x) for k, x in v.items()}
+    return v
+
+
+@dataclass(frozen=True)
+class ProplogicConfig:
+    theorems: int = 2000
+    min_depth: int = 1
+    max_depth: int = 6
+    variables: int = 4
+    test_theorems: int = 100
+
+
+@dataclass(frozen=True)
+class DataConfig(Section):
+    section: ClassVar[str] = "data"
+    sources: tuple[dict, ...] = (
+        {"name": "leandojo", "format": "leandojo", "path": "data/raw/leandojo_benchmark_4/random"},
+    )
+    benchmarks: tuple[str, ...] = ("minif2f",)
+    search_pool: tuple[dict, ...] = ({"benchmark": "minif2f", "split": "valid"},)
+    banned_words: tuple[str, ...] = ("sorry", "admit", "cheat")
+    max_tokens: int = 1024
+    tokenizer: str = "deepseek-ai/DeepSeek-Prover-V2-7B"
+    val_fraction: float = 0.02
+    proplogic: ProplogicConfig = field(default_factory=ProplogicConfig)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.proplogic, Mapping):
+            object.__setattr__(self, "proplogic", ProplogicConfig(**self.proplogic))
+        p = self.proplogic
+        self._require(p.min_depth <= p.max_depth, "proplogic.min_depth",
+                      f"must be <= proplogic.max_depth ({p.min_depth} > {p.max_depth})")
+        names = [s["name"] for s in self.sources]
+        self._require(len(names) == len(set(names)), "sources",
+                      f"source names must be unique (got {names})")
+        for i, s in enumerate(self.sources):
+            self._require(s["format"] == "proplogic" or bool(s.get("path")), f"sources[{i}].path",
+                          f"format {s['format']!r} reads a local file: give its path")
+
+    def to_dict(self) -> dict:
+        d = super().to_dict()
+        d["proplogic"] = dataclasses.asdict(self.proplogic)
+        return d
+
+
+@dataclass(frozen=True)
+class LeanConfig(Section):
+    section: ClassVar[str] = "lean"
+    repl_command: tuple[str, ...] = ("repl",)
+    imports: tuple[str, ...] = ("Mathlib",)
+    options: dict[str, Any] = field(default_factory=dict)
+    project_path: str | None = None
+    workers: int = 6
+    ready_timeout_s: float = 120.0
+    tactic_timeout_s: float = 30.0
+    recycle_after_requests: int = 1000
+    recycle_after_s: float = 1800.0
+    memory_limit_mb: int | None = 16384
+    cpu_limit_s: float | None = None
+    banned_tactics: tuple[str, ...] = (
+        r"\bsorry\b", r"\badmit\b", r"\bnative_decide\b", r"\bset_option\b", "#exit",
+        r"\bimport\b", r"\bopen\b.*\bin\b", r"\baxiom\b", r"\bunsafe\b", r"\bimplemented_by\b",
+        r"\bextern\b", r"\bdecreasing_by\b", "#eval", r"\brun_tac\b", r"\bLean\.Elab\b",
+    )
+    allowed_axioms: tuple[str, ...] = ("propext", "Classical.choice", "Quot.sound")
+
+    def __post_init__(self) -> None:
+        import re
+
+        self._require(len(self.repl_command) > 0, "repl_command", "must name the REPL program")
+        for i, pat in enumerate(self.banned_tactics):
+            try:
+                re.compile(pat)
+            except re.error as e:
+                raise ConfigError(f"lean.banned_tactics[{i}]: not a regular expression: {e}") from None
+
+
+@dataclass(frozen=True)
+class PolicyConfig(Section):
+    section: ClassVar[str] = "policy"
+    backend: str = "sglang"
+    server_url: str | None = None
+    server_command: tuple[str, ...] | None = (
+        "python", "-m", "sglang.launch_server", "--model-path", "{model}", "--port", "{port}",
+        "--host", "127.0.0.1", "--mem-fraction-static", "0.8", "--log-level", "warning",
+    )
+    embedding_server_url: str | None = None
+    embedding_server_command: tuple[str, ...] | None = (
+        "python", "-m", "sglang.launch_server", "--model-path", "{model}", "--port", "{port}",
+        "--host", "127.0.0.1", "--is-embedding", "--mem-fraction-static", "0.1",
+    )
+    health_timeout_s: float = 900.0
+    request_timeout_s: float = 300.0
+    retry_total_s: float = 120.0
+    max_new_tokens: int = 128
+    top_p: float = 0.95
+    pooling: str = "last"
+    dtype: str = "auto"
+    device: str = "auto"
+
+    def __post_init__(self) -> None:
+        if self.backend in ("sglang", "openai"):
+            self._require(self.server_url is not None or bool(self.server_command), "server_url",
+                          f"backend {self.backend!r} needs server_url or server_command")
+
+
+@dataclass(frozen=True)
+class SearchConfig(Section):
+    section: ClassVar[str] = "search"
+    max_nodes: int = 100
+    max_depth: int = 50
+    timeout_s: float = 120.0
+    num_candidates: int = 8
+    temperature: float = 0.8
+    temperature_with_ebm: float = 1.0
+    noise_temperature: float = 1.2
+    depth_normalisation: float = 0.0
+    logprob_weight: float = 1.0
+    energy_weight: float = 1.0
+    batch_generate_size: int = 32
+    batch_encode_size: int = 8
+    concurrency: int = 6
+    attempts: int = 1
+    checkpoint_every: int = 50
+    shards: int = 1
+
+
+@dataclass(frozen=True)
+class EvalConfig(Section):
+    section: ClassVar[str] = "eval"
+    budgets: tuple[int, ...] = (100, 300, 600)
+    pass_n: int = 1
+    num_candidates: int = 16
+    benchmark: str = "minif2f_test"
+
+    def __post_init__(self) -> None:
+        self._require(list(self.budgets) == sorted(set(self.budgets)), "budgets",
+                      f"must be strictly increasing (got {list(self.budgets)})")
+
+
+@dataclass(frozen=True)
+class ModelConfig(Section):
+    section: ClassVar[str] = "model"
+    base: str = "deepseek-ai/DeepSeek-Prover-V2-7B"
+
+
+@dataclass(frozen=True)
+class SFTConfig(Section):
+    section: ClassVar[str] = "sft"
+    quantization: str = "nf4"
+    lora_r: int = 16
+    lora_alpha: int = 32
+    lora_dropout: float = 0.05
+    target_modules: tuple[str, ...] = (
+        "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj",
+    )
+    learning_rate: float = 2.0e-4
+    lr_scheduler: str = "cosine"
+    warmup_steps: int = 100
+    batch_size: int = 8
+    grad_accum: int = 4
+    max_length: int = 1024
+    max_steps: int = 1500
+    lr_decay: float = 0.5
+    later_max_steps: int = 800
+    base_pair_subsample: int = 10000
+    positive_upsample: int = 10
+    eval_steps: int = 100
+
+
+@dataclass(frozen=True)
+class EBMConfig(Section):
+    section: ClassVar[str] = "ebm"
+    hidden_sizes: tuple[int, ...] = (2048, 1024, 512)
+    dropout: float = 0.15
+    negatives: int = 7
+    steps: int = 1500
+    batch_size: int = 128
+    learning_rate: float = 1.0e-4
+    temperature_init: float = 1.0
+    temperature_min: float = 0.05
+    temperature_max: float = 20.0
+    checkpoint_every: int = 20000
+
+    def __post_init__(self) -> None:
+        self._require(self.temperature_min < self.temperature_init < self.temperature_max,
+                      "temperature_init",
+                      f"must lie strictly between temperature_min and temperature_max "
+                      f"({self.temperature_min} < {self.temperature_init} < {self.temperature_max})")
+
+
+SECTIONS: dict[str, type[Section]] = {
+    cls.section: cls
+    for cls in (DataConfig, LeanConfig, PolicyConfig, SearchConfig, EvalConfig, ModelConfig,
+                SFTConfig, EBMConfig)
+}

@@ -1,0 +1,32 @@
+"""Shared test set-up: offline, CPU-only, hermetic."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+# No hub, no analytics, no network: everything a test needs is built in tmp_path.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("DVC_NO_ANALYTICS", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+MINIF2F = SHARED / "data" / "minif2f" / "minif2f.jsonl"
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    return REPO
+
+
+@pytest.fixture(scope="session")
+def minif2f_path() -> Path:
+    """The pinned real miniF2F file beside the repo (present in CI); never copied into the repo."""
+    if not MINIF2F.exists():
+        pytest.skip(f"shared miniF2F file not found at {MINIF2F}")
+    return MINIF2F
