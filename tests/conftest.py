@@ -28,5 +28,5 @@ def repo_root() -> Path:
 def minif2f_path() -> Path:
     """The pinned real miniF2F file beside the repo (present in CI); never copied into the repo."""
     if not MINIF2F.exists():
-        pytest.skip(f"shared miniF2F file not found at {MINIF2F}")
+        pytest.fail(f"shared miniF2F file not found at {MINIF2F} (it must lie beside the repo)")
     return MINIF2F
