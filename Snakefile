@@ -1,0 +1,31 @@
+# burnqed workflow: one expert iteration after another, every artifact tied to its inputs.
+#
+# Path convention (SPEC §3):
+#   data/raw/...                       downloaded inputs (benchmarks fetched by registry, sources by the user)
+#   data/benchmarks/<name>_<split>.jsonl + .meta.json   pinned benchmark splits
+#   data/tactic_pairs/{train,val}.parquet                normalised, filtered tactic pairs
+#   data/theorems/search_pool.jsonl                      theorems searched for new training data
+#   models/base/, models/iter_{i}/{adapter,merged,ebm}/  models
+#   results/iter_{i}/...                                 search trajectories, evals, reports
+#   logs/<rule>/...                                      one log per job
+#
+# Each rule receives only its own config section through `params:` plus a digest of the burnqed
+# modules it runs (rules/common.smk), so a change to a knob or to the stage's code reruns exactly
+# that stage and what depends on it.
+from burnqed.config import validate_params
+
+
+configfile: "params.yaml"
+
+
+validate_params(config, source="workflow config (params.yaml + --configfile overlays)")
+
+
+include: "rules/common.smk"
+include: "rules/data.smk"
+
+
+rule all:
+    default_target: True
+    input:
+        rules.data_all.input,

@@ -1,0 +1,75 @@
+"""The ``burnqed`` command line: every stage a Snakemake rule runs, runnable by hand.
+
+Each stage package has a ``command`` module with ``add_parser(subparsers)`` that declares its
+options and sets ``func``; the function loads and validates the config (``--params`` plus
+``--configfile`` overlays, exactly as the workflow does) and calls the stage's ``run``.
+Command modules import only light modules at import time, so ``burnqed --help`` is fast.
+
+Example::
+
+    burnqed --help
+    burnqed data --configfile config/demo.yaml
+    burnqed search --theorems data/benchmarks/proplogic_test.jsonl --model models/base --out results/dbg
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from collections.abc import Sequence
+
+from burnqed import __version__
+
+# Stage packages with a `command` module, in the order `--help` lists them.
+COMMANDS = ("data", "search")
+
+
+def add_config_arguments(p: argparse.ArgumentParser) -> None:
+    """``--params`` and ``--configfile``: the same files, merged the same way, as the workflow."""
+    p.add_argument("--params", default="params.yaml", metavar="YAML",
+                   help="base parameter file (default: %(default)s)")
+    p.add_argument("--configfile", action="append", default=[], metavar="YAML",
+                   help="overlay merged over --params (repeatable; e.g. config/demo.yaml)")
+
+
+def load_config(args: argparse.Namespace) -> dict:
+    """The validated, merged parameters named by :func:`add_config_arguments` options."""
+    from burnqed.config import load_params
+
+    return load_params(args.params, args.configfile)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="burnqed",
+        description="Lean 4 theorem proving by expert iteration: run one pipeline stage by hand.",
+    )
+    parser.add_argument("--version", action="version", version=f"burnqed {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name in COMMANDS:
+        importlib.import_module(f"burnqed.{name}.command").add_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from burnqed.config import ConfigError
+
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        return int(args.func(args) or 0)
+    except ConfigError as e:
+        print(f"burnqed: configuration error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,457 @@
+"""Readers for the public Lean 4 data formats (``reference/datasets.md``): local files in, tactic
+pairs (:data:`~burnqed.data.schema.TACTIC_PAIR_SCHEMA`) or :class:`~burnqed.data.theorems.Theorem`
+statements out.
+
+Readers never touch the network: the user downloads a dataset, ``params.yaml`` names the local copy.
+Malformed input raises :class:`DataFormatError` naming the file and the line or record.
+
+=================  ==========================================  ===============  ==================
+format             input                                       tactic pairs     statements
+=================  ==========================================  ===============  ==================
+``leandojo``       Benchmark 4 dir of ``{train,val,test}.json``  yes              no (no statements)
+``lean_github``    ``lean-github.parquet`` (one row per tactic)  yes              no
+``lean_workbook``  JSON array, JSONL or parquet                proved records   yes
+``goedel``         parquet/JSONL of ``problem_id, full_proof``  no (no states)   yes, with proofs
+``numina``         parquet/JSONL of NuminaMath-LEAN records     no               yes
+``minif2f``        DeepSeek ``minif2f.jsonl``                   no               yes
+=================  ==========================================  ===============  ==================
+
+Pair tables name each theorem ``"<source>:<name>"`` so identical names from two sources never merge.
+
+Example::
+
+    >>> parts = split_lean_file("import Mathlib\\n\\ntheorem t (x : ℕ) : x = x := by\\n  rfl\\n")
+    >>> parts.header, parts.formal_statement, parts.proof
+    ('import Mathlib\\n\\n', 'theorem t (x : ℕ) : x = x := by\\n', 'rfl')
+    >>> read_minif2f("minif2f.jsonl")[0].split                    # doctest: +SKIP
+    'valid'
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import textwrap
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from burnqed.data.schema import TACTIC_PAIR_SCHEMA
+from burnqed.data.theorems import Theorem
+
+log = logging.getLogger(__name__)
+
+# DeepSeek-Prover-V1.5's LEAN4_DEFAULT_HEADER (prover/utils.py), also the header of every miniF2F
+# row: the header of the Lean Workbook / Goedel lineage when a record carries none of its own.
+DEFAULT_HEADER = (
+    "import Mathlib\nimport Aesop\n\nset_option maxHeartbeats 0\n\n"
+    "open BigOperators Real Nat Topology Rat\n\n"
+)
+
+# The DeepSeek miniF2F file's keys, exactly and in this order (datasets.md §2.2).
+MINIF2F_KEYS = ("name", "split", "informal_prefix", "formal_statement", "goal", "header")
+
+LEANDOJO_SPLIT_FILES = ("train.json", "val.json", "test.json")
+
+
+class DataFormatError(ValueError):
+    """Input that does not have the documented format; the message names the file and record."""
+
+
+# --------------------------------------------------------------------------------------------
+# Generic record loading
+
+
+def _iter_json_records(path: Path) -> Iterator[tuple[str, Any]]:
+    """``(where, record)`` for a JSON array file or a JSONL file (sniffed from the first byte)."""
+    with path.open(encoding="utf-8") as f:
+        head = f.read(4096).lstrip()
+    if head.startswith("["):
+        try:
+            records = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as e:
+            raise DataFormatError(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
+        for i, rec in enumerate(records):
+            yield f"{path}: record {i}", rec
+        return
+    with path.open(encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise DataFormatError(f"{path}:{lineno}: not JSON ({e.msg})") from None
+            yield f"{path}:{lineno}", rec
+
+
+def _iter_records(path: Path) -> Iterator[tuple[str, Any]]:
+    """Records of a parquet, JSON-array or JSONL file, each with a ``where`` for error messages."""
+    if not path.exists():
+        raise DataFormatError(f"{path}: no such file")
+    if path.suffix == ".parquet":
+        try:
+            table = pq.read_table(path)
+        except (pa.ArrowInvalid, OSError) as e:
+            raise DataFormatError(f"{path}: not a readable parquet file ({e})") from None
+        for i, rec in enumerate(table.to_pylist()):
+            yield f"{path}: row {i}", rec
+        return
+    yield from _iter_json_records(path)
+
+
+def _require_str(rec: Any, keys: tuple[str, ...], where: str) -> None:
+    if not isinstance(rec, dict):
+        raise DataFormatError(f"{where}: expected a JSON object, got {type(rec).__name__}")
+    bad = [k for k in keys if not isinstance(rec.get(k), str)]
+    if bad:
+        raise DataFormatError(f"{where}: missing or non-string key(s) {bad}")
+
+
+def _pairs_table(rows: dict[str, list]) -> pa.Table:
+    return pa.table(rows, schema=TACTIC_PAIR_SCHEMA)
+
+
+def _empty_columns() -> dict[str, list]:
+    return {name: [] for name in TACTIC_PAIR_SCHEMA.names}
+
+
+# --------------------------------------------------------------------------------------------
+# Splitting a whole Lean file: header / docstring / statement / proof
+
+_DECL = re.compile(r"^(?:theorem|lemma)\s+([^\s:({\[]+)", re.MULTILINE)
+_BY = re.compile(r":=\s*by\b")
+
+
+@dataclass(frozen=True)
+class LeanFileParts:
+    header: str  # everything before the declaration (imports, options, opens)
+    informal_prefix: str  # the declaration's "/-- … -/\n" docstring, or ""
+    formal_statement: str  # "theorem <name> … := by\n"
+    proof: str | None  # the tactic block, dedented; None when it is only `sorry`
+    decl_name: str  # the name the Lean declaration itself carries
+
+
+def split_lean_file(text: str, *, name: str | None = None, where: str = "text") -> LeanFileParts:
+    """Split a whole Lean file into header, docstring, statement and tactic proof.
+
+    The declaration is the ``theorem``/``lemma`` called ``name`` when there is one, else the first.
+    Only tactic proofs (``:= by``) are understood; anything else raises :class:`DataFormatError`.
+    """
+    decls = list(_DECL.finditer(text))
+    if not decls:
+        raise DataFormatError(f"{where}: no `theorem`/`lemma` declaration at the start of a line")
+    decl = next((m for m in decls if m.group(1) == name), decls[0])
+    # The declaration extends to the next one: its `:= by` and its proof lie before that.
+    end = next((m.start() for m in decls if m.start() > decl.start()), len(text))
+    by = _BY.search(text, decl.start(), end)
+    if by is None:
+        raise DataFormatError(
+            f"{where}: declaration {decl.group(1)!r} has no tactic proof (`:= by`)"
+        )
+    before = text[: decl.start()]
+    header, informal_prefix = before, ""
+    # A docstring belongs to the declaration only if nothing but whitespace separates them.
+    doc_start = before.rfind("/--")
+    doc_end = before.find("-/", doc_start + 3) if doc_start >= 0 else -1
+    if doc_end >= 0 and not before[doc_end + 2 :].strip():
+        header = before[:doc_start]
+        informal_prefix = before[doc_start:].rstrip() + "\n"
+    statement = text[decl.start() : by.end()] + "\n"
+    first_line, _, rest = text[by.end() : end].partition("\n")
+    body = textwrap.dedent(rest).strip()
+    first_line = first_line.strip()
+    proof = (first_line + ("\n" + body if body else "")) if first_line else body
+    return LeanFileParts(
+        header, informal_prefix, statement, None if proof in ("", "sorry") else proof, decl.group(1)
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Tactic-pair readers
+
+_PREMISE_MARK = re.compile(r"</?a>")
+
+
+def read_leandojo(path: str | Path, *, source: str = "leandojo") -> pa.Table:
+    """LeanDojo Benchmark 4: ``path`` is a split directory (``random/``, ``novel_premises/``)
+    holding ``train.json``/``val.json``/``test.json`` (each one JSON array of theorems), or one
+    such file.
+
+    All files are read: burnqed re-splits by theorem name itself.  ``depth`` is the tactic's index
+    in ``traced_tactics``; premise marks ``<a>…</a>`` are stripped if a tactic carries them.
+    """
+    path = Path(path)
+    if path.is_dir():
+        files = [path / f for f in LEANDOJO_SPLIT_FILES if (path / f).exists()]
+        if not files:
+            raise DataFormatError(f"{path}: no {'/'.join(LEANDOJO_SPLIT_FILES)} in this directory")
+        _log_leandojo_metadata(path)
+    elif path.exists():
+        files = [path]
+    else:
+        raise DataFormatError(f"{path}: no such file or directory")
+    cols = _empty_columns()
+    for file in files:
+        try:
+            theorems = json.loads(file.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as e:
+            raise DataFormatError(f"{file}:{e.lineno}: not valid JSON ({e.msg})") from None
+        if not isinstance(theorems, list):
+            raise DataFormatError(f"{file}: expected one JSON array of theorems")
+        for i, thm in enumerate(theorems):
+            where = f"{file}: theorem {i}"
+            _require_str(thm, ("full_name",), where)
+            tactics = thm.get("traced_tactics")
+            if not isinstance(tactics, list):
+                raise DataFormatError(
+                    f"{where} ({thm['full_name']}): `traced_tactics` is not a list"
+                )
+            for depth, tac in enumerate(tactics):
+                _require_str(
+                    tac, ("tactic", "state_before", "state_after"), f"{where} tactic {depth}"
+                )
+                cols["source"].append(source)
+                cols["theorem"].append(f"{source}:{thm['full_name']}")
+                cols["state_before"].append(tac["state_before"])
+                cols["tactic"].append(_PREMISE_MARK.sub("", tac["tactic"]))
+                cols["state_after"].append(tac["state_after"])
+                cols["depth"].append(depth)
+        log.info("%s: %d theorems from %s", source, len(theorems), file)
+    return _pairs_table(cols)
+
+
+def _log_leandojo_metadata(split_dir: Path) -> None:
+    """Log which mathlib4 commit the benchmark was traced from (``metadata.json``, one level up)."""
+    for meta in (split_dir / "metadata.json", split_dir.parent / "metadata.json"):
+        if meta.exists():
+            try:
+                repo = json.loads(meta.read_text(encoding="utf-8")).get("from_repo", {})
+            except (json.JSONDecodeError, AttributeError):
+                log.warning("%s: unreadable metadata.json", meta)
+                return
+            log.info("LeanDojo benchmark traced from %s @ %s", repo.get("url"), repo.get("commit"))
+            return
+
+
+LEAN_GITHUB_COLUMNS = ("url", "file_path", "full_name", "tactic", "state_before", "state_after")
+
+
+def read_lean_github(path: str | Path, *, source: str = "lean_github") -> pa.Table:
+    """internlm/Lean-Github parquet: LeanDojo's layout flattened to one row per tactic.
+
+    Rows are grouped into theorems by ``(url, file_path, full_name)`` — 100+ repositories share
+    short names — and ``depth`` is a row's position within its theorem, in file order.
+    """
+    path = Path(path)
+    try:
+        table = pq.read_table(path)
+    except FileNotFoundError:
+        raise DataFormatError(f"{path}: no such file") from None
+    except (pa.ArrowInvalid, OSError) as e:
+        raise DataFormatError(f"{path}: not a readable parquet file ({e})") from None
+    missing = [c for c in LEAN_GITHUB_COLUMNS if c not in table.column_names]
+    if missing:
+        raise DataFormatError(f"{path}: missing column(s) {missing} (have {table.column_names})")
+    cols = _empty_columns()
+    next_depth: dict[tuple[str, str, str], int] = {}
+    data = {c: table.column(c).to_pylist() for c in LEAN_GITHUB_COLUMNS}
+    for i in range(table.num_rows):
+        row = {c: data[c][i] for c in LEAN_GITHUB_COLUMNS}
+        bad = [c for c in ("full_name", "tactic", "state_before", "state_after") if row[c] is None]
+        if bad:
+            raise DataFormatError(f"{path}: row {i}: null value(s) in {bad}")
+        key = (row["url"] or "", row["file_path"] or "", row["full_name"])
+        depth = next_depth.get(key, 0)
+        next_depth[key] = depth + 1
+        cols["source"].append(source)
+        cols["theorem"].append(f"{source}:{row['full_name']}")
+        cols["state_before"].append(row["state_before"])
+        cols["tactic"].append(_PREMISE_MARK.sub("", row["tactic"]))
+        cols["state_after"].append(row["state_after"])
+        cols["depth"].append(depth)
+    log.info(
+        "%s: %d tactic rows, %d theorems from %s", source, table.num_rows, len(next_depth), path
+    )
+    return _pairs_table(cols)
+
+
+# --------------------------------------------------------------------------------------------
+# Lean Workbook: statements, and pairs from proved records
+
+
+def _workbook_records(path: Path) -> Iterator[tuple[str, dict]]:
+    for where, rec in _iter_records(path):
+        _require_str(rec, ("id", "formal_statement"), where)
+        yield where, rec
+
+
+def _workbook_proof(rec: dict) -> str | None:
+    """The found proof of a proved record (``tactic`` in the JSON, ``proof`` in other dumps)."""
+    if rec.get("status") not in (None, "proved"):
+        return None
+    for key in ("tactic", "proof"):
+        value = rec.get(key)
+        if isinstance(value, str) and value.strip() and value.strip() != "sorry":
+            return value
+    return None
+
+
+def read_lean_workbook(path: str | Path) -> list[Theorem]:
+    """internlm/Lean-Workbook records (JSON array, JSONL or parquet) as theorem statements.
+
+    ``formal_statement`` ends ``:= by sorry``; the ``sorry`` is cut so the statement ends
+    ``:= by\\n`` like miniF2F's.  Proved records keep their proof; the natural-language statement
+    becomes the docstring.
+    """
+    path = Path(path)
+    out = []
+    for where, rec in _workbook_records(path):
+        text = rec["formal_statement"]
+        parts = split_lean_file(text, where=f"{where} ({rec['id']})")
+        nl = rec.get("natural_language_statement")
+        prefix = parts.informal_prefix or (
+            f"/-- {nl.strip()} -/\n" if isinstance(nl, str) and nl.strip() else ""
+        )
+        proof = _workbook_proof(rec)
+        out.append(
+            Theorem(
+                name=rec["id"],
+                formal_statement=parts.formal_statement,
+                header=parts.header or DEFAULT_HEADER,
+                informal_prefix=prefix,
+                split=rec.get("split") or "",
+                proof=(proof.strip(),) if proof else None,
+            )
+        )
+    log.info("lean_workbook: %d statements from %s", len(out), path)
+    return out
+
+
+def read_lean_workbook_pairs(path: str | Path, *, source: str = "lean_workbook") -> pa.Table:
+    """Pairs of the Lean Workbook records that are proved and carry ``state_before``/``state_after``
+    (the whole found proof is one step from the initial state, ``depth`` 0)."""
+    path = Path(path)
+    cols = _empty_columns()
+    for _where, rec in _workbook_records(path):
+        proof = _workbook_proof(rec)
+        before, after = rec.get("state_before"), rec.get("state_after")
+        if proof is None or not isinstance(before, str) or not isinstance(after, str):
+            continue
+        cols["source"].append(source)
+        cols["theorem"].append(f"{source}:{rec['id']}")
+        cols["state_before"].append(before)
+        cols["tactic"].append(proof.strip())
+        cols["state_after"].append(after)
+        cols["depth"].append(0)
+    log.info("%s: %d proved records with states in %s", source, len(cols["source"]), path)
+    return _pairs_table(cols)
+
+
+# --------------------------------------------------------------------------------------------
+# Whole-proof and statement-only sources
+
+
+def read_goedel(path: str | Path) -> list[Theorem]:
+    """Goedel-LM/Lean-workbook-proofs (``problem_id``, ``full_proof``: a whole Lean file) as
+    statements with their proofs.  Records without a tactic proof are skipped (counted in a
+    warning)."""
+    path = Path(path)
+    out, skipped = [], 0
+    for where, rec in _iter_records(path):
+        _require_str(rec, ("problem_id", "full_proof"), where)
+        try:
+            parts = split_lean_file(rec["full_proof"], name=rec["problem_id"], where=where)
+        except DataFormatError as e:
+            skipped += 1
+            log.debug("skipping %s", e)
+            continue
+        out.append(
+            Theorem(
+                name=rec["problem_id"],
+                formal_statement=parts.formal_statement,
+                header=parts.header or DEFAULT_HEADER,
+                informal_prefix=parts.informal_prefix,
+                proof=(parts.proof,) if parts.proof else None,
+            )
+        )
+    if skipped:
+        log.warning(
+            "goedel: skipped %d record(s) of %s without a `:= by` tactic proof", skipped, path
+        )
+    log.info("goedel: %d statements from %s", len(out), path)
+    return out
+
+
+def read_numina(path: str | Path) -> list[Theorem]:
+    """AI-MO/NuminaMath-LEAN records as statements, named by ``uuid`` (the Lean declaration keeps
+    its own name).  A ``complete`` ``formal_ground_truth`` supplies the proof."""
+    path = Path(path)
+    out = []
+    for where, rec in _iter_records(path):
+        _require_str(rec, ("uuid", "formal_statement"), where)
+        parts = split_lean_file(rec["formal_statement"], where=f"{where} ({rec['uuid']})")
+        proof = None
+        truth = rec.get("formal_ground_truth")
+        if rec.get("ground_truth_type") == "complete" and isinstance(truth, str) and truth.strip():
+            try:
+                proof = split_lean_file(truth, name=parts.decl_name, where=where).proof
+            except DataFormatError as e:
+                log.warning("numina: ignoring the ground truth of %s", e)
+        out.append(
+            Theorem(
+                name=rec["uuid"],
+                formal_statement=parts.formal_statement,
+                header=parts.header or DEFAULT_HEADER,
+                informal_prefix=parts.informal_prefix,
+                proof=(proof,) if proof else None,
+            )
+        )
+    log.info("numina: %d statements from %s", len(out), path)
+    return out
+
+
+def read_minif2f(path: str | Path) -> list[Theorem]:
+    """DeepSeek-Prover-V1.5 ``datasets/minif2f.jsonl``: keys exactly ``name, split, informal_prefix,
+    formal_statement, goal, header``; names unique."""
+    path = Path(path)
+    out: list[Theorem] = []
+    seen: dict[str, str] = {}
+    for where, rec in _iter_json_records(path):
+        _require_str(rec, MINIF2F_KEYS, where)
+        extra = sorted(set(rec) - set(MINIF2F_KEYS))
+        if extra:
+            raise DataFormatError(
+                f"{where}: unexpected key(s) {extra} (expected {list(MINIF2F_KEYS)})"
+            )
+        if rec["name"] in seen:
+            raise DataFormatError(
+                f"{where}: duplicate name {rec['name']!r} (first at {seen[rec['name']]})"
+            )
+        seen[rec["name"]] = where
+        out.append(Theorem(**{k: rec[k] for k in MINIF2F_KEYS}))
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Formats by name (the `format` of a `data.sources` entry)
+
+PairReader = Callable[..., pa.Table]
+StatementReader = Callable[[str | Path], list[Theorem]]
+
+PAIR_READERS: Mapping[str, PairReader] = {
+    "leandojo": read_leandojo,
+    "lean_github": read_lean_github,
+    "lean_workbook": read_lean_workbook_pairs,
+}
+STATEMENT_READERS: Mapping[str, StatementReader] = {
+    "lean_workbook": read_lean_workbook,
+    "goedel": read_goedel,
+    "numina": read_numina,
+    "minif2f": read_minif2f,
+}

@@ -1,0 +1,302 @@
+"""The data stage (SPEC §4.2): raw sources and the benchmark registry in, training data out.
+
+Outputs (paths as the workflow lays them out; every one written atomically):
+
+- ``data/tactic_pairs/train.parquet``, ``val.parquet`` — tactic pairs
+  (:data:`~burnqed.data.schema.TACTIC_PAIR_SCHEMA`, zstd), split by theorem name;
+- ``data/tactic_pairs/filter_report.json`` — rows read per source, each filter's drop counts, the
+  split sizes, the config and seed;
+- ``data/benchmarks/<name>_<split>.jsonl`` + ``.meta.json`` — see :mod:`burnqed.data.benchmarks`;
+- ``data/theorems/search_pool.jsonl`` — the statements searched for new training data.
+
+:func:`run` does all of it; :func:`build_tactic_pairs`, :func:`build_search_pool` and
+:func:`~burnqed.data.benchmarks.build_benchmarks` are the pieces the Snakemake rules and the
+``burnqed data`` subcommands call.
+
+Example::
+
+    >>> from burnqed.config import DataConfig
+    >>> cfg = DataConfig.from_dict({"sources": [{"name": "proplogic", "format": "proplogic"}],
+    ...                             "benchmarks": ["proplogic"], "tokenizer": "bytes",
+    ...                             "search_pool": [{"source": "proplogic"}]})
+    >>> run(cfg=cfg, seed=0)                                       # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from burnqed import __version__
+from burnqed.config import DataConfig
+from burnqed.data.benchmarks import REGISTRY, benchmark_paths, build_benchmarks
+from burnqed.data.filters import FilterStep, filter_pairs, load_token_counter, split_by_theorem
+from burnqed.data.readers import PAIR_READERS, STATEMENT_READERS, DataFormatError
+from burnqed.data.schema import TACTIC_PAIR_SCHEMA, validate_tactic_pairs
+from burnqed.data.theorems import Theorem, read_theorems, write_theorems
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TacticPairSummary:
+    """What :func:`build_tactic_pairs` did (also written as ``filter_report.json``)."""
+
+    source_rows: dict[str, int]  # rows read per source, before any filter
+    filters: tuple[FilterStep, ...]
+    train_rows: int
+    train_theorems: int
+    val_rows: int
+    val_theorems: int
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        d["filters"] = [f.to_json() for f in self.filters]
+        return d
+
+
+# --------------------------------------------------------------------------------------------
+# Sources
+
+
+def _source_where(spec: Mapping) -> str:
+    return f"data.sources[{spec.get('name')!r}] (format {spec.get('format')!r})"
+
+
+def _source_path(spec: Mapping) -> Path:
+    """The source's local copy; a missing one says which config entry names it."""
+    path = Path(spec["path"])
+    if not path.exists():
+        raise DataFormatError(
+            f"{_source_where(spec)}: {path} does not exist; download the dataset and point "
+            f"`path` at the local copy (burnqed never fetches training sources itself)"
+        )
+    return path
+
+
+def read_source_pairs(spec: Mapping, *, cfg: DataConfig, seed: int) -> pa.Table | None:
+    """The tactic pairs of one ``data.sources`` entry, or None for a statements-only format."""
+    name, fmt = spec["name"], spec["format"]
+    if fmt == "proplogic":
+        from burnqed.data.proplogic import traced_pairs, training_theorems
+
+        return traced_pairs(training_theorems(cfg.proplogic, seed=seed), source=name)
+    reader = PAIR_READERS.get(fmt)
+    if reader is None:
+        if fmt in STATEMENT_READERS:
+            log.info("%s: statements only (no tactic states), no pairs", _source_where(spec))
+            return None
+        raise DataFormatError(f"{_source_where(spec)}: unknown format")
+    table = reader(_source_path(spec), source=name)
+    validate_tactic_pairs(table, where=f"{_source_where(spec)} reader output")
+    return table
+
+
+def read_source_statements(spec: Mapping, *, cfg: DataConfig, seed: int) -> list[Theorem]:
+    """The theorem statements of one ``data.sources`` entry (for the search pool)."""
+    fmt = spec["format"]
+    if fmt == "proplogic":
+        from burnqed.data.proplogic import training_theorems
+
+        return training_theorems(cfg.proplogic, seed=seed)
+    reader = STATEMENT_READERS.get(fmt)
+    if reader is None:
+        raise DataFormatError(
+            f"{_source_where(spec)}: this format has no theorem statements, so it cannot be in "
+            f"data.search_pool (formats with statements: "
+            f"{sorted([*STATEMENT_READERS, 'proplogic'])})"
+        )
+    return reader(_source_path(spec))
+
+
+# --------------------------------------------------------------------------------------------
+# Tactic pairs
+
+
+def _write_parquet(table: pa.Table, path: Path) -> None:
+    validate_tactic_pairs(table, where=str(path))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    pq.write_table(table, tmp, compression="zstd")
+    tmp.replace(path)
+
+
+def build_tactic_pairs(
+    *,
+    out_train: Path,
+    out_val: Path,
+    cfg: DataConfig,
+    seed: int,
+    report: Path | None = None,
+    sources: Sequence[Mapping] | None = None,
+) -> TacticPairSummary:
+    """Read every source (``cfg.sources`` unless ``sources`` is given), filter, split by theorem and
+    write ``out_train``/``out_val`` (and ``report``, the JSON filter report)."""
+    sources = cfg.sources if sources is None else sources
+    tables, source_rows = [], {}
+    for spec in sources:
+        table = read_source_pairs(spec, cfg=cfg, seed=seed)
+        if table is None:
+            continue
+        source_rows[spec["name"]] = table.num_rows
+        log.info(
+            "source %s: %d rows, %d theorems",
+            spec["name"],
+            table.num_rows,
+            len(set(table.column("theorem").to_pylist())),
+        )
+        tables.append(table)
+    pairs = pa.concat_tables(tables) if tables else TACTIC_PAIR_SCHEMA.empty_table()
+    if pairs.num_rows == 0:
+        log.warning("no tactic pairs were read from %d source(s)", len(sources))
+    count_tokens = load_token_counter(cfg.tokenizer)
+    kept, steps = filter_pairs(
+        pairs, banned_words=cfg.banned_words, max_tokens=cfg.max_tokens, count_tokens=count_tokens
+    )
+    train, val = split_by_theorem(kept, val_fraction=cfg.val_fraction, seed=seed)
+    _write_parquet(train, Path(out_train))
+    _write_parquet(val, Path(out_val))
+    summary = TacticPairSummary(
+        source_rows=source_rows,
+        filters=tuple(steps),
+        train_rows=train.num_rows,
+        train_theorems=len(set(train.column("theorem").to_pylist())),
+        val_rows=val.num_rows,
+        val_theorems=len(set(val.column("theorem").to_pylist())),
+    )
+    if report is not None:
+        report = Path(report)
+        report.parent.mkdir(parents=True, exist_ok=True)
+        body = {
+            **summary.to_json(),
+            "seed": seed,
+            "config": cfg.to_dict(),
+            "created_by": f"burnqed {__version__}",
+        }
+        tmp = report.with_name(report.name + ".tmp")
+        tmp.write_text(json.dumps(body, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        tmp.replace(report)
+    return summary
+
+
+# --------------------------------------------------------------------------------------------
+# Search pool
+
+
+def build_search_pool(
+    *,
+    cfg: DataConfig,
+    out: Path,
+    seed: int,
+    benchmarks_dir: Path | None = None,
+    benchmark_files: Sequence[Path] = (),
+) -> int:
+    """Write the ``cfg.search_pool`` statements to ``out`` (JSONL); return how many.
+
+    Entries are ``{benchmark, split}`` (the file ``<benchmark>_<split>.jsonl`` among
+    ``benchmark_files``, else in ``benchmarks_dir``; so build benchmarks first) or ``{source}`` (a
+    ``data.sources`` entry whose format has statements).  A name seen twice keeps its first
+    statement; a clash with a *different* statement is logged as a warning.
+    """
+    given = {Path(f).name: Path(f) for f in benchmark_files}
+    sources = {s["name"]: s for s in cfg.sources}
+    pool: dict[str, Theorem] = {}
+    for i, entry in enumerate(cfg.search_pool):
+        if "benchmark" in entry:
+            split = entry.get("split", "")
+            jsonl, _ = benchmark_paths(Path(benchmarks_dir or "."), entry["benchmark"], split)
+            jsonl = given.get(jsonl.name, jsonl)
+            if not jsonl.exists():
+                raise DataFormatError(
+                    f"data.search_pool[{i}]: {jsonl} not found (is {entry['benchmark']!r} in "
+                    f"data.benchmarks and split {split!r} one of its splits?)"
+                )
+            theorems = list(read_theorems(jsonl))
+            what = f"{entry['benchmark']}_{split}"
+        elif "source" in entry:
+            spec = sources.get(entry["source"])
+            if spec is None:
+                raise DataFormatError(
+                    f"data.search_pool[{i}]: unknown source {entry['source']!r} "
+                    f"(data.sources has {sorted(sources)})"
+                )
+            theorems = read_source_statements(spec, cfg=cfg, seed=seed)
+            what = f"source {entry['source']}"
+        else:
+            raise DataFormatError(
+                f"data.search_pool[{i}]: needs `benchmark` (+ `split`) or `source`"
+            )
+        added = clashes = 0
+        for t in theorems:
+            first = pool.get(t.name)
+            if first is None:
+                pool[t.name] = t
+                added += 1
+            elif first.formal_statement != t.formal_statement:
+                clashes += 1
+        if clashes:
+            log.warning(
+                "search pool: %d theorem(s) of %s reuse a name with another statement; "
+                "the first statement is kept",
+                clashes,
+                what,
+            )
+        log.info("search pool: %d theorems from %s", added, what)
+    n = write_theorems(Path(out), pool.values())
+    log.info("search pool: %d theorems → %s", n, out)
+    return n
+
+
+# --------------------------------------------------------------------------------------------
+# The whole stage
+
+
+def benchmarks_to_build(cfg: DataConfig) -> tuple[str, ...]:
+    """``data.benchmarks``, plus any benchmark the search pool reads, plus the generated
+    ``proplogic`` benchmark whenever a ``proplogic`` source is configured (its held-out splits are
+    the demo's search pool and eval set)."""
+    names = list(cfg.benchmarks)
+    names += [e["benchmark"] for e in cfg.search_pool if "benchmark" in e]
+    if any(s["format"] == "proplogic" for s in cfg.sources):
+        names.append("proplogic")
+    return tuple(dict.fromkeys(names))
+
+
+def build_all_benchmarks(*, cfg: DataConfig, seed: int, raw_dir: Path, out_dir: Path) -> list[Path]:
+    """:func:`~burnqed.data.benchmarks.build_benchmarks` for :func:`benchmarks_to_build`, registry
+    files read from ``raw_dir/<registry filename>`` (where ``burnqed data fetch`` puts them)."""
+    names = benchmarks_to_build(cfg)
+    raw = {n: Path(raw_dir) / REGISTRY[n].filename for n in names if n in REGISTRY}
+    return build_benchmarks(
+        raw=raw, out_dir=Path(out_dir), names=names, proplogic=cfg.proplogic, seed=seed
+    )
+
+
+def run(
+    *,
+    cfg: DataConfig,
+    seed: int,
+    raw_benchmarks_dir: Path = Path("data/raw/benchmarks"),
+    benchmarks_dir: Path = Path("data/benchmarks"),
+    pairs_dir: Path = Path("data/tactic_pairs"),
+    search_pool: Path = Path("data/theorems/search_pool.jsonl"),
+) -> None:
+    """Benchmarks, then tactic pairs, then the search pool (which may read the benchmarks)."""
+    build_all_benchmarks(cfg=cfg, seed=seed, raw_dir=raw_benchmarks_dir, out_dir=benchmarks_dir)
+    pairs_dir = Path(pairs_dir)
+    build_tactic_pairs(
+        out_train=pairs_dir / "train.parquet",
+        out_val=pairs_dir / "val.parquet",
+        cfg=cfg,
+        seed=seed,
+        report=pairs_dir / "filter_report.json",
+    )
+    build_search_pool(
+        cfg=cfg, benchmarks_dir=Path(benchmarks_dir), out=Path(search_pool), seed=seed
+    )

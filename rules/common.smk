@@ -1,0 +1,25 @@
+# Helpers shared by the rule files; keep this file tiny.
+from hashlib import sha256
+from pathlib import Path
+
+
+def code_digest(*packages):
+    """Content hash of the burnqed source files a job runs, passed as a param.
+
+    Snakemake does not see edits inside the package, but it reruns a job whose params changed.
+    """
+    h = sha256()
+    for pkg in packages:
+        path = Path(workflow.basedir, "burnqed", pkg)
+        for f in [path] if path.is_file() else sorted(path.glob("**/*.py")):
+            h.update(f.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def search_pool_benchmarks(config):
+    """The benchmark split files the search pool reads (its {benchmark, split} entries)."""
+    return [
+        f"data/benchmarks/{e['benchmark']}_{e['split']}.jsonl"
+        for e in config["data"]["search_pool"]
+        if "benchmark" in e
+    ]

@@ -1,0 +1,101 @@
+# Data stage (burnqed/data/): benchmarks pinned by sha256, tactic pairs, search pool.
+
+
+wildcard_constraints:
+    benchmark="[A-Za-z0-9]+",
+    split="[a-z]+",
+
+
+rule fetch_benchmark:
+    output:
+        "data/raw/benchmarks/{benchmark}.jsonl",
+    log:
+        "logs/data/fetch_{benchmark}.log",
+    conda:
+        "../workflow/envs/burnqed.yaml"
+    resources:
+        runtime=10,
+    script:
+        "../workflow/scripts/data_fetch.py"
+
+
+rule benchmark_split:
+    input:
+        raw="data/raw/benchmarks/{benchmark}.jsonl",
+    output:
+        jsonl="data/benchmarks/{benchmark}_{split}.jsonl",
+        meta="data/benchmarks/{benchmark}_{split}.meta.json",
+    log:
+        "logs/data/benchmark_{benchmark}_{split}.log",
+    conda:
+        "../workflow/envs/burnqed.yaml"
+    params:
+        code=code_digest("data"),
+    script:
+        "../workflow/scripts/data_benchmark.py"
+
+
+rule proplogic_benchmark_split:
+    output:
+        jsonl="data/benchmarks/proplogic_{split}.jsonl",
+        meta="data/benchmarks/proplogic_{split}.meta.json",
+    log:
+        "logs/data/benchmark_proplogic_{split}.log",
+    conda:
+        "../workflow/envs/burnqed.yaml"
+    params:
+        cfg=lookup(dpath="data", within=config),
+        seed=lookup(dpath="seed", within=config),
+        code=code_digest("data", "lean/proplogic"),
+    script:
+        "../workflow/scripts/data_proplogic_benchmark.py"
+
+
+ruleorder: proplogic_benchmark_split > benchmark_split
+
+
+rule tactic_pairs:
+    output:
+        train="data/tactic_pairs/train.parquet",
+        val="data/tactic_pairs/val.parquet",
+        report="data/tactic_pairs/filter_report.json",
+    log:
+        "logs/data/tactic_pairs.log",
+    conda:
+        "../workflow/envs/burnqed.yaml"
+    threads: 1
+    resources:
+        mem_mb=8000,
+    params:
+        cfg=lookup(dpath="data", within=config),
+        seed=lookup(dpath="seed", within=config),
+        code=code_digest("data", "lean/proplogic", "lean/goals.py"),
+    script:
+        "../workflow/scripts/data_pairs.py"
+
+
+rule search_pool:
+    input:
+        benchmarks=search_pool_benchmarks(config),
+    output:
+        "data/theorems/search_pool.jsonl",
+    log:
+        "logs/data/search_pool.log",
+    conda:
+        "../workflow/envs/burnqed.yaml"
+    params:
+        cfg=lookup(dpath="data", within=config),
+        seed=lookup(dpath="seed", within=config),
+        code=code_digest("data"),
+    script:
+        "../workflow/scripts/data_pool.py"
+
+
+rule data_all:
+    input:
+        rules.tactic_pairs.output,
+        rules.search_pool.output,
+        expand(
+            "data/benchmarks/{name}.jsonl",
+            name=lookup(dpath="eval/benchmark", within=config),
+        ),

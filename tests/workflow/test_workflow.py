@@ -1,0 +1,59 @@
+"""The workflow itself: lint, dry runs of every shipped config, config errors at workflow start, CLI help."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+OVERLAYS = sorted((REPO / "config").glob("*.yaml"))
+SNAKEMAKE = shutil.which("snakemake", path=str(Path(sys.executable).parent)) or "snakemake"
+
+
+def snakemake(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    return subprocess.run(
+        [SNAKEMAKE, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300
+    )
+
+
+def test_lint_is_clean():
+    r = snakemake("--lint")
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("overlay", [None, *OVERLAYS], ids=lambda o: o.name if o else "params.yaml")
+def test_dry_run_of_every_shipped_config(overlay, tmp_path):
+    args = ["-n", "--quiet", "rules", "--directory", str(REPO)]
+    if overlay:
+        args += ["--configfile", str(overlay)]
+    r = snakemake(*args)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_invalid_params_stop_the_workflow_naming_the_key(tmp_path):
+    params = yaml.safe_load((REPO / "params.yaml").read_text(encoding="utf-8"))
+    params["search"]["max_nodes"] = -5
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(params, allow_unicode=True), encoding="utf-8")
+    r = snakemake("-n", "--configfile", str(bad))
+    assert r.returncode != 0
+    assert "search.max_nodes: -5 is less than the minimum of 1" in r.stdout + r.stderr
+
+
+def test_cli_help_lists_the_subcommands():
+    r = subprocess.run(
+        [sys.executable, "-m", "burnqed.cli", "--help"], capture_output=True, text=True, timeout=60
+    )
+    assert r.returncode == 0, r.stderr
+    from burnqed.cli import COMMANDS
+
+    for name in COMMANDS:
+        assert name in r.stdout
+    assert set(COMMANDS) >= {"data", "search"}
