@@ -28,10 +28,19 @@ COMMANDS = ("data", "search")
 
 def add_config_arguments(p: argparse.ArgumentParser) -> None:
     """``--params`` and ``--configfile``: the same files, merged the same way, as the workflow."""
-    p.add_argument("--params", default="params.yaml", metavar="YAML",
-                   help="base parameter file (default: %(default)s)")
-    p.add_argument("--configfile", action="append", default=[], metavar="YAML",
-                   help="overlay merged over --params (repeatable; e.g. config/demo.yaml)")
+    p.add_argument(
+        "--params",
+        default="params.yaml",
+        metavar="YAML",
+        help="base parameter file (default: %(default)s)",
+    )
+    p.add_argument(
+        "--configfile",
+        action="append",
+        default=[],
+        metavar="YAML",
+        help="overlay merged over --params (repeatable; e.g. config/demo.yaml)",
+    )
 
 
 def load_config(args: argparse.Namespace) -> dict:

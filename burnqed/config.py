@@ -194,14 +194,21 @@ class DataConfig(Section):
         if isinstance(self.proplogic, Mapping):
             object.__setattr__(self, "proplogic", ProplogicConfig(**self.proplogic))
         p = self.proplogic
-        self._require(p.min_depth <= p.max_depth, "proplogic.min_depth",
-                      f"must be <= proplogic.max_depth ({p.min_depth} > {p.max_depth})")
+        self._require(
+            p.min_depth <= p.max_depth,
+            "proplogic.min_depth",
+            f"must be <= proplogic.max_depth ({p.min_depth} > {p.max_depth})",
+        )
         names = [s["name"] for s in self.sources]
-        self._require(len(names) == len(set(names)), "sources",
-                      f"source names must be unique (got {names})")
+        self._require(
+            len(names) == len(set(names)), "sources", f"source names must be unique (got {names})"
+        )
         for i, s in enumerate(self.sources):
-            self._require(s["format"] == "proplogic" or bool(s.get("path")), f"sources[{i}].path",
-                          f"format {s['format']!r} reads a local file: give its path")
+            self._require(
+                s["format"] == "proplogic" or bool(s.get("path")),
+                f"sources[{i}].path",
+                f"format {s['format']!r} reads a local file: give its path",
+            )
 
     def to_dict(self) -> dict:
         d = super().to_dict()
@@ -224,9 +231,21 @@ class LeanConfig(Section):
     memory_limit_mb: int | None = 16384
     cpu_limit_s: float | None = None
     banned_tactics: tuple[str, ...] = (
-        r"\bsorry\b", r"\badmit\b", r"\bnative_decide\b", r"\bset_option\b", "#exit",
-        r"\bimport\b", r"\bopen\b.*\bin\b", r"\baxiom\b", r"\bunsafe\b", r"\bimplemented_by\b",
-        r"\bextern\b", r"\bdecreasing_by\b", "#eval", r"\brun_tac\b", r"\bLean\.Elab\b",
+        r"\bsorry\b",
+        r"\badmit\b",
+        r"\bnative_decide\b",
+        r"\bset_option\b",
+        "#exit",
+        r"\bimport\b",
+        r"\bopen\b.*\bin\b",
+        r"\baxiom\b",
+        r"\bunsafe\b",
+        r"\bimplemented_by\b",
+        r"\bextern\b",
+        r"\bdecreasing_by\b",
+        "#eval",
+        r"\brun_tac\b",
+        r"\bLean\.Elab\b",
     )
     allowed_axioms: tuple[str, ...] = ("propext", "Classical.choice", "Quot.sound")
 
@@ -238,7 +257,9 @@ class LeanConfig(Section):
             try:
                 re.compile(pat)
             except re.error as e:
-                raise ConfigError(f"lean.banned_tactics[{i}]: not a regular expression: {e}") from None
+                raise ConfigError(
+                    f"lean.banned_tactics[{i}]: not a regular expression: {e}"
+                ) from None
 
 
 @dataclass(frozen=True)
@@ -247,13 +268,34 @@ class PolicyConfig(Section):
     backend: str = "sglang"
     server_url: str | None = None
     server_command: tuple[str, ...] | None = (
-        "python", "-m", "sglang.launch_server", "--model-path", "{model}", "--port", "{port}",
-        "--host", "127.0.0.1", "--mem-fraction-static", "0.8", "--log-level", "warning",
+        "python",
+        "-m",
+        "sglang.launch_server",
+        "--model-path",
+        "{model}",
+        "--port",
+        "{port}",
+        "--host",
+        "127.0.0.1",
+        "--mem-fraction-static",
+        "0.8",
+        "--log-level",
+        "warning",
     )
     embedding_server_url: str | None = None
     embedding_server_command: tuple[str, ...] | None = (
-        "python", "-m", "sglang.launch_server", "--model-path", "{model}", "--port", "{port}",
-        "--host", "127.0.0.1", "--is-embedding", "--mem-fraction-static", "0.1",
+        "python",
+        "-m",
+        "sglang.launch_server",
+        "--model-path",
+        "{model}",
+        "--port",
+        "{port}",
+        "--host",
+        "127.0.0.1",
+        "--is-embedding",
+        "--mem-fraction-static",
+        "0.1",
     )
     health_timeout_s: float = 900.0
     request_timeout_s: float = 300.0
@@ -266,8 +308,11 @@ class PolicyConfig(Section):
 
     def __post_init__(self) -> None:
         if self.backend in ("sglang", "openai"):
-            self._require(self.server_url is not None or bool(self.server_command), "server_url",
-                          f"backend {self.backend!r} needs server_url or server_command")
+            self._require(
+                self.server_url is not None or bool(self.server_command),
+                "server_url",
+                f"backend {self.backend!r} needs server_url or server_command",
+            )
 
 
 @dataclass(frozen=True)
@@ -300,8 +345,11 @@ class EvalConfig(Section):
     benchmark: str = "minif2f_test"
 
     def __post_init__(self) -> None:
-        self._require(list(self.budgets) == sorted(set(self.budgets)), "budgets",
-                      f"must be strictly increasing (got {list(self.budgets)})")
+        self._require(
+            list(self.budgets) == sorted(set(self.budgets)),
+            "budgets",
+            f"must be strictly increasing (got {list(self.budgets)})",
+        )
 
 
 @dataclass(frozen=True)
@@ -318,7 +366,13 @@ class SFTConfig(Section):
     lora_alpha: int = 32
     lora_dropout: float = 0.05
     target_modules: tuple[str, ...] = (
-        "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj",
+        "q_proj",
+        "k_proj",
+        "v_proj",
+        "o_proj",
+        "gate_proj",
+        "up_proj",
+        "down_proj",
     )
     learning_rate: float = 2.0e-4
     lr_scheduler: str = "cosine"
@@ -349,14 +403,24 @@ class EBMConfig(Section):
     checkpoint_every: int = 20000
 
     def __post_init__(self) -> None:
-        self._require(self.temperature_min < self.temperature_init < self.temperature_max,
-                      "temperature_init",
-                      f"must lie strictly between temperature_min and temperature_max "
-                      f"({self.temperature_min} < {self.temperature_init} < {self.temperature_max})")
+        self._require(
+            self.temperature_min < self.temperature_init < self.temperature_max,
+            "temperature_init",
+            f"must lie strictly between temperature_min and temperature_max "
+            f"({self.temperature_min} < {self.temperature_init} < {self.temperature_max})",
+        )
 
 
 SECTIONS: dict[str, type[Section]] = {
     cls.section: cls
-    for cls in (DataConfig, LeanConfig, PolicyConfig, SearchConfig, EvalConfig, ModelConfig,
-                SFTConfig, EBMConfig)
+    for cls in (
+        DataConfig,
+        LeanConfig,
+        PolicyConfig,
+        SearchConfig,
+        EvalConfig,
+        ModelConfig,
+        SFTConfig,
+        EBMConfig,
+    )
 }

@@ -15,7 +15,8 @@ import pyarrow as pa
 
 TACTIC_PAIR_SCHEMA = pa.schema(
     [
-        pa.field("source", pa.string(), nullable=False),  # dataset name, e.g. "leandojo", "proplogic"
+        # dataset name, e.g. "leandojo", "proplogic"
+        pa.field("source", pa.string(), nullable=False),
         pa.field("theorem", pa.string(), nullable=False),  # source-prefixed name: "<source>:<name>"
         pa.field("state_before", pa.string(), nullable=False),  # Lean-printed state (grouped hyps)
         pa.field("tactic", pa.string(), nullable=False),  # the tactic applied to state_before
@@ -36,7 +37,9 @@ def validate_tactic_pairs(table: pa.Table, *, where: str = "table") -> None:
             raise SchemaError(f"{where}: missing column {field.name!r}")
         actual = table.schema.field(field.name).type
         if actual != field.type:
-            raise SchemaError(f"{where}: column {field.name!r} has type {actual}, expected {field.type}")
+            raise SchemaError(
+                f"{where}: column {field.name!r} has type {actual}, expected {field.type}"
+            )
         if table.column(field.name).null_count:
             raise SchemaError(f"{where}: column {field.name!r} has null values")
     extra = set(table.column_names) - set(TACTIC_PAIR_SCHEMA.names)

@@ -33,10 +33,12 @@ class Theorem:
 
     def lean_file(self, tactics: Iterable[str], *, indent: str = "  ") -> str:
         """The whole Lean file proving this theorem with ``tactics`` (one per line, indented)."""
-        body = "".join(
-            indent + tac.replace("\n", "\n" + indent) + "\n" for tac in tactics
+        body = "".join(indent + tac.replace("\n", "\n" + indent) + "\n" for tac in tactics)
+        statement = (
+            self.formal_statement
+            if self.formal_statement.endswith("\n")
+            else self.formal_statement + "\n"
         )
-        statement = self.formal_statement if self.formal_statement.endswith("\n") else self.formal_statement + "\n"
         return self.header + self.informal_prefix + statement + body
 
     def to_json(self) -> dict:

@@ -49,7 +49,9 @@ def test_demo_overlay_is_shipped():
 def test_dataclass_defaults_mirror_params_yaml(params):
     # The dataclasses' defaults are the documented real-run defaults: they must not drift apart.
     for name, cls in SECTIONS.items():
-        assert cls.from_dict(params[name]) == cls(), f"section {name!r} differs from its dataclass defaults"
+        assert cls.from_dict(params[name]) == cls(), (
+            f"section {name!r} differs from its dataclass defaults"
+        )
 
 
 def test_schema_and_dataclasses_have_the_same_keys():
