@@ -1,0 +1,50 @@
+"""``python -m burnqed.lean.proplogic [MODULES…] [--key=value…]``: the propositional Pantograph REPL.
+
+Behaves like Pantograph's ``repl`` binary (v0.3.4): positional arguments are modules to import
+(recorded, no effect), ``--key=value`` are Lean options (accepted), ``--version`` prints the
+version.  Prints ``ready.``, then answers one JSON line per request line until a blank line or EOF.
+
+Test-only tactics, enabled by ``BURNQED_PROPLOGIC_DEBUG=1`` (for the client's failure tests):
+``debug_hang`` sleeps forever, ignoring the REPL-side timeout; ``debug_garbage`` answers with a line
+that is not JSON; ``debug_crash`` exits the process (status 3) without answering.  ``sleep N``
+(always available, as in Lean) sleeps N ms and honours the ``timeout`` option.
+
+Example::
+
+    $ printf 'goal.start {"expr": "∀ (p : Prop), p → p"}\\n' | python -m burnqed.lean.proplogic Init
+    ready.
+    {"root":"_uniq.1","stateId":0}
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+from burnqed.lean.proplogic.repl import VERSION, Repl
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if "--version" in args:
+        print(VERSION, flush=True)
+        return 0
+    imports = [a for a in args if not a.startswith("--")]
+    options = dict(a[2:].partition("=")[::2] for a in args if a.startswith("--"))
+    # The wire is UTF-8 whatever the locale says (Lean reads and writes UTF-8).
+    stdin = open(sys.stdin.fileno(), encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
+    stdout = sys.stdout
+    stdout.reconfigure(encoding="utf-8")  # type: ignore[union-attr]
+    repl = Repl(imports=imports, lean_options=options)
+    stdout.write("ready.\n")
+    stdout.flush()
+    while True:
+        line = stdin.readline()
+        if not line.strip():  # EOF ("") or a blank line ends the session
+            return 0
+        stdout.write(repl.handle_line(line) + "\n")
+        stdout.flush()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
