@@ -1,0 +1,671 @@
+"""One Pantograph REPL process, spoken to over its one-line JSON protocol (``reference/pantograph.md``).
+
+:class:`ReplClient` owns its process: it starts ``lean.repl_command`` (+ ``imports``, ``--key=value``
+options, ``LEAN_PATH``/cwd of a Mathlib project) in a new process group with memory and CPU limits,
+waits for ``ready.``, sets the REPL's own ``timeout`` option, and then sends one compact JSON line per
+request, bounding every read with a wall-clock timeout.  stderr is drained to a log file (a full stderr
+pipe would deadlock the REPL).  Replies become frozen dataclasses; anything that breaks the protocol
+(EOF, a line that is not JSON, a read that times out) kills the process group and raises
+:class:`~burnqed.lean.errors.ReplError` quoting the cause.  Restarting and replaying is the pool's job
+(:mod:`burnqed.lean.pool`).
+
+No orphans: every process group this module starts is recorded, and killed at interpreter exit
+(``atexit``), on SIGTERM (a handler that kills them, then hands the signal on to the previous handler),
+and, on Linux, by the kernel when the parent dies (``PR_SET_PDEATHSIG``), which covers ``kill -9``.
+(The kernel ties that signal to the *thread* that forked: run the event loop that owns the REPLs in
+a thread that outlives them, as ``asyncio.run`` in the main thread does.)
+
+Example (with burnqed's propositional REPL, which speaks the same protocol)::
+
+    >>> import asyncio, sys
+    >>> from burnqed.config import LeanConfig
+    >>> cfg = LeanConfig(repl_command=(sys.executable, "-m", "burnqed.lean.proplogic"), imports=())
+    >>> async def demo():
+    ...     async with ReplClient(cfg) as repl:
+    ...         root = await repl.goal_start("∀ (p : Prop), p → p")
+    ...         return await repl.goal_tactic(root.state_id, "intro p h")
+    >>> print(render_goals(asyncio.run(demo()).goals))   # doctest: +SKIP
+    p : Prop
+    h : p
+    ⊢ p
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextlib
+import ctypes
+import json
+import logging
+import math
+import os
+import re
+import resource
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any, Literal
+
+from burnqed.config import LeanConfig
+from burnqed.lean.errors import ReplError, ReplProtocolError, ReplTimeoutError, ReplVersionError
+from burnqed.lean.goals import Goal, render_goals
+
+log = logging.getLogger(__name__)
+
+MIN_VERSION = (0, 3, 4)  # first protocol with messages as objects and hasSorry/hasUnsafe
+LINE_LIMIT = (
+    64 * 2**20
+)  # bytes per reply line: env.catalog or a big goal list can exceed asyncio's 64 KiB
+STDERR_TAIL = 4096  # bytes of stderr kept for error messages
+
+
+def read_timeout_for(tactic_timeout_s: float) -> float:
+    """Client-side read timeout: the REPL's own timeout plus a margin for it to answer ``interrupt``.
+
+    Cancellation inside Lean is cooperative, so a tactic can outlive the REPL timeout; past this
+    bound the client kills the process instead of waiting forever.
+    """
+    return tactic_timeout_s + max(1.0, 0.5 * tactic_timeout_s)
+
+
+# --------------------------------------------------------------------------------------------
+# Replies
+
+
+@dataclass(frozen=True)
+class Message:
+    """A Lean message (``SerialMessage``): severity, text and start position (1-based line)."""
+
+    severity: str  # "error" | "warning" | "information"
+    text: str
+    line: int | None = None
+    column: int | None = None
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any] | str) -> Message:
+        if isinstance(d, str):  # Pantograph 0.3.2-0.3.3 sent bare strings (tactic errors)
+            return cls("error", d)
+        pos = d.get("pos") or {}
+        return cls(
+            severity=str(d.get("severity", "error")),
+            text=str(d.get("data", "")),
+            line=pos.get("line"),
+            column=pos.get("column"),
+        )
+
+    def __str__(self) -> str:
+        where = f"{self.line}:{self.column}: " if self.line else ""
+        return f"{where}{self.severity}: {self.text}"
+
+
+@dataclass(frozen=True)
+class GoalState:
+    """A proof state the REPL holds: its id (valid until the process dies) and its goals."""
+
+    state_id: int
+    goals: tuple[Goal, ...]
+    messages: tuple[Message, ...] = ()  # warnings/infos of the tactic that produced it
+
+    @property
+    def text(self) -> str:
+        return render_goals(self.goals)
+
+
+@dataclass(frozen=True)
+class TacticRejected:
+    """A tactic Lean did not accept: an elaboration error, a parse error, or a result using sorry."""
+
+    kind: Literal["error", "parse", "sorry"]
+    message: str
+    messages: tuple[Message, ...] = ()
+
+
+@dataclass(frozen=True)
+class CompilationUnit:
+    """One command of a ``frontend.process`` reply."""
+
+    boundary: tuple[int, int]  # UTF-8 byte offsets into the file
+    messages: tuple[Message, ...]
+    goal_state_id: int | None = None  # with sorrys: the state holding the `sorry` goals
+    goals: tuple[Goal, ...] = ()
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> CompilationUnit:
+        b = d.get("boundary") or (0, 0)
+        return cls(
+            boundary=(int(b[0]), int(b[1])),
+            messages=tuple(Message.from_json(m) for m in d.get("messages", ())),
+            goal_state_id=d.get("goalStateId"),
+            goals=tuple(Goal.from_json(g) for g in d.get("goals", ())),
+        )
+
+
+@dataclass(frozen=True, order=True)
+class ReplVersion:
+    """A Pantograph version as ``repl --version`` prints it (``0.3.4`` or ``0.3.7/v4.21.0``)."""
+
+    major: int
+    minor: int
+    patch: int
+    text: str = ""
+
+    @classmethod
+    def parse(cls, text: str) -> ReplVersion:
+        m = re.match(r"\s*v?(\d+)\.(\d+)\.(\d+)", text)
+        if not m:
+            raise ReplVersionError(f"cannot read a version from `--version` output {text[:200]!r}")
+        return cls(int(m[1]), int(m[2]), int(m[3]), text.strip())
+
+    @property
+    def start_route(self) -> Literal["process", "distil"]:
+        """How a ``theorem … := by`` statement becomes a goal (``reference/pantograph.md`` §9).
+
+        Up to v0.3.4 ``frontend.process`` turns ``sorry``s into goals (``sorrys: true``); later
+        versions dropped that and moved it to ``frontend.distil``.  The one place this is decided.
+        """
+        return "process" if (self.major, self.minor, self.patch) <= (0, 3, 4) else "distil"
+
+
+# --------------------------------------------------------------------------------------------
+# Process groups: limits, registry, no orphans
+
+_groups: dict[int, int] = {}  # pgid -> pid of the Python process that started it
+_terminating = False  # set by SIGTERM: no new REPLs while the process goes down
+_previous_sigterm: Any = None
+_installed = False
+_install_lock = threading.Lock()
+_PR_SET_PDEATHSIG = 1
+_libc = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
+
+
+def live_process_groups() -> list[int]:
+    """The REPL process groups this process started and has not yet reaped."""
+    me = os.getpid()
+    return [g for g, owner in _groups.items() if owner == me]
+
+
+def kill_all_groups() -> int:
+    """SIGKILL every REPL process group this process started; return how many were signalled."""
+    me = os.getpid()
+    n = 0
+    for pgid, owner in list(_groups.items()):
+        if owner != me:  # inherited through fork(): the parent owns it
+            continue
+        _killpg(pgid)
+        _groups.pop(pgid, None)
+        n += 1
+    return n
+
+
+def _killpg(pgid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    global _terminating
+    _terminating = True
+    n = kill_all_groups()
+    if n:
+        log.warning("SIGTERM: killed %d REPL process group(s)", n)
+    previous = _previous_sigterm
+    if callable(previous):
+        previous(signum, frame)
+    else:  # SIG_DFL, or a handler not set from Python: die by SIGTERM as we would have
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _install_handlers() -> None:
+    global _installed, _previous_sigterm
+    with _install_lock:
+        if _installed:
+            return
+        _installed = True
+        atexit.register(kill_all_groups)
+        if threading.current_thread() is threading.main_thread():
+            _previous_sigterm = signal.getsignal(signal.SIGTERM)
+            # A process that ignores SIGTERM keeps its REPLs too.
+            if _previous_sigterm != signal.SIG_IGN:
+                signal.signal(signal.SIGTERM, _on_sigterm)
+        else:  # signal handlers can only be set from the main thread; PDEATHSIG and atexit remain
+            log.debug("not in the main thread: no SIGTERM handler installed for REPL clean-up")
+
+
+def _child_setup(memory_limit_mb: int | None, cpu_limit_s: float | None) -> Callable[[], None]:
+    """What the forked child runs before exec: die with the parent, then apply the limits."""
+    parent = os.getpid()
+    libc = _libc
+    mem = None if memory_limit_mb is None else int(memory_limit_mb) * 2**20
+    cpu = None if cpu_limit_s is None else max(1, math.ceil(cpu_limit_s))
+
+    def setup() -> None:  # runs between fork and exec: no logging, no locks
+        if libc is not None:
+            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            if os.getppid() != parent:  # the parent died before prctl took effect
+                os._exit(1)
+        if mem is not None:
+            resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
+        if cpu is not None:  # SIGXCPU at the soft limit, SIGKILL a little later
+            resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))
+
+    return setup
+
+
+@cache
+def _lake_lean_path(project_path: str) -> str:
+    try:
+        out = subprocess.run(
+            ["lake", "env", "printenv", "LEAN_PATH"],
+            cwd=project_path,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=True,
+        )
+    except FileNotFoundError:
+        raise ReplError(
+            f"lean.project_path={project_path!r}: `lake` is not on PATH (it gives LEAN_PATH)"
+        ) from None
+    except subprocess.CalledProcessError as e:
+        raise ReplError(
+            f"lean.project_path={project_path!r}: `lake env printenv LEAN_PATH` failed: "
+            f"{e.stderr.strip()[-500:]}"
+        ) from None
+    return out.stdout.strip()  # the trailing newline is not part of the path
+
+
+def repl_environment(cfg: LeanConfig) -> tuple[dict[str, str], str | None]:
+    """The environment and working directory of a REPL: ``LEAN_PATH`` and cwd of a Lean project."""
+    env = dict(os.environ)
+    if cfg.project_path is None:
+        return env, None
+    if not Path(cfg.project_path).is_dir():
+        raise ReplError(f"lean.project_path={cfg.project_path!r}: not a directory")
+    env["LEAN_PATH"] = _lake_lean_path(cfg.project_path)
+    return env, cfg.project_path
+
+
+def repl_argv(cfg: LeanConfig) -> list[str]:
+    """``repl_command`` + modules to import + Lean options as ``--key=value``."""
+    options = []
+    for k, v in cfg.options.items():
+        value = str(v).lower() if isinstance(v, bool) else str(v)  # Lean spells booleans lowercase
+        options.append(f"--{k}={value}")
+    return [*cfg.repl_command, *cfg.imports, *options]
+
+
+async def _spawn(cfg: LeanConfig, argv: Sequence[str]) -> asyncio.subprocess.Process:
+    if _terminating:
+        raise ReplError("not starting a REPL: this process is shutting down (SIGTERM)")
+    env, cwd = repl_environment(cfg)
+    _install_handlers()
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            cwd=cwd,
+            env=env,
+            start_new_session=True,  # its own process group, so the whole tree can be killed
+            preexec_fn=_child_setup(cfg.memory_limit_mb, cfg.cpu_limit_s),
+            limit=LINE_LIMIT,
+        )
+    except OSError as e:
+        raise ReplError(f"lean.repl_command: cannot run {list(argv)!r}: {e}") from None
+    _groups[proc.pid] = os.getpid()  # start_new_session: pgid == pid
+    return proc
+
+
+async def read_version(cfg: LeanConfig) -> ReplVersion:
+    """Run ``repl_command --version``; raise :class:`ReplVersionError` below :data:`MIN_VERSION`."""
+    argv = [*cfg.repl_command, "--version"]
+    proc = await _spawn(cfg, argv)
+    try:
+        async with asyncio.timeout(cfg.ready_timeout_s):
+            out, err = await proc.communicate()
+    except TimeoutError:
+        _killpg(proc.pid)
+        await proc.wait()
+        raise ReplVersionError(f"{argv!r}: no answer within {cfg.ready_timeout_s} s") from None
+    finally:
+        _killpg(proc.pid)
+        _groups.pop(proc.pid, None)
+    text = out.decode("utf-8", "replace").strip()
+    if proc.returncode != 0 or not text:
+        raise ReplVersionError(
+            f"{argv!r} exited with {proc.returncode}: "
+            f"{(text or err.decode('utf-8', 'replace')).strip()[-500:]!r}"
+        )
+    version = ReplVersion.parse(text.splitlines()[0])
+    if (version.major, version.minor, version.patch) < MIN_VERSION:
+        raise ReplVersionError(
+            f"{argv[0]} is Pantograph {version.text}; burnqed speaks Pantograph "
+            f"{'.'.join(map(str, MIN_VERSION))} or later (messages as objects, hasSorry/hasUnsafe). "
+            "Point lean.repl_command at a newer build."
+        )
+    return version
+
+
+def _quote(raw: bytes, limit: int = 300) -> str:
+    text = raw.decode("utf-8", "replace").rstrip("\n")
+    return repr(text if len(text) <= limit else text[:limit] + "…")
+
+
+# --------------------------------------------------------------------------------------------
+# The client
+
+
+class ReplClient:
+    """One REPL process; an async context manager.  One request at a time (an internal lock).
+
+    ``request`` raises :class:`ReplTimeoutError` (read timeout: process killed; or the REPL's own
+    ``interrupt``: process alive but poisoned), :class:`ReplProtocolError` for an ``{"error": …}``
+    reply (process still usable), and :class:`ReplError` for EOF or a reply that is not JSON (process
+    killed).  After a kill the client is dead (``alive`` is False); start a new one.
+    """
+
+    def __init__(
+        self,
+        cfg: LeanConfig,
+        *,
+        name: str = "repl",
+        stderr_log: Path | None = None,
+        read_timeout_s: float | None = None,
+    ) -> None:
+        self.cfg = cfg
+        self.name = name
+        self.stderr_log = stderr_log
+        self.read_timeout_s = (
+            read_timeout_for(cfg.tactic_timeout_s) if read_timeout_s is None else read_timeout_s
+        )
+        self.requests = 0
+        self.lean_time_s = 0.0  # wall time spent waiting for replies
+        self.started_at: float | None = None  # time.monotonic() at `ready.`
+        self._proc: asyncio.subprocess.Process | None = None
+        self._dead = False
+        self._lock = asyncio.Lock()
+        self._stderr_task: asyncio.Task | None = None
+        self._stderr_tail = bytearray()
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    async def __aenter__(self) -> ReplClient:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    @property
+    def pid(self) -> int | None:
+        return None if self._proc is None else self._proc.pid
+
+    @property
+    def alive(self) -> bool:
+        return self._proc is not None and not self._dead and self._proc.returncode is None
+
+    @property
+    def age_s(self) -> float:
+        return 0.0 if self.started_at is None else time.monotonic() - self.started_at
+
+    async def start(self) -> None:
+        """Start the process, wait for ``ready.``, set the REPL's ``timeout`` option."""
+        if self._proc is not None:
+            raise RuntimeError(f"{self.name}: already started (a client runs one process)")
+        argv = repl_argv(self.cfg)
+        self._proc = await _spawn(self.cfg, argv)
+        log.debug("%s: started pid %d: %s", self.name, self._proc.pid, argv)
+        self._stderr_task = asyncio.create_task(self._drain_stderr(self._proc))
+        try:
+            async with asyncio.timeout(self.cfg.ready_timeout_s):
+                await self._wait_ready(argv)
+        except TimeoutError:
+            await self.close()
+            raise ReplError(
+                f"{self.name}: no `ready.` from {argv!r} within {self.cfg.ready_timeout_s} s "
+                f"(lean.ready_timeout_s); stderr: {self.stderr_tail()!r}"
+            ) from None
+        except BaseException:
+            await self.close()
+            raise
+        self.started_at = time.monotonic()
+        if self.cfg.tactic_timeout_s > 0:
+            await self.request("options.set", {"timeout": int(self.cfg.tactic_timeout_s * 1000)})
+
+    async def _wait_ready(self, argv: Sequence[str]) -> None:
+        assert self._proc is not None and self._proc.stdout is not None
+        while True:
+            raw = await self._proc.stdout.readline()
+            if not raw:
+                rc = await self._exit_code()
+                self._dead = True
+                raise ReplError(
+                    f"{self.name}: {argv!r} exited (code {rc}) before printing `ready.` "
+                    f"(wrong LEAN_PATH/imports, or Lean and Mathlib built with different "
+                    f"toolchains?); stderr: {self.stderr_tail()!r}"
+                )
+            if raw.strip() == b"ready.":
+                return
+            log.warning("%s: ignoring output before `ready.`: %s", self.name, _quote(raw))
+
+    async def close(self) -> None:
+        """Kill the process group and reap the process (idempotent)."""
+        proc = self._proc
+        if proc is None:
+            return
+        self._kill()
+        try:
+            async with asyncio.timeout(5):
+                await proc.wait()
+        except TimeoutError:
+            log.warning("%s: pid %d did not exit after SIGKILL", self.name, proc.pid)
+        if self._stderr_task is not None:
+            try:
+                async with asyncio.timeout(1):
+                    await self._stderr_task
+            except (TimeoutError, asyncio.CancelledError):
+                self._stderr_task.cancel()
+        _groups.pop(proc.pid, None)
+
+    def _kill(self) -> None:
+        """SIGKILL the whole process group now; the client is dead afterwards."""
+        self._dead = True
+        if self._proc is not None:
+            _killpg(self._proc.pid)
+
+    async def _exit_code(self) -> int | None:
+        assert self._proc is not None
+        try:
+            async with asyncio.timeout(2):
+                rc = await self._proc.wait()
+            if self._stderr_task is not None:  # let the last stderr lines arrive for the message
+                async with asyncio.timeout(1):
+                    await asyncio.shield(self._stderr_task)
+            return rc
+        except TimeoutError:
+            return None
+
+    async def _drain_stderr(self, proc: asyncio.subprocess.Process) -> None:
+        assert proc.stderr is not None
+        sink = None
+        if self.stderr_log is not None:
+            self.stderr_log.parent.mkdir(parents=True, exist_ok=True)
+            sink = self.stderr_log.open("ab")
+            sink.write(f"=== {self.name}: pid {proc.pid} started ===\n".encode())
+            sink.flush()
+        try:
+            while True:
+                chunk = await proc.stderr.read(65536)
+                if not chunk:
+                    return
+                self._stderr_tail += chunk
+                del self._stderr_tail[:-STDERR_TAIL]
+                if sink is not None:
+                    sink.write(chunk)
+                    sink.flush()
+                else:
+                    log.debug("%s stderr: %s", self.name, chunk.decode("utf-8", "replace").rstrip())
+        finally:
+            if sink is not None:
+                sink.close()
+
+    def stderr_tail(self) -> str:
+        """The last few KiB the REPL wrote to stderr (for error messages)."""
+        return self._stderr_tail.decode("utf-8", "replace").strip()[-1000:]
+
+    # -- requests ----------------------------------------------------------------------------
+
+    async def request(
+        self, cmd: str, payload: Mapping[str, Any] | None = None, *, timeout: float | None = None
+    ) -> dict[str, Any]:
+        """Send ``cmd payload`` as one line and return the reply object (see the class docstring)."""
+        if not cmd or len(cmd.split()) != 1 or cmd.strip() != cmd:
+            raise ValueError(f"not a REPL command name: {cmd!r}")
+        # Compact JSON on one line: json.dumps escapes newlines, and a blank line would end the REPL.
+        line = f"{cmd} {json.dumps(payload or {}, ensure_ascii=False)}\n".encode()
+        timeout = self.read_timeout_s if timeout is None else timeout
+        async with self._lock:
+            proc = self._proc
+            if proc is None or not self.alive:
+                raise ReplError(f"{self.name}: the REPL is not running (cannot send {cmd})")
+            assert proc.stdin is not None and proc.stdout is not None
+            t0 = time.perf_counter()
+            try:
+                proc.stdin.write(line)
+                await proc.stdin.drain()
+                async with asyncio.timeout(timeout):
+                    raw = await proc.stdout.readline()
+            except TimeoutError:
+                self._kill()
+                raise ReplTimeoutError(
+                    f"{self.name}: no reply to {cmd} within {timeout:.1f} s; killed pid {proc.pid}",
+                    killed=True,
+                ) from None
+            except (BrokenPipeError, ConnectionResetError):
+                raw = b""  # the process is gone: report it like EOF below
+            except ValueError:  # asyncio's line limit
+                self._kill()
+                raise ReplError(
+                    f"{self.name}: reply to {cmd} is longer than {LINE_LIMIT} bytes; killed pid "
+                    f"{proc.pid}"
+                ) from None
+            finally:
+                self.requests += 1
+                self.lean_time_s += time.perf_counter() - t0
+            if not raw:
+                rc = await self._exit_code()
+                self._kill()
+                raise ReplError(
+                    f"{self.name}: pid {proc.pid} exited (code {rc}) during {cmd}; "
+                    f"stderr: {self.stderr_tail()!r}"
+                )
+            try:
+                reply = json.loads(raw)
+            except ValueError:
+                reply = None
+            if not isinstance(reply, dict):
+                self._kill()  # the stream is out of step with our requests: nothing after is usable
+                raise ReplError(
+                    f"{self.name}: reply to {cmd} is not a JSON object: {_quote(raw)}; "
+                    f"killed pid {proc.pid}"
+                )
+        if "error" in reply and "desc" in reply:
+            if reply["error"] == "internal" and reply["desc"] == "interrupt":
+                raise ReplTimeoutError(
+                    f"{self.name}: {cmd} interrupted by the REPL's timeout "
+                    f"({self.cfg.tactic_timeout_s} s, lean.tactic_timeout_s)",
+                    killed=False,
+                )
+            raise ReplProtocolError(cmd, str(reply["error"]), str(reply["desc"]))
+        return reply
+
+    async def goal_start(self, expr: str) -> GoalState:
+        """Start a proof of the type ``expr`` (e.g. ``∀ (p : Prop), p → p``)."""
+        reply = await self.request("goal.start", {"expr": expr})
+        return await self.goal_print(int(reply["stateId"]))
+
+    async def goal_print(self, state_id: int) -> GoalState:
+        reply = await self.request("goal.print", {"stateId": state_id, "goals": True})
+        return GoalState(state_id, tuple(Goal.from_json(g) for g in reply.get("goals", ())))
+
+    async def goal_tactic(self, state_id: int, tactic: str) -> GoalState | TacticRejected:
+        """Run ``tactic`` on ``state_id`` (automatic mode, no goalId: it acts on the first goal).
+
+        A result with ``hasSorry``/``hasUnsafe`` is rejected (kind ``sorry``) and its state deleted.
+        """
+        reply = await self.request("goal.tactic", {"stateId": state_id, "tactic": tactic})
+        if "parseError" in reply:
+            return TacticRejected("parse", str(reply["parseError"]))
+        messages = tuple(Message.from_json(m) for m in reply.get("messages") or ())
+        messages += tuple(Message.from_json(m) for m in reply.get("tacticErrors") or ())
+        if "nextStateId" in reply:
+            next_id = int(reply["nextStateId"])
+            if reply.get("hasSorry") or reply.get("hasUnsafe"):
+                await self.goal_delete([next_id])
+                what = "sorry" if reply.get("hasSorry") else "unsafe code"
+                return TacticRejected("sorry", f"the tactic's result uses {what}", messages)
+            goals = tuple(Goal.from_json(g) for g in reply.get("goals") or ())
+            return GoalState(next_id, goals, messages)
+        if not messages:
+            raise ReplError(f"{self.name}: goal.tactic reply of unknown shape: {reply!r:.300}")
+        errors = [m.text for m in messages if m.severity == "error"] or [m.text for m in messages]
+        return TacticRejected("error", "\n".join(errors), messages)
+
+    async def goal_delete(self, state_ids: Iterable[int]) -> None:
+        ids = list(state_ids)
+        if ids:
+            await self.request("goal.delete", {"stateIds": ids})
+
+    async def stat(self) -> int:
+        """The number of states the REPL holds."""
+        return int((await self.request("stat", {}))["nGoals"])
+
+    async def frontend_process(
+        self, file: str, *, sorrys: bool, inherit_env: bool = False
+    ) -> tuple[CompilationUnit, ...]:
+        """Elaborate a Lean file's commands (imports come from the command line, not the file)."""
+        # Every non-Option field is sent explicitly: Lean's FromJson ignores struct defaults.
+        payload = {
+            "file": file,
+            "readHeader": False,
+            "inheritEnv": inherit_env,
+            "sorrys": sorrys,
+            "typeErrorsAsGoals": False,
+            "newConstants": False,
+        }
+        reply = await self.request("frontend.process", payload)
+        return tuple(CompilationUnit.from_json(u) for u in reply.get("units", ()))
+
+    async def frontend_distil(self, file: str) -> tuple[GoalState, ...]:
+        """The ``sorry`` goals of a file as states (Pantograph after v0.3.4)."""
+        reply = await self.request("frontend.distil", {"file": file, "ignoreValues": False})
+        return tuple(
+            GoalState(int(t["stateId"]), tuple(Goal.from_json(g) for g in t.get("goals", ())))
+            for t in reply.get("targets", ())
+        )
+
+
+__all__ = [
+    "MIN_VERSION",
+    "CompilationUnit",
+    "GoalState",
+    "Message",
+    "ReplClient",
+    "ReplVersion",
+    "TacticRejected",
+    "kill_all_groups",
+    "live_process_groups",
+    "read_timeout_for",
+    "read_version",
+    "repl_argv",
+    "repl_environment",
+]

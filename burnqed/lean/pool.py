@@ -1,0 +1,543 @@
+"""A pool of REPL workers shared by many proof searches, whose states survive worker restarts.
+
+:class:`LeanPool` starts ``lean.workers`` REPL processes (:class:`~burnqed.lean.client.ReplClient`).
+Each :class:`ProofSession` (one proof search) is pinned to the least-loaded worker when it starts; a
+worker serves one session operation at a time, so many searches (6–64) share few workers.  A session
+hands out :class:`ProofState`\\ s with session-local ids (``sid``) and remembers, for each, the parent
+and tactic that produced it.  When its worker restarts, REPL state ids are void; the session rebuilds
+the states it is asked about lazily, on next use, by starting the theorem again and replaying the
+tactic path (``replays`` in :meth:`LeanPool.stats`).
+
+Workers restart:
+- after any timeout (REPL-side ``interrupt`` or client-side read timeout: a timed-out REPL poisons
+  later tactics, ``reference/pantograph.md`` §11) — the tactic fails with kind ``timeout``;
+- after EOF, a crash or garbage on stdout — the request is retried once after restart and replay,
+  then :class:`ReplError` is raised quoting the cause;
+- after ``recycle_after_requests`` requests or ``recycle_after_s`` seconds (REPL memory grows).
+A restarting worker starts its new process in the background; the next request on it waits for it.
+Replay requests count towards recycling, so ``recycle_after_requests`` should stay well above the
+search's ``max_depth`` (default 1000 vs 50), or every step past it would recycle and replay.
+
+Theorems become goals by the route the REPL's ``--version`` selects (:attr:`ReplVersion.start_route`):
+``frontend.process`` with ``sorrys`` (v0.3.4) or ``frontend.distil`` (later), on the file
+``header-without-imports + statement + sorry``.
+
+Example (with burnqed's propositional REPL)::
+
+    >>> import asyncio, sys
+    >>> from burnqed.config import LeanConfig
+    >>> from burnqed.data.theorems import Theorem
+    >>> cfg = LeanConfig(repl_command=(sys.executable, "-m", "burnqed.lean.proplogic"),
+    ...                  imports=(), workers=2)
+    >>> thm = Theorem(name="t", formal_statement="theorem t (p q : Prop) : p ∧ q → q ∧ p := by\\n")
+    >>> async def demo():
+    ...     async with LeanPool(cfg) as pool:
+    ...         s = await pool.start(thm)
+    ...         r = await s.apply(s.root, "intro h")
+    ...         return r.state.text
+    >>> print(asyncio.run(demo()))   # doctest: +SKIP
+    p q : Prop
+    h : p ∧ q
+    ⊢ q ∧ p
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from burnqed.config import LeanConfig
+from burnqed.data.theorems import Theorem
+from burnqed.lean.client import (
+    GoalState,
+    ReplClient,
+    ReplVersion,
+    TacticRejected,
+    read_version,
+)
+from burnqed.lean.errors import (
+    ReplError,
+    ReplProtocolError,
+    ReplTimeoutError,
+    StartError,
+)
+from burnqed.lean.goals import Goal, render_goals
+from burnqed.lean.guard import TacticGuard
+from burnqed.lean.verify import Verdict, theorem_file, verify_file, verify_proof
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ProofState:
+    """A proof state of one session."""
+
+    sid: int  # session-local id (root = 0), stable across worker restarts
+    goals: tuple[Goal, ...]
+    text: str  # render_goals(goals): what the policy sees
+    depth: int  # tactic steps from the root
+
+    @property
+    def solved(self) -> bool:
+        return not self.goals
+
+
+@dataclass(frozen=True)
+class TacticSuccess:
+    state: ProofState
+    messages: tuple[str, ...]  # Lean's warnings/infos for the tactic
+    lean_time_s: float  # wall time of the goal.tactic request (0 when answered from the session)
+
+
+@dataclass(frozen=True)
+class TacticFailure:
+    kind: Literal["error", "parse", "guard", "sorry", "timeout"]
+    message: str
+    lean_time_s: float
+
+
+TacticResult = TacticSuccess | TacticFailure
+
+
+class _Worker:
+    """One REPL slot: its current client and the generation that REPL state ids belong to."""
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.client: ReplClient | None = None
+        self.generation = 0  # bumped by every (re)start: older REPL state ids are void
+        self.lock = asyncio.Lock()  # a session's replay + tactic run as one unit
+        self.sessions = 0  # open sessions pinned here
+        self.starting: asyncio.Task[ReplClient] | None = None  # background (re)start
+
+
+class LeanPool:
+    """``lean.workers`` REPL processes for many proof sessions; an async context manager."""
+
+    def __init__(self, cfg: LeanConfig, *, log_dir: Path | None = None) -> None:
+        if cfg.workers < 1:
+            raise ValueError(f"lean.workers must be >= 1 (got {cfg.workers})")
+        self.cfg = cfg
+        self.log_dir = log_dir
+        self.guard = TacticGuard.from_config(cfg)
+        self.version: ReplVersion | None = None
+        self._route: Literal["process", "distil"] = "process"
+        self._workers: list[_Worker] = []
+        self._closed = False
+        # Each verifier is a fresh REPL with a full import (GBs with Mathlib): one at a time.
+        self._verify_slot = asyncio.Semaphore(1)
+        self._counts = dict.fromkeys(
+            ("restarts", "recycles", "replays", "timeouts", "crashes", "sessions", "verifications"),
+            0,
+        )
+        self._retired_requests = 0  # requests and REPL time of clients already closed
+        self._retired_lean_s = 0.0
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    async def __aenter__(self) -> LeanPool:
+        self.version = await read_version(self.cfg)
+        self._route = self.version.start_route
+        log.info(
+            "Pantograph %s: starting %d worker(s), start route %s",
+            self.version.text,
+            self.cfg.workers,
+            self._route,
+        )
+        self._workers = [_Worker(i) for i in range(self.cfg.workers)]
+        try:
+            await asyncio.gather(*(self._spawn(w) for w in self._workers))
+        except BaseException:
+            await self.close()
+            raise
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Kill every worker's process group (idempotent)."""
+        self._closed = True
+        for w in self._workers:
+            if w.starting is not None and not w.starting.done():
+                w.starting.cancel()
+        for w in self._workers:
+            if w.starting is not None:
+                try:
+                    client = await w.starting
+                except (asyncio.CancelledError, Exception):
+                    client = None
+                w.starting = None
+                if client is not None and w.client is not client:
+                    await client.close()
+            await self._retire(w)
+
+    def worker_pids(self) -> list[int | None]:
+        """The current REPL pid of each worker (None while one is down or starting)."""
+        return [w.client.pid if w.client is not None else None for w in self._workers]
+
+    def stats(self) -> dict:
+        """Counters since the pool started; ``lean_seconds`` is wall time waiting for the REPLs."""
+        live = [w.client for w in self._workers if w.client is not None]
+        return {
+            "workers": len(self._workers),
+            "requests": self._retired_requests + sum(c.requests for c in live),
+            **self._counts,
+            "sessions_open": sum(w.sessions for w in self._workers),
+            "lean_seconds": self._retired_lean_s + sum(c.lean_time_s for c in live),
+        }
+
+    def _log_file(self, name: str) -> Path | None:
+        return None if self.log_dir is None else self.log_dir / f"{name}.stderr.log"
+
+    async def _spawn(self, w: _Worker) -> ReplClient:
+        client = ReplClient(
+            self.cfg, name=f"worker{w.index}", stderr_log=self._log_file(f"worker{w.index}")
+        )
+        await client.start()
+        w.client = client
+        w.generation += 1
+        return client
+
+    async def _retire(self, w: _Worker) -> None:
+        client, w.client = w.client, None
+        if client is not None:
+            await client.close()
+            self._retired_requests += client.requests
+            self._retired_lean_s += client.lean_time_s
+
+    async def _restart(self, w: _Worker, why: str) -> None:
+        """Kill the worker's REPL now and start a new one in the background."""
+        old_pid = w.client.pid if w.client is not None else None
+        await self._retire(w)
+        self._counts["restarts"] += 1
+        log.info("worker%d: restarting (pid %s): %s", w.index, old_pid, why)
+        if not self._closed:
+            w.starting = asyncio.create_task(self._spawn(w))
+
+    async def _ready(self, w: _Worker) -> ReplClient:
+        """The worker's live client: waits for a (re)start, recycles an old one, revives a dead one."""
+        if self._closed:
+            raise ReplError("the Lean pool is closed")
+        if w.starting is not None:
+            task, w.starting = w.starting, None
+            try:
+                await task
+            except ReplError as e:  # one more try below; a second failure propagates
+                log.warning("worker%d: restart failed (%s); trying again", w.index, e)
+        client = w.client
+        if client is not None and not client.alive:
+            self._counts["crashes"] += 1
+            await self._restart(w, f"pid {client.pid} died while idle")
+            return await self._ready(w)
+        if client is None:
+            return await self._spawn(w)
+        if (
+            client.requests >= self.cfg.recycle_after_requests
+            or client.age_s >= self.cfg.recycle_after_s
+        ):
+            self._counts["recycles"] += 1
+            await self._restart(
+                w, f"recycling after {client.requests} requests / {client.age_s:.0f} s"
+            )
+            return await self._ready(w)
+        return client
+
+    # -- starting theorems -------------------------------------------------------------------
+
+    async def _start_goal(self, client: ReplClient, theorem: Theorem) -> GoalState:
+        """The root state of ``theorem`` in ``client``'s REPL (the route depends on the version)."""
+        file = theorem_file(theorem, ["sorry"])
+        if self._route == "distil":
+            try:
+                targets = await client.frontend_distil(file)
+            except ReplProtocolError as e:
+                if e.kind == "command" and "Unknown command" in e.desc:
+                    log.warning(
+                        "no frontend.distil in Pantograph %s: using frontend.process",
+                        self.version.text if self.version else "?",
+                    )
+                    self._route = "process"
+                    return await self._start_goal(client, theorem)
+                raise StartError(f"{theorem.name}: the statement does not elaborate: {e}") from e
+            if not targets:
+                raise StartError(f"{theorem.name}: frontend.distil found no goal in {file!r:.300}")
+            return targets[-1]
+        try:
+            units = await client.frontend_process(file, sorrys=True)
+        except ReplProtocolError as e:
+            raise StartError(f"{theorem.name}: the statement does not elaborate: {e}") from e
+        errors = [m for u in units for m in u.messages if m.severity == "error"]
+        if errors:
+            raise StartError(
+                f"{theorem.name}: the statement does not elaborate: "
+                + "; ".join(str(m) for m in errors[:5])
+            )
+        with_goals = [u for u in units if u.goal_state_id is not None]
+        if not with_goals:
+            raise StartError(
+                f"{theorem.name}: no goal from {file!r:.300} (is the statement `… := by`?)"
+            )
+        unit = with_goals[-1]
+        assert unit.goal_state_id is not None
+        return GoalState(unit.goal_state_id, unit.goals)
+
+    async def start(self, theorem: Theorem) -> ProofSession:
+        """Open a proof session on the least-loaded worker; :class:`StartError` if it won't start."""
+        if self._closed:
+            raise ReplError("the Lean pool is closed")
+        w = min(self._workers, key=lambda w: (w.sessions, w.index))
+        w.sessions += 1
+        session = ProofSession(self, theorem, w)
+        try:
+            await session._open()
+        except BaseException:
+            w.sessions -= 1
+            raise
+        self._counts["sessions"] += 1
+        return session
+
+    # -- verification --------------------------------------------------------------------------
+
+    async def verify(self, theorem: Theorem, tactics: Sequence[str]) -> Verdict:
+        """Check the whole proof in a fresh REPL process (see :mod:`burnqed.lean.verify`)."""
+        async with self._verify_slot:
+            self._counts["verifications"] += 1
+            return await verify_proof(
+                self.cfg, theorem, tactics, stderr_log=self._log_file("verifier")
+            )
+
+    async def verify_file(self, theorem: Theorem, file: str) -> Verdict:
+        """Check a whole Lean file claimed to prove ``theorem`` (statement must be unchanged)."""
+        async with self._verify_slot:
+            self._counts["verifications"] += 1
+            return await verify_file(self.cfg, theorem, file, stderr_log=self._log_file("verifier"))
+
+
+class ProofSession:
+    """One proof search's view of the pool: states by session id, rebuilt by replay after restarts.
+
+    Invariants: ``_parent[sid]``/``_tactic[sid]`` give the path of every state from the root (sid 0);
+    ``_children[(parent, tactic)]`` maps each successful step to its sid, so a path names exactly one
+    state; ``_repl_ids`` holds REPL ids valid only while ``_generation == worker.generation``.
+    """
+
+    def __init__(self, pool: LeanPool, theorem: Theorem, worker: _Worker) -> None:
+        self.theorem = theorem
+        self._pool = pool
+        self._worker = worker
+        self._states: list[ProofState] = []
+        self._parent: list[int] = []  # -1 for the root
+        self._tactic: list[str] = []
+        self._messages: list[tuple[str, ...]] = []
+        self._children: dict[tuple[int, str], int] = {}
+        self._repl_ids: dict[int, int] = {}
+        self._generation = -1
+        self._closed = False
+
+    @property
+    def root(self) -> ProofState:
+        return self._states[0]
+
+    @property
+    def worker_index(self) -> int:
+        return self._worker.index
+
+    async def __aenter__(self) -> ProofSession:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    def path(self, state: ProofState) -> tuple[str, ...]:
+        """The tactics from the root to ``state``."""
+        steps = []
+        sid = self._own(state)
+        while self._parent[sid] >= 0:
+            steps.append(self._tactic[sid])
+            sid = self._parent[sid]
+        return tuple(reversed(steps))
+
+    def _own(self, state: ProofState) -> int:
+        sid = state.sid
+        if not (0 <= sid < len(self._states)) or (
+            self._states[sid] is not state and self._states[sid] != state
+        ):
+            raise ValueError(f"{self.theorem.name}: state {sid} does not belong to this session")
+        return sid
+
+    async def _open(self) -> None:
+        pool, w = self._pool, self._worker
+        async with w.lock:
+            last: ReplError | None = None
+            for _ in range(2):
+                client = await pool._ready(w)
+                try:
+                    root = await pool._start_goal(client, self.theorem)
+                except StartError:
+                    raise
+                except ReplTimeoutError as e:
+                    pool._counts["timeouts"] += 1
+                    await pool._restart(w, f"timeout starting {self.theorem.name}")
+                    raise StartError(f"{self.theorem.name}: elaborating the statement: {e}") from e
+                except ReplError as e:
+                    last = e
+                    pool._counts["crashes"] += 1
+                    await pool._restart(w, f"starting {self.theorem.name}: {e}")
+                    continue
+                self._generation = w.generation
+                self._repl_ids = {0: root.state_id}
+                self._add(ProofState(0, root.goals, render_goals(root.goals), 0), -1, "", ())
+                return
+            raise ReplError(
+                f"{self.theorem.name}: could not start on worker{w.index} after a restart: {last}"
+            ) from last
+
+    def _add(self, state: ProofState, parent: int, tactic: str, messages: tuple[str, ...]) -> None:
+        self._states.append(state)
+        self._parent.append(parent)
+        self._tactic.append(tactic)
+        self._messages.append(messages)
+        if parent >= 0:
+            self._children[(parent, tactic)] = state.sid
+
+    async def _materialize(self, client: ReplClient, sid: int) -> int:
+        """The REPL id of ``sid`` in the worker's current process, replaying its path if needed."""
+        w = self._worker
+        if self._generation != w.generation:  # the worker restarted: every REPL id is void
+            self._repl_ids = {}
+            self._generation = w.generation
+        if sid in self._repl_ids:
+            return self._repl_ids[sid]
+        # Walk up to the nearest state the REPL still holds, then replay down from it.
+        todo = []
+        cur = sid
+        while cur not in self._repl_ids and cur != 0:
+            todo.append(cur)
+            cur = self._parent[cur]
+        if cur not in self._repl_ids:
+            root = await self._pool._start_goal(client, self.theorem)
+            self._pool._counts["replays"] += 1
+            self._repl_ids[0] = root.state_id
+        repl_id = self._repl_ids[cur]
+        for child in reversed(todo):
+            r = await client.goal_tactic(repl_id, self._tactic[child])
+            self._pool._counts["replays"] += 1
+            if not isinstance(r, GoalState):
+                raise ReplError(
+                    f"{self.theorem.name}: replaying {self._tactic[child]!r} (state {child}) "
+                    f"after a restart failed: {r.kind}: {r.message}"
+                )
+            if render_goals(r.goals) != self._states[child].text:
+                # Lean is deterministic up to generated names (?m.N, x✝¹), which can differ in a
+                # new process; the session keeps its recorded text.
+                log.warning(
+                    "%s: replayed state %d differs from the recorded one", self.theorem.name, child
+                )
+            self._repl_ids[child] = r.state_id
+            repl_id = r.state_id
+        return repl_id
+
+    async def apply(self, state: ProofState, tactic: str) -> TacticResult:
+        """Run ``tactic`` on ``state`` (guard first; see the module docstring for failures)."""
+        if self._closed:
+            raise ReplError(f"{self.theorem.name}: the proof session is closed")
+        sid = self._own(state)
+        if (why := self._pool.guard.check(tactic)) is not None:
+            return TacticFailure("guard", why, 0.0)
+        known = self._children.get((sid, tactic))
+        if known is not None:  # Lean is deterministic: the same step gives the same state
+            return TacticSuccess(self._states[known], self._messages[known], 0.0)
+        pool, w = self._pool, self._worker
+        async with w.lock:
+            last: ReplError | None = None
+            for attempt in range(2):
+                client = await pool._ready(w)
+                try:
+                    repl_id = await self._materialize(client, sid)
+                except ReplError as e:  # crash, timeout or garbage while replaying
+                    last = e
+                    pool._counts["crashes"] += 1
+                    await pool._restart(w, f"replaying for {self.theorem.name}: {e}")
+                    continue
+                t0 = time.perf_counter()
+                try:
+                    r = await client.goal_tactic(repl_id, tactic)
+                except ReplTimeoutError as e:
+                    pool._counts["timeouts"] += 1
+                    await pool._restart(w, f"timeout: {e}")
+                    return TacticFailure("timeout", str(e), time.perf_counter() - t0)
+                except ReplProtocolError as e:
+                    if e.kind == "index" and "state index" in e.desc:  # our ids went stale
+                        last = e
+                        pool._counts["crashes"] += 1
+                        await pool._restart(w, f"lost state ids: {e}")
+                        continue
+                    # A Lean exception inside the tactic (PyPantograph #82): the tactic failed.
+                    return TacticFailure("error", e.desc, time.perf_counter() - t0)
+                except ReplError as e:
+                    last = e
+                    pool._counts["crashes"] += 1
+                    log.warning(
+                        "%s: %r (attempt %d): %s", self.theorem.name, tactic, attempt + 1, e
+                    )
+                    await pool._restart(w, str(e))
+                    continue
+                elapsed = time.perf_counter() - t0
+                if isinstance(r, TacticRejected):
+                    return TacticFailure(r.kind, r.message, elapsed)
+                return TacticSuccess(self._record(sid, tactic, r), self._messages[-1], elapsed)
+            raise ReplError(
+                f"{self.theorem.name}: {tactic!r} on state {sid} failed again after restarting "
+                f"worker{w.index} and replaying: {last}"
+            ) from last
+
+    def _record(self, parent: int, tactic: str, r: GoalState) -> ProofState:
+        state = ProofState(
+            sid=len(self._states),
+            goals=r.goals,
+            text=render_goals(r.goals),
+            depth=self._states[parent].depth + 1,
+        )
+        self._add(state, parent, tactic, tuple(str(m) for m in r.messages))
+        self._repl_ids[state.sid] = r.state_id
+        return state
+
+    async def close(self) -> None:
+        """Free this session's REPL states (``goal.delete``) and release its worker slot."""
+        if self._closed:
+            return
+        self._closed = True
+        w = self._worker
+        w.sessions -= 1
+        async with w.lock:
+            client = w.client
+            if (
+                self._repl_ids
+                and self._generation == w.generation
+                and client is not None
+                and client.alive
+            ):
+                try:
+                    await client.goal_delete(self._repl_ids.values())
+                except ReplError as e:  # the next user of the worker finds out and restarts it
+                    log.warning("%s: goal.delete failed: %s", self.theorem.name, e)
+        self._repl_ids = {}
+
+
+__all__ = [
+    "LeanPool",
+    "ProofSession",
+    "ProofState",
+    "ReplError",
+    "StartError",
+    "TacticFailure",
+    "TacticResult",
+    "TacticSuccess",
+    "Verdict",
+]

@@ -1,0 +1,302 @@
+"""ReplClient against burnqed's propositional REPL, through the real subprocess path.
+
+The REPL speaks Pantograph v0.3.4's protocol; with ``BURNQED_PROPLOGIC_DEBUG=1`` it also knows the
+failure-injection tactics ``sleep N`` (ms, honours the REPL timeout), ``debug_hang`` (ignores it),
+``debug_garbage`` (prints a line that is not JSON) and ``debug_crash`` (exits).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+
+from burnqed.config import LeanConfig
+from burnqed.lean.client import (
+    GoalState,
+    Message,
+    ReplClient,
+    ReplVersion,
+    TacticRejected,
+    read_version,
+    repl_argv,
+)
+from burnqed.lean.errors import (
+    ReplError,
+    ReplProtocolError,
+    ReplTimeoutError,
+    ReplVersionError,
+)
+
+PROPLOGIC = (sys.executable, "-m", "burnqed.lean.proplogic")
+AND_COMM = "∀ (p q : Prop), p ∧ q → q ∧ p"
+
+
+def make_cfg(**kw) -> LeanConfig:
+    base = dict(
+        repl_command=PROPLOGIC,
+        imports=(),
+        workers=1,
+        ready_timeout_s=20.0,
+        tactic_timeout_s=0.5,
+        memory_limit_mb=2048,
+    )
+    return LeanConfig(**{**base, **kw})
+
+
+@pytest.fixture(autouse=True)
+def _debug_tactics(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BURNQED_PROPLOGIC_DEBUG", "1")
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def test_start_tactics_and_proof_completion(tmp_path: Path) -> None:
+    async def main():
+        log = tmp_path / "repl.stderr.log"
+        async with ReplClient(make_cfg(), stderr_log=log) as repl:
+            assert repl.alive and psutil.pid_exists(repl.pid)
+            root = await repl.goal_start(AND_COMM)
+            assert root.text == f"⊢ {AND_COMM}"
+            s1 = await repl.goal_tactic(root.state_id, "intro p q h")
+            assert isinstance(s1, GoalState)
+            assert s1.text == "p q : Prop\nh : p ∧ q\n⊢ q ∧ p"
+            s2 = await repl.goal_tactic(s1.state_id, "constructor")
+            assert isinstance(s2, GoalState) and len(s2.goals) == 2
+            s3 = await repl.goal_tactic(s2.state_id, "exact h.2")
+            assert isinstance(s3, GoalState) and s3.text == "case right\np q : Prop\nh : p ∧ q\n⊢ p"
+            s4 = await repl.goal_tactic(s3.state_id, "exact h.1")
+            assert isinstance(s4, GoalState) and s4.goals == () and s4.text == "no goals"
+            assert len({root.state_id, s1.state_id, s2.state_id, s3.state_id, s4.state_id}) == 5
+            pid = repl.pid
+        assert not repl.alive
+        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+        assert log.read_text().startswith(f"=== repl: pid {pid} started ===")
+
+    run(main())
+
+
+def test_tactic_failure_and_parse_error_keep_the_process() -> None:
+    async def main():
+        async with ReplClient(make_cfg()) as repl:
+            root = await repl.goal_start(AND_COMM)
+            bad = await repl.goal_tactic(root.state_id, "exact foo")
+            assert isinstance(bad, TacticRejected) and bad.kind == "error"
+            assert bad.message and bad.messages and bad.messages[0].severity == "error"
+            parse = await repl.goal_tactic(root.state_id, "intro (")
+            assert isinstance(parse, TacticRejected) and parse.kind == "parse"
+            assert parse.message
+            # the process survived both and the state is still usable
+            ok = await repl.goal_tactic(root.state_id, "intro p q h")
+            assert isinstance(ok, GoalState)
+
+    run(main())
+
+
+def test_sorry_result_is_rejected_and_its_state_deleted() -> None:
+    async def main():
+        async with ReplClient(make_cfg()) as repl:
+            root = await repl.goal_start(AND_COMM)
+            before = await repl.stat()
+            r = await repl.goal_tactic(root.state_id, "sorry")
+            assert isinstance(r, TacticRejected) and r.kind == "sorry"
+            assert await repl.stat() == before  # the hasSorry state was deleted
+
+    run(main())
+
+
+def test_unknown_command_and_bad_state_index_are_protocol_errors() -> None:
+    async def main():
+        async with ReplClient(make_cfg()) as repl:
+            with pytest.raises(ReplProtocolError) as unknown:
+                await repl.request("no.such.command", {})
+            assert unknown.value.kind == "command"
+            assert "Unknown command no.such.command" in unknown.value.desc
+            with pytest.raises(ReplProtocolError) as index:
+                await repl.goal_tactic(999, "intro h")
+            assert index.value.kind == "index" and "999" in index.value.desc
+            assert repl.alive  # protocol errors leave the REPL usable
+            assert isinstance(await repl.goal_start(AND_COMM), GoalState)
+
+    run(main())
+
+
+def test_repl_side_timeout_reports_interrupt() -> None:
+    async def main():
+        async with ReplClient(make_cfg(tactic_timeout_s=0.3)) as repl:
+            root = await repl.goal_start(AND_COMM)
+            fast = await repl.goal_tactic(root.state_id, "sleep 10")
+            assert isinstance(fast, GoalState)
+            t0 = asyncio.get_running_loop().time()
+            with pytest.raises(ReplTimeoutError) as e:
+                await repl.goal_tactic(root.state_id, "sleep 5000")
+            assert not e.value.killed and "interrupt" in str(e.value)
+            assert asyncio.get_running_loop().time() - t0 < 3.0  # the REPL's timeout, not 5 s
+            assert repl.alive  # the REPL answered; the pool restarts it anyway (poisoned state)
+
+    run(main())
+
+
+def test_hanging_read_kills_the_process_and_a_new_client_works() -> None:
+    async def main():
+        cfg = make_cfg(tactic_timeout_s=0.3)
+        async with ReplClient(cfg, read_timeout_s=1.0) as repl:
+            root = await repl.goal_start(AND_COMM)
+            pid = repl.pid
+            with pytest.raises(ReplTimeoutError) as e:
+                await repl.goal_tactic(root.state_id, "debug_hang")
+            assert e.value.killed and "no reply to goal.tactic within 1.0 s" in str(e.value)
+            assert not repl.alive
+            with pytest.raises(ReplError, match="not running"):
+                await repl.stat()
+        await asyncio.sleep(0.2)
+        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+        async with ReplClient(cfg) as fresh:
+            assert isinstance(await fresh.goal_start(AND_COMM), GoalState)
+
+    run(main())
+
+
+def test_garbage_on_stdout_quotes_the_line_and_kills() -> None:
+    async def main():
+        async with ReplClient(make_cfg()) as repl:
+            root = await repl.goal_start(AND_COMM)
+            with pytest.raises(ReplError, match="not a JSON object: '") as e:
+                await repl.goal_tactic(root.state_id, "debug_garbage")
+            assert not isinstance(e.value, ReplProtocolError)
+            assert not repl.alive
+
+    run(main())
+
+
+def test_crash_is_eof_with_exit_code() -> None:
+    async def main():
+        async with ReplClient(make_cfg()) as repl:
+            root = await repl.goal_start(AND_COMM)
+            with pytest.raises(ReplError, match=r"exited \(code") as e:
+                await repl.goal_tactic(root.state_id, "debug_crash")
+            assert "during goal.tactic" in str(e.value)
+            assert not repl.alive
+
+    run(main())
+
+
+def test_exit_before_ready_quotes_stderr() -> None:
+    cfg = make_cfg(
+        repl_command=(
+            sys.executable,
+            "-c",
+            "import sys; sys.stderr.write('olean mismatch'); sys.exit(3)",
+        )
+    )
+
+    async def main():
+        with pytest.raises(ReplError, match=r"before printing `ready\.`") as e:
+            await ReplClient(cfg).start()
+        assert "olean mismatch" in str(e.value) and "code 3" in str(e.value)
+
+    run(main())
+
+
+def test_ready_timeout_kills_the_process() -> None:
+    cfg = make_cfg(
+        repl_command=(
+            sys.executable,
+            "-c",
+            "import time; print('loading', flush=True); time.sleep(60)",
+        ),
+        ready_timeout_s=0.5,
+    )
+
+    async def main():
+        repl = ReplClient(cfg)
+        with pytest.raises(ReplError, match=r"no `ready\.`.*lean\.ready_timeout_s"):
+            await repl.start()
+        await asyncio.sleep(0.2)
+        pid = repl.pid
+        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+
+    run(main())
+
+
+def test_missing_program_is_a_clear_error() -> None:
+    async def main():
+        with pytest.raises(ReplError, match=r"lean\.repl_command: cannot run"):
+            await ReplClient(make_cfg(repl_command=("/nonexistent/repl",))).start()
+
+    run(main())
+
+
+def test_resource_limits_are_applied() -> None:
+    async def main():
+        async with ReplClient(make_cfg(memory_limit_mb=1500, cpu_limit_s=100)) as repl:
+            proc = psutil.Process(repl.pid)
+            assert proc.rlimit(psutil.RLIMIT_AS) == (1500 * 2**20, 1500 * 2**20)
+            assert proc.rlimit(psutil.RLIMIT_CPU) == (100, 105)
+            assert os.getpgid(repl.pid) == repl.pid  # its own process group, killable as one
+
+    run(main())
+
+
+def test_version_and_start_route() -> None:
+    version = run(read_version(make_cfg()))
+    assert (version.major, version.minor, version.patch) == (0, 3, 4)
+    assert version.start_route == "process"
+    newer = ReplVersion.parse("0.3.7/v4.21.0")
+    assert newer > version and newer.start_route == "distil"
+    old = make_cfg(repl_command=(sys.executable, "-c", "print('0.3.1')"))
+    with pytest.raises(
+        ReplVersionError, match=r"Pantograph 0\.3\.1; burnqed speaks Pantograph 0\.3\.4"
+    ):
+        run(read_version(old))
+    with pytest.raises(ReplVersionError, match="cannot read a version"):
+        run(read_version(make_cfg(repl_command=(sys.executable, "-c", "print('hello')"))))
+
+
+def test_frontend_process_with_sorrys_gives_the_goal() -> None:
+    async def main():
+        async with ReplClient(make_cfg()) as repl:
+            units = await repl.frontend_process(
+                "theorem t (p q : Prop) : p ∧ q → q ∧ p := by\n  sorry\n", sorrys=True
+            )
+            with_goal = [u for u in units if u.goal_state_id is not None]
+            assert len(with_goal) == 1
+            unit = with_goal[0]
+            assert [g.render() for g in unit.goals] == ["p q : Prop\n⊢ p ∧ q → q ∧ p"]
+            assert any("declaration uses 'sorry'" in m.text for m in unit.messages)
+            r = await repl.goal_tactic(unit.goal_state_id, "intro h")
+            assert isinstance(r, GoalState) and r.text == "p q : Prop\nh : p ∧ q\n⊢ q ∧ p"
+
+    run(main())
+
+
+def test_argv_and_messages() -> None:
+    cfg = LeanConfig(
+        repl_command=("lake", "exe", "repl"),
+        imports=("Mathlib",),
+        options={"maxHeartbeats": 400000, "pp.raw": True},
+    )
+    assert repl_argv(cfg) == [
+        "lake",
+        "exe",
+        "repl",
+        "Mathlib",
+        "--maxHeartbeats=400000",
+        "--pp.raw=true",
+    ]
+    m = Message.from_json(
+        {
+            "severity": "error",
+            "data": "unsolved goals",
+            "pos": {"line": 3, "column": 2},
+            "endPos": None,
+        }
+    )
+    assert str(m) == "3:2: error: unsolved goals"
+    assert Message.from_json("old-style error") == Message("error", "old-style error")

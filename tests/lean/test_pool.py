@@ -1,0 +1,383 @@
+"""LeanPool and ProofSession against burnqed's propositional REPL: sessions, restarts with replay,
+recycling, and no orphan REPL processes after shutdown, SIGTERM or SIGKILL of the parent."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+from pathlib import Path
+
+import psutil
+import pytest
+
+from burnqed.config import LeanConfig
+from burnqed.data.theorems import Theorem
+from burnqed.lean.pool import (
+    LeanPool,
+    ProofState,
+    ReplError,
+    StartError,
+    TacticFailure,
+    TacticSuccess,
+)
+
+PROPLOGIC = (sys.executable, "-m", "burnqed.lean.proplogic")
+AND_COMM = Theorem(
+    name="and_swap", formal_statement="theorem and_swap (p q : Prop) : p ∧ q → q ∧ p := by\n"
+)
+AND_COMM_PROOF = ("intro h", "constructor", "exact h.2", "exact h.1")
+
+
+def make_cfg(**kw) -> LeanConfig:
+    base = dict(
+        repl_command=PROPLOGIC,
+        imports=(),
+        workers=1,
+        ready_timeout_s=20.0,
+        tactic_timeout_s=0.3,
+        memory_limit_mb=2048,
+    )
+    return LeanConfig(**{**base, **kw})
+
+
+@pytest.fixture(autouse=True)
+def tag(monkeypatch: pytest.MonkeyPatch) -> str:
+    """Debug tactics on, and a tag in the REPLs' environment to find this test's processes."""
+    monkeypatch.setenv("BURNQED_PROPLOGIC_DEBUG", "1")
+    value = uuid.uuid4().hex
+    monkeypatch.setenv("BURNQED_TEST_TAG", value)
+    return value
+
+
+def repl_processes(tag: str) -> list[int]:
+    """Running (not zombie) propositional REPLs started with this test's tag."""
+    found = []
+    for p in psutil.process_iter(["cmdline", "status"]):
+        try:
+            if p.info["status"] == psutil.STATUS_ZOMBIE:
+                continue
+            if "burnqed.lean.proplogic" not in " ".join(p.info["cmdline"] or ()):
+                continue
+            if p.environ().get("BURNQED_TEST_TAG") != tag:
+                continue
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+        found.append(p.pid)
+    return found
+
+
+def wait_until_gone(tag: str, timeout: float = 5.0) -> list[int]:
+    deadline = time.monotonic() + timeout
+    while (left := repl_processes(tag)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return left
+
+
+async def prove(session, tactics=AND_COMM_PROOF) -> ProofState:
+    state = session.root
+    for tac in tactics:
+        r = await session.apply(state, tac)
+        assert isinstance(r, TacticSuccess), (tac, r)
+        state = r.state
+    return state
+
+
+def test_session_proves_and_records_paths(tag: str) -> None:
+    async def main():
+        async with LeanPool(make_cfg()) as pool:
+            s = await pool.start(AND_COMM)
+            assert s.root.sid == 0 and s.root.depth == 0
+            assert s.root.text == "p q : Prop\n⊢ p ∧ q → q ∧ p"
+            r = await s.apply(s.root, "intro h")
+            assert isinstance(r, TacticSuccess) and r.lean_time_s > 0
+            assert r.state.text == "p q : Prop\nh : p ∧ q\n⊢ q ∧ p" and r.state.depth == 1
+            again = await s.apply(s.root, "intro h")  # same step: same state, no second id
+            assert isinstance(again, TacticSuccess) and again.state == r.state
+            final = await prove(s)
+            assert final.solved and final.text == "no goals" and final.depth == 4
+            assert s.path(final) == AND_COMM_PROOF
+            assert len(repl_processes(tag)) == 1
+            await s.close()
+            assert pool.stats()["sessions_open"] == 0
+            with pytest.raises(ReplError, match="closed"):
+                await s.apply(s.root, "intro h")
+        assert wait_until_gone(tag) == []  # shutdown leaves no REPL behind
+
+    asyncio.run(main())
+
+
+def test_failures_by_kind() -> None:
+    async def main():
+        async with LeanPool(make_cfg()) as pool:
+            s = await pool.start(AND_COMM)
+            requests = pool.stats()["requests"]
+            guard = await s.apply(s.root, "exact sorry")
+            assert guard == TacticFailure("guard", r"banned by pattern \bsorry\b", 0.0)
+            assert pool.stats()["requests"] == requests  # the guard never reaches Lean
+            err = await s.apply(s.root, "exact h")
+            assert isinstance(err, TacticFailure) and err.kind == "error" and err.message
+            parse = await s.apply(s.root, "intro (")
+            assert isinstance(parse, TacticFailure) and parse.kind == "parse"
+            with pytest.raises(ValueError, match="does not belong"):
+                await s.apply(ProofState(7, (), "no goals", 3), "intro h")
+        async with LeanPool(make_cfg(banned_tactics=())) as pool:  # let `sorry` reach Lean
+            s = await pool.start(AND_COMM)
+            sorry = await s.apply(s.root, "sorry")
+            assert isinstance(sorry, TacticFailure) and sorry.kind == "sorry"
+
+    asyncio.run(main())
+
+
+def test_statement_that_does_not_elaborate_is_a_start_error() -> None:
+    bad = Theorem(name="bad", formal_statement="theorem bad (p : Prop) : p ∧ := by\n")
+
+    async def main():
+        async with LeanPool(make_cfg()) as pool:
+            with pytest.raises(StartError, match="bad: the statement does not elaborate"):
+                await pool.start(bad)
+            assert pool.stats()["sessions_open"] == 0
+            s = await pool.start(AND_COMM)  # the worker is fine
+            assert (await prove(s)).solved
+
+    asyncio.run(main())
+
+
+def test_repl_timeout_restarts_worker_and_replays() -> None:
+    async def main():
+        async with LeanPool(make_cfg()) as pool:
+            s = await pool.start(AND_COMM)
+            r1 = await s.apply(s.root, "intro h")
+            pid = pool.worker_pids()[0]
+            t = await s.apply(r1.state, "sleep 5000")
+            assert isinstance(t, TacticFailure) and t.kind == "timeout" and t.lean_time_s < 2.0
+            # later calls work: states from before the restart are rebuilt by replay
+            r2 = await s.apply(r1.state, "constructor")
+            assert isinstance(r2, TacticSuccess) and len(r2.state.goals) == 2
+            assert pool.worker_pids()[0] not in (None, pid)
+            st = pool.stats()
+            assert st["timeouts"] == 1 and st["restarts"] == 1 and st["replays"] >= 2
+
+    asyncio.run(main())
+
+
+def test_hanging_read_is_a_timeout_then_calls_work() -> None:
+    async def main():
+        async with LeanPool(make_cfg()) as pool:
+            s = await pool.start(AND_COMM)
+            r1 = await s.apply(s.root, "intro h")
+            pid = pool.worker_pids()[0]
+            t0 = time.monotonic()
+            hang = await s.apply(r1.state, "debug_hang")
+            assert isinstance(hang, TacticFailure) and hang.kind == "timeout"
+            assert "killed" in hang.message and time.monotonic() - t0 < 5
+            assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == "zombie"
+            final = await prove(s)
+            assert final.solved and pool.worker_pids()[0] != pid
+
+    asyncio.run(main())
+
+
+def test_kill_9_mid_request_is_repaired_by_replay(tag: str) -> None:
+    async def main():
+        async with LeanPool(make_cfg(tactic_timeout_s=5.0)) as pool:
+            s = await pool.start(AND_COMM)
+            r1 = await s.apply(s.root, "intro h")
+            r2 = await s.apply(r1.state, "constructor")
+            pid = pool.worker_pids()[0]
+
+            async def kill_soon():
+                await asyncio.sleep(0.3)
+                os.kill(pid, signal.SIGKILL)
+
+            killer = asyncio.create_task(kill_soon())
+            r3 = await s.apply(r2.state, "sleep 1000")  # killed mid-request, retried once
+            await killer
+            assert isinstance(r3, TacticSuccess) and r3.state.text == r2.state.text
+            assert pool.worker_pids()[0] != pid
+            st = pool.stats()
+            assert st["crashes"] == 1 and st["restarts"] == 1 and st["replays"] >= 3
+            # the rebuilt states go on to a proof
+            r4 = await s.apply(r3.state, "exact h.2")
+            r5 = await s.apply(r4.state, "exact h.1")
+            assert r5.state.solved
+            assert len(repl_processes(tag)) == 1
+
+    asyncio.run(main())
+
+
+def test_garbage_and_crash_raise_after_one_retry_and_the_worker_recovers() -> None:
+    async def main():
+        async with LeanPool(make_cfg()) as pool:
+            s = await pool.start(AND_COMM)
+            r1 = await s.apply(s.root, "intro h")
+            with pytest.raises(
+                ReplError, match=r"failed again after restarting.*not a JSON object"
+            ):
+                await s.apply(r1.state, "debug_garbage")
+            with pytest.raises(ReplError, match=r"failed again after restarting.*exited \(code"):
+                await s.apply(r1.state, "debug_crash")
+            assert pool.stats()["crashes"] == 4
+            final = await prove(s)
+            assert final.solved
+
+    asyncio.run(main())
+
+
+def test_recycling_after_n_requests() -> None:
+    async def main():
+        async with LeanPool(make_cfg(recycle_after_requests=6)) as pool:
+            s = await pool.start(AND_COMM)
+            pids = {pool.worker_pids()[0]}
+            state = s.root
+            for tac in AND_COMM_PROOF:
+                for _ in range(3):  # failing tactics are requests too
+                    assert (await s.apply(state, "exact nonsense")).kind == "error"
+                    pids.add(pool.worker_pids()[0])
+                r = await s.apply(state, tac)
+                assert isinstance(r, TacticSuccess), r
+                state = r.state
+                pids.add(pool.worker_pids()[0])
+            assert state.solved
+            assert len(pids) >= 3  # observed new processes
+            st = pool.stats()
+            assert st["recycles"] >= 2 and st["crashes"] == 0 and st["replays"] > 0
+
+    asyncio.run(main())
+
+
+def test_recycling_after_seconds() -> None:
+    async def main():
+        async with LeanPool(make_cfg(recycle_after_s=0.5)) as pool:
+            s = await pool.start(AND_COMM)
+            r1 = await s.apply(s.root, "intro h")
+            pid = pool.worker_pids()[0]
+            await asyncio.sleep(0.7)
+            r2 = await s.apply(r1.state, "constructor")
+            assert isinstance(r2, TacticSuccess)
+            assert pool.worker_pids()[0] != pid and pool.stats()["recycles"] >= 1
+
+    asyncio.run(main())
+
+
+def test_many_sessions_share_the_workers(tag: str) -> None:
+    theorems = [
+        Theorem(
+            name=f"swap{i}",
+            formal_statement=f"theorem swap{i} (p q : Prop) : p ∧ q → q ∧ p := by\n",
+        )
+        for i in range(8)
+    ]
+
+    async def one(pool: LeanPool, thm: Theorem) -> tuple[int, bool]:
+        async with await pool.start(thm) as s:
+            return s.worker_index, (await prove(s)).solved
+
+    async def main():
+        async with LeanPool(make_cfg(workers=2)) as pool:
+            results = await asyncio.gather(*(one(pool, t) for t in theorems))
+            assert all(solved for _, solved in results)
+            assert sorted(w for w, _ in results) == [0] * 4 + [1] * 4  # least-loaded assignment
+            assert len(repl_processes(tag)) == 2
+            assert pool.stats()["sessions"] == 8 and pool.stats()["sessions_open"] == 0
+
+    asyncio.run(main())
+
+
+def test_shutdown_kills_busy_workers_at_once(tag: str) -> None:
+    async def main():
+        async with LeanPool(make_cfg(workers=2, tactic_timeout_s=60)) as pool:
+            s = await pool.start(AND_COMM)
+            hung = asyncio.create_task(s.apply(s.root, "debug_hang"))
+            await asyncio.sleep(0.3)
+            assert len(repl_processes(tag)) == 2
+        assert repl_processes(tag) == []  # reaped by the time the pool is closed
+        with pytest.raises(ReplError, match="pool is closed"):
+            await hung
+
+    asyncio.run(main())
+
+
+def test_close_frees_repl_states() -> None:
+    async def main():
+        async with LeanPool(make_cfg()) as pool:
+            client = pool._workers[0].client  # white-box: count the REPL's states
+            base = await client.stat()
+            s = await pool.start(AND_COMM)
+            await prove(s)
+            assert await client.stat() == base + 5
+            await s.close()
+            assert await client.stat() == base
+
+    asyncio.run(main())
+
+
+CHILD = textwrap.dedent(
+    """
+    import asyncio, signal, sys
+    from burnqed.config import LeanConfig
+    from burnqed.data.theorems import Theorem
+    from burnqed.lean.pool import LeanPool
+
+    if sys.argv[1] == "chained":
+        def previous(signum, frame):
+            print("PREVIOUS HANDLER", flush=True)
+            sys.exit(0)
+        signal.signal(signal.SIGTERM, previous)
+
+    cfg = LeanConfig(repl_command=(sys.executable, "-m", "burnqed.lean.proplogic"), imports=(),
+                     workers=2, ready_timeout_s=20, tactic_timeout_s=60, memory_limit_mb=2048)
+    thm = Theorem(name="t", formal_statement="theorem t (p : Prop) : p → p := by\\n")
+
+    async def main():
+        async with LeanPool(cfg) as pool:
+            sessions = [await pool.start(thm) for _ in range(2)]  # one per worker
+            print("PIDS", *pool.worker_pids(), flush=True)
+            # Both REPLs busy: a busy REPL does not notice its stdin closing, so only an
+            # active kill (SIGTERM handler, PR_SET_PDEATHSIG) takes it down.
+            await asyncio.gather(*(s.apply(s.root, "debug_hang") for s in sessions))
+
+    asyncio.run(main())
+    """
+)
+
+
+@pytest.mark.parametrize(
+    ("how", "expected_rc"),
+    [("sigterm", -signal.SIGTERM), ("chained", 0), ("sigkill", -signal.SIGKILL)],
+)
+def test_no_orphans_when_the_parent_dies(
+    tmp_path: Path, tag: str, how: str, expected_rc: int
+) -> None:
+    script = tmp_path / "parent.py"
+    script.write_text(CHILD)
+    parent = subprocess.Popen(
+        [sys.executable, str(script), how],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=os.environ.copy(),
+    )
+    try:
+        line = parent.stdout.readline()
+        assert line.startswith("PIDS"), (line, parent.stderr.read() if parent.poll() else "")
+        pids = [int(p) for p in line.split()[1:]]
+        assert sorted(repl_processes(tag)) == sorted(pids)
+        time.sleep(0.3)  # let the hanging requests reach the REPLs
+        parent.send_signal(signal.SIGKILL if how == "sigkill" else signal.SIGTERM)
+        rc = parent.wait(timeout=10)
+        out, err = parent.stdout.read(), parent.stderr.read()
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+    assert rc == expected_rc
+    if how != "sigkill":  # the SIGTERM handler killed them (PR_SET_PDEATHSIG would have, too)
+        assert "SIGTERM: killed 2 REPL process group(s)" in err
+    if how == "chained":
+        assert "PREVIOUS HANDLER" in out  # the earlier handler still ran
+    assert wait_until_gone(tag) == []
