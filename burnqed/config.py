@@ -330,7 +330,7 @@ class SearchConfig(Section):
     energy_weight: float = 1.0
     batch_generate_size: int = 32
     batch_encode_size: int = 8
-    concurrency: int = 6
+    concurrency: int = 32
     attempts: int = 1
     checkpoint_every: int = 50
     shards: int = 1

@@ -1,0 +1,115 @@
+"""``burnqed search``: run the search stage by hand (the same ``run`` the Snakemake rule calls).
+
+Options override the ``search`` section of the validated parameters (``--params`` + ``--configfile``
+overlays); the result is checked like any configuration.  SIGTERM/SIGINT flush the finished attempts
+and exit with status 143; ``--resume`` then continues where it stopped.
+
+Example::
+
+    burnqed search --configfile config/demo.yaml --theorems data/benchmarks/proplogic_test.jsonl \\
+        --model models/iter_0/merged --max-nodes 64 --out results/debug/search
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def _shard(text: str) -> tuple[int, int]:
+    try:
+        i, n = (int(x) for x in text.split("/"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected I/N (e.g. 0/4), got {text!r}") from None
+    if not (n >= 1 and 0 <= i < n):
+        raise argparse.ArgumentTypeError(f"shard {text}: need 0 <= I < N")
+    return i, n
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    from burnqed.cli import add_config_arguments
+
+    p = subparsers.add_parser(
+        "search",
+        help="best-first proof search over a theorem file into a trajectory directory",
+        description=__doc__.split("\n\n")[0],
+    )
+    p.add_argument(
+        "--theorems",
+        type=Path,
+        required=True,
+        metavar="JSONL",
+        help="theorem file (data/theorems/*.jsonl or data/benchmarks/*.jsonl)",
+    )
+    p.add_argument("--model", required=True, help="policy model: HF directory or served model id")
+    p.add_argument(
+        "--ebm",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="trained EBM directory (value model); default: none",
+    )
+    p.add_argument(
+        "--temperature",
+        type=float,
+        default=None,
+        help="sampling temperature (default: search.temperature, or "
+        "search.temperature_with_ebm with --ebm)",
+    )
+    p.add_argument("--max-nodes", type=int, default=None, help="override search.max_nodes")
+    p.add_argument(
+        "--num-candidates", type=int, default=None, help="override search.num_candidates"
+    )
+    p.add_argument("--concurrency", type=int, default=None, help="override search.concurrency")
+    p.add_argument("--attempts", type=int, default=None, help="override search.attempts")
+    p.add_argument("--out", type=Path, required=True, metavar="DIR", help="trajectory directory")
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="skip (theorem, attempt) pairs already written to --out",
+    )
+    p.add_argument(
+        "--shard",
+        type=_shard,
+        default=None,
+        metavar="I/N",
+        help="search only shard I of N of the theorems",
+    )
+    p.add_argument("--seed", type=int, default=None, help="sampling seed (default: params seed)")
+    p.add_argument("--log-dir", type=Path, default=None, help="directory for REPL stderr logs")
+    add_config_arguments(p)
+    p.set_defaults(func=main)
+    return p
+
+
+def main(args: argparse.Namespace) -> int:
+    from burnqed.cli import load_config
+    from burnqed.config import validate_params
+    from burnqed.search.stage import SearchTerminated, run
+
+    params = load_config(args)
+    search = dict(params.get("search") or {})
+    for key in ("max_nodes", "num_candidates", "concurrency", "attempts"):
+        value = getattr(args, key)
+        if value is not None:
+            search[key] = value
+    # A bad override fails here exactly like a bad params.yaml value, naming the key.
+    validate_params({**params, "search": search}, source="burnqed search options")
+    try:
+        run(
+            theorems=args.theorems,
+            model=args.model,
+            out=args.out,
+            cfg=search,
+            lean=params.get("lean") or {},
+            policy=params.get("policy") or {},
+            ebm=args.ebm,
+            temperature=args.temperature,
+            resume=args.resume,
+            seed=args.seed if args.seed is not None else int(params.get("seed", 0)),
+            shard=args.shard,
+            log_dir=args.log_dir,
+        )
+    except SearchTerminated as e:
+        return e.exit_code
+    return 0

@@ -1,0 +1,632 @@
+"""Best-first proof search over many theorems at once, with batched generation and value scoring.
+
+Each (theorem, attempt) is one best-first search (:class:`~burnqed.search.tree.SearchTree`): pop the
+``k`` highest-priority open states, ask the policy for candidates for each, apply every candidate in
+Lean, merge duplicate states, push the new states, repeat until a proof verifies, the node budget
+(``max_nodes`` expansions) is spent, the frontier is empty or the wall-clock timeout hits.  A proof
+found step by step counts only after :meth:`ProofEnvironment.verify` accepts the whole file.
+
+Throughput comes from running ``concurrency`` searches together on one event loop:
+
+- every search's generation requests go into one queue, sent to the (synchronous) generator from a
+  dedicated thread in batches of up to ``batch_generate_size``.  A batch is sent when it is full, or
+  when the requests already waiting are at least as many as could still arrive from the searches that
+  are busy elsewhere (Lean, verification, value scoring) — so waiting could at most double it.  There
+  is no timer, so no latency is added when nothing more can come.
+- new states are scored by the value model the same way, in batches of up to ``batch_encode_size``,
+  sent as soon as the model is idle (scoring is short; holding it back would stall the searches).
+- Lean calls are plain coroutines: while one search waits on Lean, the generator works for others.
+
+Determinism (what makes anytime budgets exact): within a search, nodes are popped in priority order
+(ties by node id), popped nodes get consecutive expansion indices, and results are processed in
+expansion order then candidate order — never in completion order.  With a deterministic policy and
+environment, a run with ``max_nodes = b`` therefore performs exactly the first ``b`` expansions of a
+run with a larger budget, and ``SearchResult.solved_within(b)`` on the larger run equals the smaller
+run's outcome.
+
+Example (with a generator ``gen`` and a ``LeanPool`` or fake environment ``env``)::
+
+    cfg = SearchConfig(max_nodes=64, num_candidates=4, concurrency=8)
+    results = asyncio.run(search_all(theorems, gen, env, cfg))
+    solved = sum(r.status == "proved" for r in results)
+    solved_at_16 = sum(r.solved_within(16) for r in results)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import logging
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from burnqed.config import SearchConfig
+from burnqed.data.prompt import STOP, format_prompt
+from burnqed.data.theorems import Theorem
+from burnqed.lean.errors import StartError
+from burnqed.policy import Generation, SamplingParams, TacticGenerator
+from burnqed.search.tree import FAILED, PROVED, InvariantError, Node, SearchTree
+from burnqed.search.value import ValueModel, priority
+
+log = logging.getLogger(__name__)
+
+# Attempt statuses (summary rows).
+STATUSES = ("proved", "failed", "timeout", "error")
+
+
+# --------------------------------------------------------------------------------------------
+# What the engine needs from Lean (burnqed.lean.pool.LeanPool provides it; tests use fakes)
+
+
+class ProofStateLike(Protocol):
+    sid: int
+    text: str  # Lean-printed goals (render_goals), "no goals" when solved
+    depth: int
+
+    @property
+    def solved(self) -> bool: ...
+
+
+class ProofSessionLike(Protocol):
+    root: Any  # ProofStateLike
+
+    async def apply(self, state: Any, tactic: str) -> Any:
+        """``TacticSuccess`` (has ``.state``, ``.lean_time_s``) or ``TacticFailure`` (``.kind``,
+        ``.message``, ``.lean_time_s``)."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+class ProofEnvironment(Protocol):
+    """``LeanPool``'s surface the engine uses; raises ``StartError`` for a bad statement."""
+
+    async def start(self, theorem: Theorem) -> ProofSessionLike: ...
+
+    async def verify(self, theorem: Theorem, tactics: Sequence[str]) -> Any:
+        """A verdict with ``.ok`` and ``.reasons`` (whole-file check in a fresh worker)."""
+        ...
+
+
+# --------------------------------------------------------------------------------------------
+# Results
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """The outcome of one (theorem, attempt).
+
+    Invariants (:meth:`check`): ``status == "proved"`` ⇔ ``proof is not None`` ⇔ ``verified`` ⇔
+    ``proof_expansion is not None``; ``proof_expansion < nodes_expanded <= max_nodes``;
+    ``nodes_expanded <= nodes_total``; an error or timeout carries a reason.
+    """
+
+    theorem: str
+    attempt: int
+    status: str  # proved | failed (budget spent or frontier empty) | timeout | error
+    proof: tuple[str, ...] | None  # the verified tactic list
+    verified: bool  # whole-file verification accepted `proof`
+    proof_expansion: int | None  # expansion index (0-based) that produced the proof's last state
+    nodes_expanded: int  # expansions performed (the node budget spent)
+    nodes_total: int  # tree nodes incl. the root, error edges and duplicate edges
+    rejected_proofs: int  # solved states whose whole-file verification failed
+    wall_s: float  # attempt wall time, start of the Lean session to the end
+    lean_s: float  # summed Lean time of tactic applications
+    gen_wait_s: float  # time this search spent waiting on generation batches
+    tokens: int  # generated tokens over all expansions
+    reasons: tuple[str, ...] = ()  # why it stopped / failed / errored, human-readable
+    tree: SearchTree | None = field(default=None, compare=False, repr=False)
+
+    def solved_within(self, budget: int) -> bool:
+        """Would a run with ``max_nodes = budget`` have proved it? (exact for deterministic runs)"""
+        return self.proof_expansion is not None and self.proof_expansion < budget
+
+    def check(self, cfg: SearchConfig | None = None) -> None:
+        """Raise :class:`InvariantError` unless the documented invariants hold (tree included)."""
+
+        def need(ok: bool, msg: str) -> None:
+            if not ok:
+                raise InvariantError(f"{self.theorem}#{self.attempt}: {msg}")
+
+        need(self.status in STATUSES, f"unknown status {self.status!r}")
+        proved = self.status == "proved"
+        need(proved == (self.proof is not None), "proof present iff proved")
+        need(proved == self.verified, "verified iff proved")
+        need(proved == (self.proof_expansion is not None), "proof_expansion iff proved")
+        need(self.nodes_expanded <= self.nodes_total, "more expansions than nodes")
+        if self.proof_expansion is not None:
+            need(self.proof_expansion < self.nodes_expanded, "proof found after the last expansion")
+        if cfg is not None:
+            need(self.nodes_expanded <= cfg.max_nodes, "expansions exceed max_nodes")
+            if self.proof is not None:
+                need(len(self.proof) <= cfg.max_depth, "proof longer than max_depth")
+        if self.status in ("timeout", "error"):
+            need(bool(self.reasons), "a timeout or error must say why")
+        if self.tree is not None:
+            t = self.tree
+            need(len(t.nodes) == self.nodes_total, "nodes_total disagrees with the tree")
+            need(t.expansions == self.nodes_expanded, "nodes_expanded disagrees with the tree")
+            t.check_invariants(
+                max_nodes=cfg.max_nodes if cfg else None, max_depth=cfg.max_depth if cfg else None
+            )
+            if self.proof is not None:
+                path = [n for n in t.nodes if n.on_proof_path]
+                need([n.tactic for n in path[1:]] == list(self.proof), "proof != tree's proof path")
+                need(t.root.status == PROVED, "proved attempt with an unproved root")
+
+
+# --------------------------------------------------------------------------------------------
+# Batching
+
+
+class _Search:
+    """Scheduler-side bookkeeping of one live search."""
+
+    __slots__ = ("gen_wait_s", "outstanding_gen")
+
+    def __init__(self) -> None:
+        self.outstanding_gen = 0  # generation requests submitted and not yet answered
+        self.gen_wait_s = 0.0
+
+
+class _Batcher:
+    """A queue of requests flushed to a synchronous batch function on a dedicated thread."""
+
+    def __init__(self, name: str, fn: Callable[[list], Sequence], batch_size: int) -> None:
+        self.name = name
+        self.fn = fn
+        self.batch_size = batch_size
+        self.pending: deque[tuple[Any, asyncio.Future, _Search | None]] = deque()
+        self.busy = False
+        self.sizes: list[int] = []  # every batch sent, for stats and tests
+        self.busy_s = 0.0
+        # One thread: backends need not be thread-safe, and a GPU runs one batch at a time anyway.
+        self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"burnqed-{name}")
+
+    def submit(self, item: Any, owner: _Search | None) -> asyncio.Future:
+        fut = asyncio.get_running_loop().create_future()
+        self.pending.append((item, fut, owner))
+        return fut
+
+    def take(self) -> list[tuple[Any, asyncio.Future, _Search | None]]:
+        batch = []
+        while self.pending and len(batch) < self.batch_size:
+            entry = self.pending.popleft()
+            if not entry[1].done():  # a cancelled search (timeout) leaves cancelled futures
+                batch.append(entry)
+        return batch
+
+    def live_pending(self) -> int:
+        # Cancelled entries are rare (timeouts only); counting them just flushes a bit early.
+        return len(self.pending)
+
+
+class _Scheduler:
+    def __init__(
+        self,
+        generator: TacticGenerator,
+        sampling: SamplingParams,
+        value_model: ValueModel | None,
+        cfg: SearchConfig,
+        expansions_per_step: int,
+    ) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.k = expansions_per_step
+        self.live: set[_Search] = set()
+        self.gen = _Batcher(
+            "generate",
+            lambda prompts: generator.generate(prompts, sampling),
+            cfg.batch_generate_size,
+        )
+        self.value: _Batcher | None = None
+        if value_model is not None:
+            self.value = _Batcher(
+                "value",
+                lambda pairs: value_model.energies([s for s, _ in pairs], [g for _, g in pairs]),
+                cfg.batch_encode_size,
+            )
+        self.tasks: set[asyncio.Task] = set()
+
+    def close(self) -> None:
+        for b in (self.gen, self.value):
+            if b is not None:
+                b.executor.shutdown(wait=False, cancel_futures=True)
+
+    # -- flushing --------------------------------------------------------------------------
+
+    def kick(self) -> None:
+        """Send whatever batches the flush rules allow (called on every state change)."""
+        if self.value is not None and not self.value.busy and self.value.pending:
+            self._launch(self.value)
+        g = self.gen
+        if g.busy or not g.pending:
+            return
+        n = g.live_pending()
+        if n < g.batch_size:
+            # Requests that could still arrive before this batch would be full: every live search
+            # with nothing waiting on the generator may submit up to k more.
+            could_arrive = self.k * sum(1 for s in self.live if s.outstanding_gen == 0)
+            if n < could_arrive:
+                return
+        self._launch(g)
+
+    def _launch(self, b: _Batcher) -> None:
+        batch = b.take()
+        if not batch:
+            return
+        b.busy = True
+        b.sizes.append(len(batch))
+        task = self.loop.create_task(self._run(b, batch))
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def _run(self, b: _Batcher, batch: list) -> None:
+        t0 = time.perf_counter()
+        try:
+            out = await self.loop.run_in_executor(b.executor, b.fn, [item for item, _, _ in batch])
+            if len(out) != len(batch):
+                raise RuntimeError(f"{b.name}: {len(out)} results for a batch of {len(batch)}")
+        except Exception as e:  # the batch's searches fail; the others carry on
+            log.error("%s batch of %d failed: %s", b.name, len(batch), e)
+            for _, fut, owner in batch:
+                self._answered(b, owner)
+                if not fut.done():
+                    fut.set_exception(e)
+        else:
+            for (_, fut, owner), res in zip(batch, out, strict=True):
+                self._answered(b, owner)
+                if not fut.done():
+                    fut.set_result(res)
+        finally:
+            b.busy_s += time.perf_counter() - t0
+            b.busy = False
+            self.kick()
+
+    def _answered(self, b: _Batcher, owner: _Search | None) -> None:
+        if b is self.gen and owner is not None:
+            owner.outstanding_gen -= 1
+
+    # -- requests --------------------------------------------------------------------------
+
+    async def generate(self, search: _Search, prompts: list[str]) -> list[Generation]:
+        futs = [self.gen.submit(p, search) for p in prompts]
+        search.outstanding_gen += len(futs)
+        self.kick()
+        t0 = time.perf_counter()
+        try:
+            return list(await asyncio.gather(*futs))
+        finally:
+            search.gen_wait_s += time.perf_counter() - t0
+
+    async def energies(self, pairs: list[tuple[str, str]]) -> list[float]:
+        assert self.value is not None
+        futs = [self.value.submit(p, None) for p in pairs]
+        self.kick()
+        return [float(e) for e in await asyncio.gather(*futs)]
+
+
+# --------------------------------------------------------------------------------------------
+# One search
+
+
+class _Attempt:
+    """Best-first search of one (theorem, attempt); builds a :class:`SearchResult`."""
+
+    def __init__(
+        self,
+        sched: _Scheduler,
+        env: ProofEnvironment,
+        cfg: SearchConfig,
+        theorem: Theorem,
+        attempt: int,
+        use_value: bool,
+    ) -> None:
+        self.sched = sched
+        self.env = env
+        self.cfg = cfg
+        self.theorem = theorem
+        self.attempt = attempt
+        self.use_value = use_value
+        self.search = _Search()
+        self.tree: SearchTree | None = None
+        self.in_flight: list[Node] = []  # popped, not yet finished (rolled back on timeout)
+        self.unverified: list[Node] = []  # solved, verification not yet decided
+        self.proof: tuple[str, ...] | None = None
+        self.proof_expansion: int | None = None
+        self.rejected = 0
+        self.lean_s = 0.0
+        self.tokens = 0
+        self.stop = ""
+
+    def _priority(self, cum_logprob: float, depth: int, energy: float | None) -> float:
+        c = self.cfg
+        return priority(
+            cum_logprob,
+            depth=depth,
+            depth_normalisation=c.depth_normalisation,
+            energy=energy,
+            logprob_weight=c.logprob_weight,
+            energy_weight=c.energy_weight,
+        )
+
+    async def run(self) -> SearchResult:
+        t0 = time.perf_counter()
+        self.t0 = t0
+        sched = self.sched
+        sched.live.add(self.search)
+        status, reasons = "failed", []
+        session = None
+        try:
+            async with asyncio.timeout(self.cfg.timeout_s):
+                session = await self.env.start(self.theorem)
+                await self._search(session)
+            if self.proof is not None:
+                status = "proved"
+            else:
+                reasons.append(self.stop)
+        except TimeoutError:
+            status = "timeout"
+            reasons.append(f"wall-clock timeout after {self.cfg.timeout_s:g} s")
+            self._roll_back()
+        except StartError as e:
+            status = "error"
+            reasons.append(f"start: {e}")
+        except Exception as e:  # one broken attempt must not end the run; it is recorded instead
+            log.exception("%s attempt %d failed", self.theorem.name, self.attempt)
+            status = "error"
+            reasons.append(f"{type(e).__name__}: {e}")
+            self._roll_back()
+        finally:
+            sched.live.discard(self.search)
+            sched.kick()
+            if session is not None:
+                try:
+                    await session.close()
+                except Exception as e:
+                    log.warning("%s: closing the proof session failed: %s", self.theorem.name, e)
+        if self.rejected:
+            reasons.append(f"{self.rejected} proof(s) rejected by whole-file verification")
+        tree = self.tree
+        return SearchResult(
+            theorem=self.theorem.name,
+            attempt=self.attempt,
+            status=status,
+            proof=self.proof,
+            verified=self.proof is not None,
+            proof_expansion=self.proof_expansion,
+            nodes_expanded=tree.expansions if tree else 0,
+            nodes_total=len(tree.nodes) if tree else 0,
+            rejected_proofs=self.rejected,
+            wall_s=time.perf_counter() - t0,
+            lean_s=self.lean_s,
+            gen_wait_s=self.search.gen_wait_s,
+            tokens=self.tokens,
+            reasons=tuple(reasons),
+            tree=tree,
+        )
+
+    def _roll_back(self) -> None:
+        """Undo an interrupted step so the tree only holds complete expansions."""
+        if self.tree is not None:
+            self.tree.abort_expansions(self.in_flight)
+            for n in self.unverified:
+                if n.status not in (PROVED, FAILED):
+                    self.tree.mark_rejected(n, "not verified before the attempt ended")
+        self.in_flight = []
+        self.unverified = []
+
+    async def _search(self, session: ProofSessionLike) -> None:
+        cfg, sched = self.cfg, self.sched
+        root = session.root
+        tree = self.tree = SearchTree(root_state=root, root_text=root.text)
+        goal = root.text  # the value model is goal-conditioned on the theorem's root goal
+        if getattr(root, "solved", False):
+            raise RuntimeError("the theorem's initial state has no goals")
+        frontier: list[tuple[float, int]] = [(-tree.root.priority, 0)]
+        step = 0
+        while True:
+            if tree.expansions >= cfg.max_nodes:
+                self.stop = f"node budget spent ({cfg.max_nodes} expansions)"
+                return
+            if not frontier:
+                self.stop = "frontier empty: every branch failed or hit max_depth"
+                return
+            take = min(sched.k, cfg.max_nodes - tree.expansions)
+            popped = [
+                tree.nodes[heapq.heappop(frontier)[1]] for _ in range(min(take, len(frontier)))
+            ]
+            for node in popped:
+                tree.begin_expansion(node, step=step)
+            self.in_flight = popped
+            step += 1
+            t_step = time.perf_counter()
+
+            gens = await sched.generate(self.search, [format_prompt(n.text) for n in popped])
+            jobs = [(i, c) for i, g in enumerate(gens) for c in g.candidates]
+            results = await asyncio.gather(
+                *(session.apply(popped[i].state, c.text) for i, c in jobs)
+            )
+
+            # Energies of the new, unsolved, expandable states (duplicates are not rescored).
+            energy: dict[str, float] = {}
+            if self.use_value:
+                texts: dict[str, None] = {}
+                for (i, _), res in zip(jobs, results, strict=True):
+                    st = getattr(res, "state", None)
+                    if (
+                        st is not None
+                        and not st.solved
+                        and popped[i].depth + 1 < cfg.max_depth
+                        and not tree.has_state(st.text)
+                    ):
+                        texts[st.text] = None
+                if texts:
+                    scores = await sched.energies([(t, goal) for t in texts])
+                    energy = dict(zip(texts, scores, strict=True))
+
+            # From here to the end of the step nothing awaits: the tree changes atomically.
+            now = time.perf_counter() - self.t0
+            lean_by_node = [0.0] * len(popped)
+            solved: list[Node] = []
+            for (i, cand), res in zip(jobs, results, strict=True):
+                parent = popped[i]
+                lean = float(res.lean_time_s)
+                lean_by_node[i] += lean
+                st = getattr(res, "state", None)
+                if st is None:
+                    tree.add_error(
+                        parent,
+                        cand.text,
+                        cand.logprob,
+                        error=f"{res.kind}: {res.message}",
+                        lean_s=lean,
+                        created_s=now,
+                    )
+                    continue
+                e = energy.get(st.text)
+                depth = parent.depth + 1
+                child = tree.add_state(
+                    parent,
+                    cand.text,
+                    cand.logprob,
+                    state=st,
+                    text=st.text,
+                    solved=st.solved,
+                    lean_s=lean,
+                    created_s=now,
+                    ebm_energy=e,
+                    priority=self._priority(parent.cum_logprob + cand.logprob, depth, e),
+                )
+                if child.solved:
+                    solved.append(child)
+                elif child.is_state and depth < cfg.max_depth:
+                    heapq.heappush(frontier, (-child.priority, child.node_id))
+            wall = time.perf_counter() - t_step
+            for i, (node, g) in enumerate(zip(popped, gens, strict=True)):
+                tree.finish_expansion(
+                    node,
+                    wall_s=wall,
+                    lean_s=lean_by_node[i],
+                    tokens=g.tokens,
+                    num_candidates=g.raw_count,
+                )
+                self.tokens += g.tokens
+            self.lean_s += sum(lean_by_node)
+            self.in_flight = []
+
+            # Verify in node order = expansion order, so the proof is the earliest one that holds.
+            self.unverified = solved
+            for child in solved:
+                tactics = [n.tactic for n in tree.proof_path(child)[1:]]
+                verdict = await self.env.verify(self.theorem, tactics)
+                if verdict.ok:
+                    tree.mark_proved(child)
+                    self.proof = tuple(tree.set_proof_path(child))
+                    self.proof_expansion = tree.nodes[child.parent_id].expansion_index
+                    break
+                self.rejected += 1
+                reason = "; ".join(verdict.reasons) or "rejected"
+                log.debug("%s: proof %s rejected: %s", self.theorem.name, tactics, reason)
+                tree.mark_rejected(child, reason)
+            # Solved states after the accepted one stay unverified: they are not proofs.
+            for child in solved:
+                if child.status not in (PROVED, FAILED):
+                    tree.mark_rejected(child, "not verified: an earlier proof was accepted")
+            self.unverified = []
+            if self.proof is not None:
+                self.stop = "proof found"
+                return
+
+
+# --------------------------------------------------------------------------------------------
+# Many searches
+
+
+async def search_all(
+    theorems: Iterable[Theorem],
+    generator: TacticGenerator,
+    env: ProofEnvironment,
+    cfg: SearchConfig,
+    *,
+    sampling: SamplingParams | None = None,
+    writer: Any = None,
+    value_model: ValueModel | None = None,
+    attempts: int | None = None,
+    skip: frozenset[tuple[str, int]] | set[tuple[str, int]] = frozenset(),
+    expansions_per_step: int = 1,
+    keep_trees: bool = False,
+    on_result: Callable[[SearchResult], None] | None = None,
+) -> list[SearchResult]:
+    """Search every (theorem, attempt) not in ``skip``, ``cfg.concurrency`` at a time.
+
+    ``writer.add(result)`` (e.g. a :class:`burnqed.trajectory.TrajectoryWriter`) receives each result
+    with its tree as soon as it finishes; ``on_result`` is called after it (progress bars).  The
+    returned results drop their trees unless ``keep_trees`` (trees of a large run do not fit in
+    memory).  ``expansions_per_step`` (k) nodes are popped per step of each search.
+    """
+    if expansions_per_step < 1:
+        raise ValueError(f"expansions_per_step must be >= 1, got {expansions_per_step}")
+    if sampling is None:
+        temperature = cfg.temperature_with_ebm if value_model is not None else cfg.temperature
+        sampling = SamplingParams(n=cfg.num_candidates, temperature=temperature, stop=STOP)
+    n_attempts = cfg.attempts if attempts is None else attempts
+    work = deque((t, a) for t in theorems for a in range(n_attempts) if (t.name, a) not in skip)
+    sched = _Scheduler(generator, sampling, value_model, cfg, expansions_per_step)
+    results: list[SearchResult] = []
+    t0 = time.perf_counter()
+
+    async def worker() -> None:
+        while work:
+            theorem, a = work.popleft()
+            attempt = _Attempt(sched, env, cfg, theorem, a, use_value=value_model is not None)
+            result = await attempt.run()
+            if writer is not None:
+                writer.add(result)
+            if on_result is not None:
+                on_result(result)
+            if not keep_trees:
+                result = _without_tree(result)
+            results.append(result)
+
+    try:
+        await asyncio.gather(*(worker() for _ in range(max(1, cfg.concurrency))))
+    finally:
+        for task in list(sched.tasks):
+            task.cancel()
+        sched.close()
+    elapsed = time.perf_counter() - t0
+    sizes = sched.gen.sizes
+    expansions = sum(r.nodes_expanded for r in results)
+    log.info(
+        "searched %d attempts in %.1f s: %d proved, %d expansions (%.1f/s); generation %d batches "
+        "of mean %.1f prompts, busy %.0f%%",
+        len(results),
+        elapsed,
+        sum(r.status == "proved" for r in results),
+        expansions,
+        expansions / max(elapsed, 1e-9),
+        len(sizes),
+        sum(sizes) / max(len(sizes), 1),
+        100 * sched.gen.busy_s / max(elapsed, 1e-9),
+    )
+    return results
+
+
+def _without_tree(r: SearchResult) -> SearchResult:
+    import dataclasses
+
+    return dataclasses.replace(r, tree=None)
+
+
+__all__ = [
+    "STATUSES",
+    "ProofEnvironment",
+    "ProofSessionLike",
+    "ProofStateLike",
+    "SearchResult",
+    "search_all",
+]

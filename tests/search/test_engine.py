@@ -1,0 +1,241 @@
+"""The search engine against fakes: correctness, best-first order, batching, anytime budgets."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import itertools
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from burnqed.config import SearchConfig
+from burnqed.search import search_all
+from burnqed.search.value import priority
+from tests.search.fakes import (
+    FixedPolicy,
+    RandomToyPolicy,
+    ToyEnv,
+    ToyValue,
+    step,
+    toy_theorem,
+    toy_theorems,
+)
+
+
+def _run(theorems, policy, env, cfg, **kw):
+    return asyncio.run(search_all(theorems, policy, env, cfg, keep_trees=True, **kw))
+
+
+def _replays(theorem_goal: int, proof) -> bool:
+    goals: tuple[int, ...] = (theorem_goal,)
+    for t in proof:
+        if t == "cheat":
+            return False
+        out = step(goals, t)
+        if isinstance(out, str):
+            return False
+        goals = out
+    return not goals
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    seed=st.integers(0, 10_000),
+    k=st.sampled_from([1, 2, 4]),
+    use_value=st.booleans(),
+    depth_normalisation=st.sampled_from([0.0, 0.5, 1.0]),
+    max_depth=st.integers(2, 12),
+    max_nodes=st.integers(1, 40),
+)
+def test_found_proofs_verify_and_trees_keep_their_invariants(
+    seed, k, use_value, depth_normalisation, max_depth, max_nodes
+):
+    theorems = toy_theorems(6, seed=seed, low=2, high=9)
+    cfg = SearchConfig(
+        max_nodes=max_nodes,
+        max_depth=max_depth,
+        num_candidates=6,
+        concurrency=3,
+        depth_normalisation=depth_normalisation,
+        timeout_s=60,
+    )
+    env = ToyEnv()
+    results = _run(
+        theorems,
+        RandomToyPolicy(seed=seed),
+        env,
+        cfg,
+        expansions_per_step=k,
+        value_model=ToyValue() if use_value else None,
+    )
+    assert sorted(r.theorem for r in results) == [t.name for t in theorems]
+    goals = {t.name: int(t.formal_statement.split("reach ")[1].split()[0]) for t in theorems}
+    for r in results:
+        r.check(cfg)
+        assert r.status in ("proved", "failed")
+        if r.status == "proved":
+            # The proof replays as a whole file from the statement: no cheat, no goal left.
+            assert _replays(goals[r.theorem], r.proof), r.proof
+            assert (r.theorem, r.proof, True) in env.verifications
+        # Every solved state that verification refused is a failed node, never a proof.
+        for n in r.tree.nodes:
+            if n.solved and n.status == "failed":
+                assert n.error.startswith("verification")
+    assert env.open_sessions == 0, "every proof session is closed"
+    accepted = [v for v in env.verifications if v[2]]
+    assert all("cheat" not in tactics for _, tactics, _ in accepted)
+
+
+def _assert_best_first(tree, k: int, max_nodes: int, max_depth: int) -> None:
+    """Replay the frontier step by step: each step popped exactly its k best open nodes."""
+    expanded = sorted((n for n in tree.nodes if n.expanded), key=lambda n: n.expansion_index)
+    steps = [list(g) for _, g in itertools.groupby(expanded, key=lambda n: n.step)]
+    done = 0
+    for group in steps:
+        s = group[0].step
+        frontier = [
+            n
+            for n in tree.nodes
+            if n.is_state
+            and not n.solved
+            and n.depth < max_depth
+            and (n.parent_id < 0 or tree.nodes[n.parent_id].step < s)
+            and not (n.expanded and n.step < s)
+        ]
+        best = sorted(frontier, key=lambda n: (-n.priority, n.node_id))
+        assert len(group) == min(k, len(frontier), max_nodes - done)
+        assert [n.node_id for n in group] == [n.node_id for n in best[: len(group)]]
+        done += len(group)
+
+
+@pytest.mark.parametrize("k", [1, 3])
+@pytest.mark.parametrize("depth_normalisation", [0.0, 1.0])
+def test_expansion_order_is_best_first(k, depth_normalisation):
+    policy = FixedPolicy(
+        {
+            "step 1": -0.7,
+            "split 2": -0.4,
+            "step 2": -1.1,
+            "noop": -0.05,
+            "bogus": -0.01,
+            "step 3": -2.5,
+        }
+    )
+    cfg = SearchConfig(
+        max_nodes=30,
+        max_depth=8,
+        num_candidates=6,
+        concurrency=1,
+        depth_normalisation=depth_normalisation,
+    )
+    (r,) = _run([toy_theorem("t", 40)], policy, ToyEnv(), cfg, expansions_per_step=k)
+    r.check(cfg)
+    tree = r.tree
+    assert tree.expansions == 30  # reach 40 needs more than 30 expansions of these tactics
+    for n in tree.nodes[1:]:
+        if n.is_state:
+            expected = priority(
+                n.cum_logprob,
+                depth=n.depth,
+                depth_normalisation=depth_normalisation,
+                energy=None,
+                logprob_weight=1.0,
+                energy_weight=1.0,
+            )
+            assert n.priority == pytest.approx(expected)
+    _assert_best_first(tree, k, cfg.max_nodes, cfg.max_depth)
+    # A fixed policy makes the order non-trivial: not simply breadth-first by node id.
+    order = [n.node_id for n in sorted(tree.nodes, key=lambda n: n.expansion_index) if n.expanded]
+    assert order != sorted(order)
+
+
+def test_value_model_reorders_the_frontier():
+    policy = FixedPolicy({"step 1": -0.2, "step 3": -3.0})
+    cfg = SearchConfig(
+        max_nodes=6, max_depth=20, num_candidates=2, concurrency=1, energy_weight=2.0
+    )
+    (plain,) = _run([toy_theorem("t", 12)], policy, ToyEnv(), cfg)
+    (valued,) = _run(
+        [toy_theorem("t", 12)], FixedPolicy(policy.logprobs), ToyEnv(), cfg, value_model=ToyValue()
+    )
+    _assert_best_first(valued.tree, 1, 6, 20)
+    # The likelier `step 1` wins alone; energy (sum of goals) makes `step 3` branches win.
+    assert plain.proof is None and valued.status == "proved"
+    assert all(
+        n.ebm_energy is not None
+        for n in valued.tree.nodes[1:]
+        if n.is_state and not n.solved and n.depth < cfg.max_depth
+    )
+
+
+def test_generation_and_value_scoring_are_batched_across_theorems():
+    policy, value = RandomToyPolicy(seed=3, allow_cheat=False), ToyValue()
+    cfg = SearchConfig(
+        max_nodes=40, num_candidates=4, concurrency=6, batch_generate_size=32, batch_encode_size=8
+    )
+    results = _run(
+        toy_theorems(24, seed=1, low=10, high=30),
+        policy,
+        ToyEnv(latency_s=0.001),
+        cfg,
+        value_model=value,
+    )
+    assert len(results) == 24
+    assert max(policy.batch_sizes) > 1 and sum(policy.batch_sizes) / len(policy.batch_sizes) > 1.5
+    assert max(policy.batch_sizes) <= 32
+    assert max(value.batch_sizes) > 1 and max(value.batch_sizes) <= 8
+    # Every expansion was one prompt in some batch.
+    assert sum(policy.batch_sizes) == sum(r.nodes_expanded for r in results)
+    assert policy.calls[0].n == 4 and policy.calls[0].temperature == cfg.temperature_with_ebm
+
+
+@pytest.mark.parametrize("k", [1, 3])
+def test_solve_rate_at_every_budget_matches_separate_runs(k):
+    theorems = toy_theorems(16, seed=7, low=6, high=22)
+    big = SearchConfig(max_nodes=60, max_depth=30, num_candidates=4, concurrency=5)
+    full = _run(theorems, RandomToyPolicy(seed=11), ToyEnv(), big, expansions_per_step=k)
+    by_name = {r.theorem: r for r in full}
+    rates = []
+    for b in (1, 4, 9, 17, 33):
+        cfg = dataclasses.replace(big, max_nodes=b)
+        small = _run(theorems, RandomToyPolicy(seed=11), ToyEnv(), cfg, expansions_per_step=k)
+        for r in small:
+            assert by_name[r.theorem].solved_within(b) == (r.status == "proved"), (r.theorem, b)
+            if r.status == "proved":
+                assert r.proof == by_name[r.theorem].proof
+        rates.append(sum(r.status == "proved" for r in small))
+    assert rates == sorted(rates) and rates[0] < rates[-1], rates  # budgets matter here
+
+
+def test_timeout_and_start_error_are_recorded():
+    bad = dataclasses.replace(
+        toy_theorem("bad", 3), formal_statement="theorem bad : nonsense := by\n"
+    )
+    cfg = SearchConfig(
+        max_nodes=10_000, max_depth=50, num_candidates=4, concurrency=2, timeout_s=0.3
+    )
+    results = _run(
+        [toy_theorem("slow", 10_000), bad],
+        RandomToyPolicy(seed=1, allow_cheat=False),
+        ToyEnv(latency_s=0.005),
+        cfg,
+    )
+    by = {r.theorem: r for r in results}
+    assert by["slow"].status == "timeout" and "timeout" in by["slow"].reasons[0]
+    assert 0 < by["slow"].nodes_expanded < 10_000
+    by["slow"].check(cfg)  # the interrupted step was rolled back
+    assert by["bad"].status == "error" and "start" in by["bad"].reasons[0]
+    assert by["bad"].nodes_total == 0
+
+
+def test_max_depth_bounds_the_tree():
+    cfg = SearchConfig(max_nodes=200, max_depth=3, num_candidates=4, concurrency=1)
+    (r,) = _run(
+        [toy_theorem("deep", 50)], RandomToyPolicy(seed=2, allow_cheat=False), ToyEnv(), cfg
+    )
+    assert r.status == "failed" and "frontier empty" in r.reasons[0]
+    assert max(n.depth for n in r.tree.nodes) == 3
+    assert all(not n.expanded for n in r.tree.nodes if n.depth == 3)
+    r.check(cfg)
