@@ -42,7 +42,9 @@ class SamplingParams:
         if not 0 < self.top_p <= 1:
             raise ValueError(f"SamplingParams.top_p must be in (0, 1], got {self.top_p}")
         if self.max_new_tokens < 1:
-            raise ValueError(f"SamplingParams.max_new_tokens must be >= 1, got {self.max_new_tokens}")
+            raise ValueError(
+                f"SamplingParams.max_new_tokens must be >= 1, got {self.max_new_tokens}"
+            )
 
 
 @dataclass(frozen=True)
