@@ -35,7 +35,9 @@ Example (with a generator ``gen`` and a ``LeanPool`` or fake environment ``env``
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import heapq
+import itertools
 import logging
 import time
 from collections import deque
@@ -217,11 +219,17 @@ class _Scheduler:
         self.loop = asyncio.get_running_loop()
         self.k = expansions_per_step
         self.live: set[_Search] = set()
-        self.gen = _Batcher(
-            "generate",
-            lambda prompts: generator.generate(prompts, sampling),
-            cfg.batch_generate_size,
-        )
+        # A fixed seed would replay the same random draws in every call (correlated candidates,
+        # identical ones across attempts); derive one per call instead, still reproducible.
+        calls = itertools.count()
+
+        def generate(prompts: list[str]) -> list[Generation]:
+            params = sampling
+            if sampling.seed is not None:
+                params = dataclasses.replace(sampling, seed=sampling.seed * 1_000_003 + next(calls))
+            return generator.generate(prompts, params)
+
+        self.gen = _Batcher("generate", generate, cfg.batch_generate_size)
         self.value: _Batcher | None = None
         if value_model is not None:
             self.value = _Batcher(

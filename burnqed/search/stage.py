@@ -309,3 +309,38 @@ def run(
                 )
 
         return run_until_signalled(main())
+
+
+def gather_shards(*, shards: Sequence[Path], out: Path) -> dict:
+    """Combine the manifests of a sharded search (``…/search/shard_K/manifest.json``) into ``out``:
+    totals over the shards plus each shard's own manifest, so one file says how the search went.
+    A shard without a manifest is unfinished and is an error naming it."""
+    per_shard, statuses = {}, Counter()
+    for d in shards:
+        path = Path(d) / MANIFEST
+        if not path.is_file():
+            raise FileNotFoundError(f"{path}: shard unfinished (no manifest)")
+        m = json.loads(path.read_text(encoding="utf-8"))
+        per_shard[str(d)] = m
+        statuses.update(m["statuses"])
+    attempts = sum(m["attempts"] for m in per_shard.values())
+    manifest = {
+        "shards": sorted(per_shard),
+        "attempts": attempts,
+        "theorems": sum(m["theorems"] for m in per_shard.values()),
+        "statuses": dict(statuses),
+        "solve_rate": statuses.get("proved", 0) / max(attempts, 1),
+        "node_rows": sum(m["node_rows"] for m in per_shard.values()),
+        "per_shard": per_shard,
+    }
+    out = Path(out)
+    tmp = out.with_name(f".{out.name}.tmp")
+    tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    os.replace(tmp, out)
+    log.info(
+        "gathered %d shard(s): %s, solve rate %.3f",
+        len(shards),
+        dict(statuses),
+        manifest["solve_rate"],
+    )
+    return manifest

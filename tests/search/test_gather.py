@@ -1,0 +1,41 @@
+"""Gathering a sharded search's manifests."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from burnqed.search.stage import MANIFEST, gather_shards
+
+
+def shard(tmp_path, k, statuses):
+    d = tmp_path / f"shard_{k}"
+    d.mkdir()
+    attempts = sum(statuses.values())
+    (d / MANIFEST).write_text(
+        json.dumps(
+            {"attempts": attempts, "theorems": attempts, "statuses": statuses, "node_rows": 10 * k}
+        )
+    )
+    return d
+
+
+def test_totals_over_shards(tmp_path):
+    a = shard(tmp_path, 0, {"proved": 3, "failed": 1})
+    b = shard(tmp_path, 1, {"proved": 1, "timeout": 3})
+    m = gather_shards(shards=[a, b], out=tmp_path / MANIFEST)
+    assert m["attempts"] == 8
+    assert m["statuses"] == {"proved": 4, "failed": 1, "timeout": 3}
+    assert m["solve_rate"] == pytest.approx(0.5)
+    assert m["node_rows"] == 10
+    assert json.loads((tmp_path / MANIFEST).read_text()) == m
+
+
+def test_unfinished_shard_is_named(tmp_path):
+    a = shard(tmp_path, 0, {"proved": 1})
+    missing = tmp_path / "shard_1"
+    missing.mkdir()
+    with pytest.raises(FileNotFoundError, match="shard_1.*unfinished"):
+        gather_shards(shards=[a, missing], out=tmp_path / MANIFEST)
+    assert not (tmp_path / MANIFEST).exists()

@@ -1,0 +1,19 @@
+from pathlib import Path
+
+from burnqed.logs import to_log_file
+from burnqed.search.stage import run
+
+with to_log_file(snakemake.log[0]):
+    p = snakemake.params
+    run(
+        theorems=Path(snakemake.input.theorems),
+        model=snakemake.input.model,
+        out=Path(snakemake.output[0]),
+        cfg=p.search,
+        lean=p.lean,
+        policy=p.policy,
+        temperature=p.get("temperature"),
+        seed=p.seed,
+        shard=(int(snakemake.wildcards.shard), p.search["shards"]),
+        log_dir=Path(snakemake.log[0]).parent,
+    )
