@@ -3,10 +3,13 @@
 :class:`ReplClient` owns its process: it starts ``lean.repl_command`` (+ ``imports``, ``--key=value``
 options, ``LEAN_PATH``/cwd of a Mathlib project) in a new process group with memory and CPU limits,
 waits for ``ready.``, sets the REPL's own ``timeout`` option, and then sends one compact JSON line per
-request, bounding every read with a wall-clock timeout.  stderr is drained to a log file (a full stderr
-pipe would deadlock the REPL).  Replies become frozen dataclasses; anything that breaks the protocol
-(EOF, a line that is not JSON, a read that times out) kills the process group and raises
-:class:`~burnqed.lean.errors.ReplError` quoting the cause.  Restarting and replaying is the pool's job
+request, bounding every read with a wall-clock timeout.  Requests from concurrent tasks are
+pipelined: up to :data:`PIPELINE_DEPTH` lines are written ahead of their replies, which one reader
+task matches to them in order, so the REPL never waits for Python between two requests.  stderr is
+drained to a log file (a full stderr pipe would deadlock the REPL).  Replies become frozen
+dataclasses; anything that breaks the protocol (EOF, a line that is not JSON, a read that times out)
+kills the process group and raises :class:`~burnqed.lean.errors.ReplError` quoting the cause, and
+fails the requests queued behind it as never run.  Restarting and replaying is the pool's job
 (:mod:`burnqed.lean.pool`).
 
 No orphans: every process group this module starts is recorded, and killed at interpreter exit
@@ -47,8 +50,9 @@ import subprocess
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Any, Literal
@@ -112,6 +116,7 @@ class GoalState:
     state_id: int
     goals: tuple[Goal, ...]
     messages: tuple[Message, ...] = ()  # warnings/infos of the tactic that produced it
+    lean_time_s: float = field(default=0.0, compare=False)  # REPL time of that tactic
 
     @property
     def text(self) -> str:
@@ -125,6 +130,7 @@ class TacticRejected:
     kind: Literal["error", "parse", "sorry"]
     message: str
     messages: tuple[Message, ...] = ()
+    lean_time_s: float = field(default=0.0, compare=False)  # REPL time of the tactic
 
 
 @dataclass(frozen=True)
@@ -363,14 +369,46 @@ def _quote(raw: bytes, limit: int = 300) -> str:
 # --------------------------------------------------------------------------------------------
 # The client
 
+PIPELINE_DEPTH = 4
+"""Requests a client writes to the REPL's stdin ahead of their replies.
+
+Pipelining is safe because the REPL reads stdin one line at a time and answers every line, in
+order, before it reads the next: a request written early just waits in the pipe, and the replies
+can be matched to the requests first-in first-out.  It pays because the REPL then starts on the
+next request the moment it has answered one, instead of idling through the client's round trip
+(asyncio wake-ups, JSON, the pool's bookkeeping) — with the propositional REPL that round trip is
+longer than the tactic itself.  It is bounded because a line in the pipe cannot be taken back:
+when the request at the head hangs or kills the REPL, every request behind it fails unrun and
+must be retried on a fresh process, and 2–4 are enough to keep the REPL busy.
+"""
+
+
+@dataclass(eq=False)
+class _Pending:
+    """A request written to the REPL and not yet answered (the client's ``_pending`` queue)."""
+
+    cmd: str
+    timeout: float  # seconds the REPL may work on it, from `started`
+    future: asyncio.Future[tuple[dict[str, Any], float]]  # (reply, REPL seconds)
+    started: float | None = None  # time.perf_counter() when the REPL reached it; None while queued
+    timer: asyncio.TimerHandle | None = None  # fires the read timeout, from `started`
+
 
 class ReplClient:
-    """One REPL process; an async context manager.  One request at a time (an internal lock).
+    """One REPL process; an async context manager.  Pipelined: up to ``depth`` requests in flight.
 
     ``request`` raises :class:`ReplTimeoutError` (read timeout: process killed; or the REPL's own
     ``interrupt``: process alive but poisoned), :class:`ReplProtocolError` for an ``{"error": …}``
     reply (process still usable), and :class:`ReplError` for EOF or a reply that is not JSON (process
-    killed).  After a kill the client is dead (``alive`` is False); start a new one.
+    killed).  When a request breaks the process, the requests written behind it fail with a
+    :class:`ReplError` saying that they never ran.  After a kill the client is dead (``alive`` is
+    False); start a new one.
+
+    Concurrency: any number of tasks may call ``request`` at once.  Each request's line is written
+    at once if fewer than ``depth`` are in flight (else it waits for a slot), and one reader task
+    hands each reply line to the oldest request in flight.  The read timeout of a request runs from
+    the moment the REPL starts on it — when the reply before it arrived, or when it was written to
+    an idle REPL — so time spent queued behind a slow request does not count against it.
     """
 
     def __init__(
@@ -380,19 +418,30 @@ class ReplClient:
         name: str = "repl",
         stderr_log: Path | None = None,
         read_timeout_s: float | None = None,
+        depth: int = PIPELINE_DEPTH,
     ) -> None:
+        if depth < 1:
+            raise ValueError(f"pipeline depth must be >= 1 (got {depth})")
         self.cfg = cfg
         self.name = name
         self.stderr_log = stderr_log
         self.read_timeout_s = (
             read_timeout_for(cfg.tactic_timeout_s) if read_timeout_s is None else read_timeout_s
         )
-        self.requests = 0
-        self.lean_time_s = 0.0  # wall time spent waiting for replies
+        self.depth = depth
+        self.requests = 0  # requests written to the REPL (whatever became of them)
+        self.lean_time_s = 0.0  # seconds the REPL worked on requests (start of work to reply)
         self.started_at: float | None = None  # time.monotonic() at `ready.`
         self._proc: asyncio.subprocess.Process | None = None
-        self._dead = False
-        self._lock = asyncio.Lock()
+        self._dead = False  # killed, or its stdout ended: no more requests
+        self._closing = False  # draining for a recycle: no new requests, in-flight ones finish
+        self._closed: asyncio.Future[None] | None = None  # close() under way or done
+        self._reaped = False  # close() has seen the process exit
+        self._pending: deque[_Pending] = deque()  # in flight, oldest (the one running) first
+        self._slots = asyncio.Semaphore(depth)  # one per request in flight
+        self._idle = asyncio.Event()  # set while nothing is in flight
+        self._idle.set()
+        self._reader_task: asyncio.Task | None = None
         self._stderr_task: asyncio.Task | None = None
         self._stderr_tail = bytearray()
 
@@ -412,6 +461,11 @@ class ReplClient:
     @property
     def alive(self) -> bool:
         return self._proc is not None and not self._dead and self._proc.returncode is None
+
+    @property
+    def in_flight(self) -> int:
+        """Requests written to the REPL and not yet answered."""
+        return len(self._pending)
 
     @property
     def age_s(self) -> float:
@@ -438,6 +492,7 @@ class ReplClient:
             await self.close()
             raise
         self.started_at = time.monotonic()
+        self._reader_task = asyncio.create_task(self._read_replies(self._proc))
         if self.cfg.tactic_timeout_s > 0:
             await self.request("options.set", {"timeout": int(self.cfg.tactic_timeout_s * 1000)})
 
@@ -458,29 +513,89 @@ class ReplClient:
             log.warning("%s: ignoring output before `ready.`: %s", self.name, _quote(raw))
 
     async def close(self) -> None:
-        """Kill the process group and reap the process (idempotent)."""
-        proc = self._proc
-        if proc is None:
+        """Kill the process group and reap the process (idempotent; every caller waits for it).
+
+        Requests still in flight fail with :class:`ReplError` (closed before their reply).
+        """
+        if self._proc is None:
             return
-        self._kill()
+        if self._closed is None:
+            self._closed = asyncio.ensure_future(self._close(self._proc))
+        await asyncio.shield(self._closed)
+
+    async def _close(self, proc: asyncio.subprocess.Process) -> None:
+        self.kill("the client was closed")
         try:
             async with asyncio.timeout(5):
                 await proc.wait()
+            self._reaped = True
         except TimeoutError:
             log.warning("%s: pid %d did not exit after SIGKILL", self.name, proc.pid)
-        if self._stderr_task is not None:
+        for task in (self._reader_task, self._stderr_task):
+            if task is None:
+                continue
             try:
                 async with asyncio.timeout(1):
-                    await self._stderr_task
+                    await task
             except (TimeoutError, asyncio.CancelledError):
-                self._stderr_task.cancel()
+                task.cancel()
         _groups.pop(proc.pid, None)
 
-    def _kill(self) -> None:
-        """SIGKILL the whole process group now; the client is dead afterwards."""
+    async def drain_and_close(self) -> None:
+        """Stop taking requests, let the ones in flight get their replies, then :meth:`close`.
+
+        For recycling a healthy REPL.  It ends: every request in flight either gets its reply or
+        hits its read timeout, which kills the process.  Requests made meanwhile fail with
+        :class:`ReplError` without being sent.
+        """
+        self._closing = True
+        if self.alive:
+            await self._idle.wait()
+        await self.close()
+
+    def kill(self, why: str = "killed") -> None:
+        """SIGKILL the process group now and fail every request in flight (saying ``why``)."""
+        if self._proc is None:
+            return
+        pid = self._proc.pid
+        self._break(
+            lambda cmd: ReplError(f"{self.name}: {why} before the reply to {cmd}; killed pid {pid}")
+        )
+
+    def _break(self, head_error: Callable[[str], ReplError]) -> None:
+        """Kill the process group; fail the oldest request in flight with ``head_error(cmd)`` and
+        the ones written behind it as never run.
+
+        The REPL answers in order, so when the oldest request breaks it (hang, crash, garbage) the
+        later ones were still waiting in its stdin — or, after garbage, ran in a process that is
+        now gone: either way nothing of theirs survives, and the caller may safely send them again
+        to a new process (the pool replays and retries them).
+        """
         self._dead = True
-        if self._proc is not None:
+        if self._proc is not None and not self._reaped:  # a reaped pgid may belong to another
             _killpg(self._proc.pid)
+        pending, self._pending = list(self._pending), deque()
+        now = time.perf_counter()
+        first: ReplError | None = None
+        for p in pending:
+            if p.timer is not None:
+                p.timer.cancel()
+            if p.started is not None:  # the one the REPL was working on
+                self.lean_time_s += now - p.started
+            if first is None:
+                err = first = head_error(p.cmd)
+            else:
+                err = ReplError(
+                    f"{self.name}: {p.cmd} never ran: it was queued behind {pending[0].cmd} "
+                    f"({first})"
+                )
+            if not p.future.done():
+                p.future.set_exception(err)
+        # Slots last, so the head's caller hears first (the pool blames the first to hear), then
+        # those queued, then callers waiting for a slot, who find the client dead.
+        for _ in pending:
+            self._slots.release()
+        self._idle.set()
 
     async def _exit_code(self) -> int | None:
         assert self._proc is not None
@@ -522,62 +637,140 @@ class ReplClient:
         """The last few KiB the REPL wrote to stderr (for error messages)."""
         return self._stderr_tail.decode("utf-8", "replace").strip()[-1000:]
 
-    # -- requests ----------------------------------------------------------------------------
+    # -- the pipeline ----------------------------------------------------------------------------
 
-    async def request(
-        self, cmd: str, payload: Mapping[str, Any] | None = None, *, timeout: float | None = None
-    ) -> dict[str, Any]:
-        """Send ``cmd payload`` as one line and return the reply object (see the class docstring)."""
+    def _begin(self, p: _Pending, now: float) -> None:
+        """The REPL has reached ``p``: start its clock and its read timeout."""
+        p.started = now
+        p.timer = asyncio.get_running_loop().call_later(p.timeout, self._on_timeout, p)
+
+    def _on_timeout(self, p: _Pending) -> None:
+        if self._dead or not self._pending or self._pending[0] is not p:
+            return  # answered or failed meanwhile
+        pid = self.pid
+        self._break(
+            lambda cmd: ReplTimeoutError(
+                f"{self.name}: no reply to {cmd} within {p.timeout:.1f} s; killed pid {pid}",
+                killed=True,
+            )
+        )
+
+    async def _read_replies(self, proc: asyncio.subprocess.Process) -> None:
+        """The one reader of the REPL's stdout: each line answers the oldest request in flight.
+
+        It runs for the life of the process.  Whatever breaks the stream — EOF, a line that is not
+        a JSON object, a line past :data:`LINE_LIMIT`, a line nobody asked for — kills the process
+        and fails the requests in flight (:meth:`_break`); after a kill it stops reading.
+        """
+        assert proc.stdout is not None
+        pid = proc.pid
+        try:
+            while not self._dead:
+                try:
+                    raw = await proc.stdout.readline()
+                except ValueError:  # asyncio's line limit
+                    self._break(
+                        lambda cmd: ReplError(
+                            f"{self.name}: reply to {cmd} is longer than {LINE_LIMIT} bytes; "
+                            f"killed pid {pid}"
+                        )
+                    )
+                    return
+                now = time.perf_counter()
+                if self._dead:  # killed (timeout, close) while this line was on its way
+                    return
+                if not raw:
+                    await self._on_eof(pid)
+                    return
+                if not self._pending:  # nothing asked: the stream is out of step
+                    log.warning("%s: unsolicited output %s; killing it", self.name, _quote(raw))
+                    self.kill("unsolicited output")
+                    return
+                try:
+                    reply = json.loads(raw)
+                except ValueError:
+                    reply = None
+                if not isinstance(reply, dict):
+                    self._garbage(raw, pid)
+                    return
+                p = self._pending.popleft()
+                assert p.started is not None and p.timer is not None
+                p.timer.cancel()
+                self._slots.release()
+                lean_s = now - p.started
+                self.lean_time_s += lean_s
+                if self._pending:  # the REPL goes straight on to the next line in its stdin
+                    self._begin(self._pending[0], now)
+                else:
+                    self._idle.set()
+                if not p.future.done():  # done: its caller was cancelled; the reply is dropped
+                    p.future.set_result((reply, lean_s))
+        finally:
+            if self._pending:  # cancelled (close) or a bug: no request may wait forever
+                self._break(lambda cmd: ReplError(f"{self.name}: stopped reading before {cmd}"))
+
+    def _garbage(self, raw: bytes, pid: int) -> None:
+        """A reply that is not a JSON object: the stream is out of step with our requests, and
+        nothing after it is usable."""
+        quoted = _quote(raw)
+        self._break(
+            lambda cmd: ReplError(
+                f"{self.name}: reply to {cmd} is not a JSON object: {quoted}; killed pid {pid}"
+            )
+        )
+
+    async def _on_eof(self, pid: int) -> None:
+        """stdout ended: the process exited (crash, memory or CPU limit, kill -9 from outside)."""
+        self._dead = True  # no new requests while we wait for the exit code
+        for p in self._pending:  # and no read timeout: the failure is the exit
+            if p.timer is not None:
+                p.timer.cancel()
+        rc = await self._exit_code()
+        if not self._pending:
+            log.warning("%s: pid %d exited (code %s) while idle", self.name, pid, rc)
+        self._break(
+            lambda cmd: ReplError(
+                f"{self.name}: pid {pid} exited (code {rc}) during {cmd}; "
+                f"stderr: {self.stderr_tail()!r}"
+            )
+        )
+
+    async def _exchange(
+        self, cmd: str, payload: Mapping[str, Any] | None, timeout: float | None
+    ) -> tuple[dict[str, Any], float]:
+        """Send one request; return its reply and the seconds the REPL spent on it."""
         if not cmd or len(cmd.split()) != 1 or cmd.strip() != cmd:
             raise ValueError(f"not a REPL command name: {cmd!r}")
-        # Compact JSON on one line: json.dumps escapes newlines, and a blank line would end the REPL.
+        # Compact JSON on one line after a non-blank command name: json.dumps escapes newlines,
+        # and a blank line would end the REPL.
         line = f"{cmd} {json.dumps(payload or {}, ensure_ascii=False)}\n".encode()
         timeout = self.read_timeout_s if timeout is None else timeout
-        async with self._lock:
-            proc = self._proc
-            if proc is None or not self.alive:
-                raise ReplError(f"{self.name}: the REPL is not running (cannot send {cmd})")
-            assert proc.stdin is not None and proc.stdout is not None
-            t0 = time.perf_counter()
-            try:
-                proc.stdin.write(line)
-                await proc.stdin.drain()
-                async with asyncio.timeout(timeout):
-                    raw = await proc.stdout.readline()
-            except TimeoutError:
-                self._kill()
-                raise ReplTimeoutError(
-                    f"{self.name}: no reply to {cmd} within {timeout:.1f} s; killed pid {proc.pid}",
-                    killed=True,
-                ) from None
-            except (BrokenPipeError, ConnectionResetError):
-                raw = b""  # the process is gone: report it like EOF below
-            except ValueError:  # asyncio's line limit
-                self._kill()
-                raise ReplError(
-                    f"{self.name}: reply to {cmd} is longer than {LINE_LIMIT} bytes; killed pid "
-                    f"{proc.pid}"
-                ) from None
-            finally:
-                self.requests += 1
-                self.lean_time_s += time.perf_counter() - t0
-            if not raw:
-                rc = await self._exit_code()
-                self._kill()
-                raise ReplError(
-                    f"{self.name}: pid {proc.pid} exited (code {rc}) during {cmd}; "
-                    f"stderr: {self.stderr_tail()!r}"
-                )
-            try:
-                reply = json.loads(raw)
-            except ValueError:
-                reply = None
-            if not isinstance(reply, dict):
-                self._kill()  # the stream is out of step with our requests: nothing after is usable
-                raise ReplError(
-                    f"{self.name}: reply to {cmd} is not a JSON object: {_quote(raw)}; "
-                    f"killed pid {proc.pid}"
-                )
+        await self._slots.acquire()
+        proc = self._proc
+        if proc is None or not self.alive or self._closing:
+            self._slots.release()  # wakes the next waiter, which finds the same
+            why = "is being recycled" if self._closing and self.alive else "is not running"
+            raise ReplError(f"{self.name}: the REPL {why} (cannot send {cmd})")
+        assert proc.stdin is not None
+        p = _Pending(cmd, timeout, asyncio.get_running_loop().create_future())
+        # Queue it and write it with no await in between, so the order of `_pending` is the order
+        # of the lines in the REPL's stdin (stdin.write only buffers; it never blocks).
+        self._pending.append(p)
+        self._idle.clear()
+        if len(self._pending) == 1:  # the REPL is idle: it starts on this line right away
+            self._begin(p, time.perf_counter())
+        self.requests += 1
+        proc.stdin.write(line)
+        try:
+            await proc.stdin.drain()
+            reply, lean_s = await p.future
+        except (BrokenPipeError, ConnectionResetError):
+            # The process is gone; the reader reports its exit to every request in flight.
+            reply, lean_s = await p.future
+        except asyncio.CancelledError:
+            # The line is in the pipe, so the REPL will still answer it: the reader drops the reply.
+            p.future.cancel()
+            raise
         if "error" in reply and "desc" in reply:
             if reply["error"] == "internal" and reply["desc"] == "interrupt":
                 raise ReplTimeoutError(
@@ -586,6 +779,15 @@ class ReplClient:
                     killed=False,
                 )
             raise ReplProtocolError(cmd, str(reply["error"]), str(reply["desc"]))
+        return reply, lean_s
+
+    # -- requests ----------------------------------------------------------------------------
+
+    async def request(
+        self, cmd: str, payload: Mapping[str, Any] | None = None, *, timeout: float | None = None
+    ) -> dict[str, Any]:
+        """Send ``cmd payload`` as one line and return the reply object (see the class docstring)."""
+        reply, _ = await self._exchange(cmd, payload, timeout)
         return reply
 
     async def goal_start(self, expr: str) -> GoalState:
@@ -602,9 +804,11 @@ class ReplClient:
 
         A result with ``hasSorry``/``hasUnsafe`` is rejected (kind ``sorry``) and its state deleted.
         """
-        reply = await self.request("goal.tactic", {"stateId": state_id, "tactic": tactic})
+        reply, lean_s = await self._exchange(
+            "goal.tactic", {"stateId": state_id, "tactic": tactic}, None
+        )
         if "parseError" in reply:
-            return TacticRejected("parse", str(reply["parseError"]))
+            return TacticRejected("parse", str(reply["parseError"]), lean_time_s=lean_s)
         messages = tuple(Message.from_json(m) for m in reply.get("messages") or ())
         messages += tuple(Message.from_json(m) for m in reply.get("tacticErrors") or ())
         if "nextStateId" in reply:
@@ -612,13 +816,15 @@ class ReplClient:
             if reply.get("hasSorry") or reply.get("hasUnsafe"):
                 await self.goal_delete([next_id])
                 what = "sorry" if reply.get("hasSorry") else "unsafe code"
-                return TacticRejected("sorry", f"the tactic's result uses {what}", messages)
+                return TacticRejected(
+                    "sorry", f"the tactic's result uses {what}", messages, lean_time_s=lean_s
+                )
             goals = tuple(Goal.from_json(g) for g in reply.get("goals") or ())
-            return GoalState(next_id, goals, messages)
+            return GoalState(next_id, goals, messages, lean_time_s=lean_s)
         if not messages:
             raise ReplError(f"{self.name}: goal.tactic reply of unknown shape: {reply!r:.300}")
         errors = [m.text for m in messages if m.severity == "error"] or [m.text for m in messages]
-        return TacticRejected("error", "\n".join(errors), messages)
+        return TacticRejected("error", "\n".join(errors), messages, lean_time_s=lean_s)
 
     async def goal_delete(self, state_ids: Iterable[int]) -> None:
         ids = list(state_ids)
@@ -656,6 +862,7 @@ class ReplClient:
 
 __all__ = [
     "MIN_VERSION",
+    "PIPELINE_DEPTH",
     "CompilationUnit",
     "GoalState",
     "Message",

@@ -1,10 +1,12 @@
 """A pool of REPL workers shared by many proof searches, whose states survive worker restarts.
 
 :class:`LeanPool` starts ``lean.workers`` REPL processes (:class:`~burnqed.lean.client.ReplClient`).
-Each :class:`ProofSession` (one proof search) is pinned to the least-loaded worker when it starts; a
-worker serves one session operation at a time, so many searches (6–64) share few workers.  A session
-hands out :class:`ProofState`\\ s with session-local ids (``sid``) and remembers, for each, the parent
-and tactic that produced it.  When its worker restarts, REPL state ids are void; the session rebuilds
+Each :class:`ProofSession` (one proof search) is pinned to the least-loaded worker when it starts, so
+many searches (6–64) share few workers.  There is no lock per worker: the sessions' requests go to
+its client together, which pipelines them (:data:`~burnqed.lean.client.PIPELINE_DEPTH`), so the REPL
+goes from one request to the next without waiting for Python.  A session hands out
+:class:`ProofState`\\ s with session-local ids (``sid``) and remembers, for each, the parent and
+tactic that produced it.  When its worker restarts, REPL state ids are void; the session rebuilds
 the states it is asked about lazily, on next use, by starting the theorem again and replaying the
 tactic path (``replays`` in :meth:`LeanPool.stats`).
 
@@ -13,8 +15,13 @@ Workers restart:
   later tactics, ``reference/pantograph.md`` §11) — the tactic fails with kind ``timeout``;
 - after EOF, a crash or garbage on stdout — the request is retried once after restart and replay,
   then :class:`ReplError` is raised quoting the cause;
-- after ``recycle_after_requests`` requests or ``recycle_after_s`` seconds (REPL memory grows).
-A restarting worker starts its new process in the background; the next request on it waits for it.
+- after ``recycle_after_requests`` requests or ``recycle_after_s`` seconds (REPL memory grows): the
+  old process takes no new requests, finishes those in flight, and is closed before its successor
+  starts (one process per worker: with Mathlib each holds gigabytes).
+A restarting worker starts its new process in the background; the next requests on it wait for it.
+Requests that were queued behind the one that broke a REPL, or sent to a REPL another session had
+just restarted, never ran: they are retried on the new process without counting as failures
+(``crashes`` counts each broken process once).
 Replay requests count towards recycling, so ``recycle_after_requests`` should stay well above the
 search's ``max_depth`` (default 1000 vs 50), or every step past it would recycle and replay.
 
@@ -91,27 +98,33 @@ class ProofState:
 class TacticSuccess:
     state: ProofState
     messages: tuple[str, ...]  # Lean's warnings/infos for the tactic
-    lean_time_s: float  # wall time of the goal.tactic request (0 when answered from the session)
+    lean_time_s: float  # REPL time of the goal.tactic request (0 when answered from the session)
 
 
 @dataclass(frozen=True)
 class TacticFailure:
     kind: Literal["error", "parse", "guard", "sorry", "timeout"]
     message: str
-    lean_time_s: float
+    lean_time_s: float  # REPL time; for a timeout or protocol error, the call's wall time
 
 
 TacticResult = TacticSuccess | TacticFailure
 
 
+MAX_TRIES = 6  # per apply/start: tries, counting retries of requests that never ran
+
+
 class _Worker:
-    """One REPL slot: its current client and the generation that REPL state ids belong to."""
+    """One REPL slot: the client that takes its requests now, and its background (re)start.
+
+    Sessions pinned here share ``client`` without a lock: the client pipelines their requests.
+    While ``client`` is None a new process is starting (``starting``) and requests wait for it;
+    a replaced client may still be finishing requests already in flight (the pool's ``_retiring``).
+    """
 
     def __init__(self, index: int) -> None:
         self.index = index
-        self.client: ReplClient | None = None
-        self.generation = 0  # bumped by every (re)start: older REPL state ids are void
-        self.lock = asyncio.Lock()  # a session's replay + tactic run as one unit
+        self.client: ReplClient | None = None  # takes new requests; None while (re)starting
         self.sessions = 0  # open sessions pinned here
         self.starting: asyncio.Task[ReplClient] | None = None  # background (re)start
 
@@ -128,6 +141,7 @@ class LeanPool:
         self.version: ReplVersion | None = None
         self._route: Literal["process", "distil"] = "process"
         self._workers: list[_Worker] = []
+        self._retiring: set[ReplClient] = set()  # replaced clients not yet closed and counted
         self._closed = False
         # Each verifier is a fresh REPL with a full import (GBs with Mathlib): one at a time.
         self._verify_slot = asyncio.Semaphore(1)
@@ -161,29 +175,31 @@ class LeanPool:
         await self.close()
 
     async def close(self) -> None:
-        """Kill every worker's process group (idempotent)."""
+        """Kill every worker's process group (idempotent); requests in flight fail with ReplError."""
         self._closed = True
+        starting = [w.starting for w in self._workers if w.starting is not None]
+        for task in starting:
+            task.cancel()
+        if starting:
+            await asyncio.wait(starting)  # their clients close themselves when cancelled
         for w in self._workers:
-            if w.starting is not None and not w.starting.done():
-                w.starting.cancel()
-        for w in self._workers:
-            if w.starting is not None:
-                try:
-                    client = await w.starting
-                except (asyncio.CancelledError, Exception):
-                    client = None
-                w.starting = None
-                if client is not None and w.client is not client:
-                    await client.close()
-            await self._retire(w)
+            w.starting = None
+            client, w.client = w.client, None
+            if client is not None:
+                self._retiring.add(client)
+        for client in list(self._retiring):  # kill all at once, then reap
+            client.kill("the Lean pool was closed")
+        for client in list(self._retiring):
+            await client.close()
+            self._retired(client)
 
     def worker_pids(self) -> list[int | None]:
         """The current REPL pid of each worker (None while one is down or starting)."""
         return [w.client.pid if w.client is not None else None for w in self._workers]
 
     def stats(self) -> dict:
-        """Counters since the pool started; ``lean_seconds`` is wall time waiting for the REPLs."""
-        live = [w.client for w in self._workers if w.client is not None]
+        """Counters since the pool started; ``lean_seconds`` is the time the REPLs spent working."""
+        live = [w.client for w in self._workers if w.client is not None] + list(self._retiring)
         return {
             "workers": len(self._workers),
             "requests": self._retired_requests + sum(c.requests for c in live),
@@ -201,52 +217,101 @@ class LeanPool:
         )
         await client.start()
         w.client = client
-        w.generation += 1
         return client
 
-    async def _retire(self, w: _Worker) -> None:
-        client, w.client = w.client, None
-        if client is not None:
-            await client.close()
+    def _retired(self, client: ReplClient) -> None:
+        """``client`` is closed: fold its counters into the pool's (once)."""
+        if client in self._retiring:
+            self._retiring.discard(client)
             self._retired_requests += client.requests
             self._retired_lean_s += client.lean_time_s
 
-    async def _restart(self, w: _Worker, why: str) -> None:
-        """Kill the worker's REPL now and start a new one in the background."""
-        old_pid = w.client.pid if w.client is not None else None
-        await self._retire(w)
+    def _replace(self, w: _Worker, old: ReplClient, why: str, *, drain: bool = False) -> bool:
+        """Take ``old`` out of service and start its successor in the background.
+
+        ``drain=False`` (restart) kills ``old`` now: its requests in flight fail and are retried.
+        ``drain=True`` (recycle) lets them finish first; no new request reaches ``old`` either way.
+        Returns False, doing nothing, when ``old`` is no longer the worker's client: another
+        request's failure got there first, and one restart is enough.
+        """
+        if w.client is not old:
+            return False
+        w.client = None
+        self._retiring.add(old)
         self._counts["restarts"] += 1
-        log.info("worker%d: restarting (pid %s): %s", w.index, old_pid, why)
+        log.info("worker%d: restarting (pid %s): %s", w.index, old.pid, why)
+        if not drain:
+            old.kill(f"restarting worker{w.index}")
         if not self._closed:
-            w.starting = asyncio.create_task(self._spawn(w))
+            w.starting = asyncio.create_task(self._swap(w, old, drain))
+        return True
+
+    async def _swap(self, w: _Worker, old: ReplClient, drain: bool) -> ReplClient:
+        """Close (or drain and close) the old process, then start the new one.
+
+        One process per worker at a time: with Mathlib each holds gigabytes.  If this task is
+        cancelled (pool closing), ``old`` stays in ``_retiring`` and ``close`` kills it.
+        """
+        await (old.drain_and_close() if drain else old.close())
+        self._retired(old)
+        return await self._spawn(w)
+
+    def _broken(self, w: _Worker, client: ReplClient, why: str) -> bool:
+        """A request on ``client`` failed with a ReplError: restart the worker if ``client`` is still
+        its REPL and return True (this request's failure is the news).  False when the worker
+        already moved on: the request was collateral — queued behind another one that broke the
+        REPL, or sent to a REPL another session had already restarted — and is simply retried."""
+        if w.client is not client:
+            return False
+        self._counts["crashes"] += 1
+        return self._replace(w, client, why)
 
     async def _ready(self, w: _Worker) -> ReplClient:
-        """The worker's live client: waits for a (re)start, recycles an old one, revives a dead one."""
-        if self._closed:
-            raise ReplError("the Lean pool is closed")
-        if w.starting is not None:
-            task, w.starting = w.starting, None
-            try:
-                await task
-            except ReplError as e:  # one more try below; a second failure propagates
-                log.warning("worker%d: restart failed (%s); trying again", w.index, e)
-        client = w.client
-        if client is not None and not client.alive:
-            self._counts["crashes"] += 1
-            await self._restart(w, f"pid {client.pid} died while idle")
-            return await self._ready(w)
-        if client is None:
-            return await self._spawn(w)
-        if (
-            client.requests >= self.cfg.recycle_after_requests
-            or client.age_s >= self.cfg.recycle_after_s
-        ):
-            self._counts["recycles"] += 1
-            await self._restart(
-                w, f"recycling after {client.requests} requests / {client.age_s:.0f} s"
-            )
-            return await self._ready(w)
-        return client
+        """The worker's live client: waits for a (re)start, recycles an old one, revives a dead one.
+
+        Any number of sessions may wait here at once; they share one (re)start.
+        """
+        failed_starts = 0
+        for _ in range(10):  # each round makes progress or raises; 10 is far more than needed
+            if self._closed:
+                raise ReplError("the Lean pool is closed")
+            task = w.starting
+            if task is not None:
+                if not task.done():
+                    # Not `await task`: a cancelled waiter would cancel the start others wait for.
+                    await asyncio.wait([task])
+                if w.starting is task:
+                    w.starting = None
+                if task.cancelled():
+                    continue  # the pool is closing
+                if (e := task.exception()) is not None:
+                    failed_starts += 1
+                    if not isinstance(e, ReplError) or failed_starts >= 2:
+                        raise e
+                    log.warning("worker%d: restart failed (%s); trying again", w.index, e)
+                continue
+            client = w.client
+            if client is None:  # after a failed start: try once more
+                w.starting = asyncio.create_task(self._spawn(w))
+                continue
+            if not client.alive:
+                self._counts["crashes"] += 1
+                self._replace(w, client, f"pid {client.pid} died while idle")
+                continue
+            if (
+                client.requests >= self.cfg.recycle_after_requests
+                or client.age_s >= self.cfg.recycle_after_s
+            ):
+                self._counts["recycles"] += 1
+                self._replace(
+                    w,
+                    client,
+                    f"recycling after {client.requests} requests / {client.age_s:.0f} s",
+                    drain=True,
+                )
+                continue
+            return client
+        raise ReplError(f"worker{w.index}: no usable REPL after 10 rounds of restarts")
 
     # -- starting theorems -------------------------------------------------------------------
 
@@ -324,7 +389,10 @@ class ProofSession:
 
     Invariants: ``_parent[sid]``/``_tactic[sid]`` give the path of every state from the root (sid 0);
     ``_children[(parent, tactic)]`` maps each successful step to its sid, so a path names exactly one
-    state; ``_repl_ids`` holds REPL ids valid only while ``_generation == worker.generation``.
+    state; ``_repl_ids`` holds REPL ids valid only in ``_ids_client``'s process.
+
+    ``apply`` may be called concurrently (a search applies all candidates of a step at once): the
+    tactics go to the worker's REPL pipelined, and only replays take turns (``_replay_lock``).
     """
 
     def __init__(self, pool: LeanPool, theorem: Theorem, worker: _Worker) -> None:
@@ -337,7 +405,8 @@ class ProofSession:
         self._messages: list[tuple[str, ...]] = []
         self._children: dict[tuple[int, str], int] = {}
         self._repl_ids: dict[int, int] = {}
-        self._generation = -1
+        self._ids_client: ReplClient | None = None  # the process _repl_ids belong to
+        self._replay_lock = asyncio.Lock()  # one replay at a time: they share _repl_ids
         self._closed = False
 
     @property
@@ -373,30 +442,36 @@ class ProofSession:
 
     async def _open(self) -> None:
         pool, w = self._pool, self._worker
-        async with w.lock:
-            last: ReplError | None = None
-            for _ in range(2):
-                client = await pool._ready(w)
-                try:
-                    root = await pool._start_goal(client, self.theorem)
-                except StartError:
-                    raise
-                except ReplTimeoutError as e:
-                    pool._counts["timeouts"] += 1
-                    await pool._restart(w, f"timeout starting {self.theorem.name}")
-                    raise StartError(f"{self.theorem.name}: elaborating the statement: {e}") from e
-                except ReplError as e:
+        last: ReplError | None = None
+        own_failures = 0
+        for _ in range(MAX_TRIES):
+            client = await pool._ready(w)
+            try:
+                root = await pool._start_goal(client, self.theorem)
+            except StartError:
+                raise
+            except ReplTimeoutError as e:
+                if _poisoned(w, client, e):
                     last = e
-                    pool._counts["crashes"] += 1
-                    await pool._restart(w, f"starting {self.theorem.name}: {e}")
                     continue
-                self._generation = w.generation
-                self._repl_ids = {0: root.state_id}
-                self._add(ProofState(0, root.goals, render_goals(root.goals), 0), -1, "", ())
-                return
-            raise ReplError(
-                f"{self.theorem.name}: could not start on worker{w.index} after a restart: {last}"
-            ) from last
+                pool._counts["timeouts"] += 1
+                pool._replace(w, client, f"timeout starting {self.theorem.name}")
+                await client.close()
+                raise StartError(f"{self.theorem.name}: elaborating the statement: {e}") from e
+            except ReplError as e:
+                last = e
+                if pool._broken(w, client, f"starting {self.theorem.name}: {e}"):
+                    own_failures += 1
+                    if own_failures == 2:
+                        break
+                continue
+            self._ids_client = client
+            self._repl_ids = {0: root.state_id}
+            self._add(ProofState(0, root.goals, render_goals(root.goals), 0), -1, "", ())
+            return
+        raise ReplError(
+            f"{self.theorem.name}: could not start on worker{w.index} after a restart: {last}"
+        ) from last
 
     def _add(self, state: ProofState, parent: int, tactic: str, messages: tuple[str, ...]) -> None:
         self._states.append(state)
@@ -407,11 +482,13 @@ class ProofSession:
             self._children[(parent, tactic)] = state.sid
 
     async def _materialize(self, client: ReplClient, sid: int) -> int:
-        """The REPL id of ``sid`` in the worker's current process, replaying its path if needed."""
-        w = self._worker
-        if self._generation != w.generation:  # the worker restarted: every REPL id is void
+        """The REPL id of ``sid`` in ``client``'s process, replaying its path if needed.
+
+        Call with ``_replay_lock`` held.
+        """
+        if self._ids_client is not client:  # the worker restarted: every REPL id is void
             self._repl_ids = {}
-            self._generation = w.generation
+            self._ids_client = client
         if sid in self._repl_ids:
             return self._repl_ids[sid]
         # Walk up to the nearest state the REPL still holds, then replay down from it.
@@ -444,7 +521,11 @@ class ProofSession:
         return repl_id
 
     async def apply(self, state: ProofState, tactic: str) -> TacticResult:
-        """Run ``tactic`` on ``state`` (guard first; see the module docstring for failures)."""
+        """Run ``tactic`` on ``state`` (guard first; see the module docstring for failures).
+
+        ``lean_time_s`` of the result is the REPL's time on the tactic; for a timeout or a
+        protocol error it is the wall time of the call (which includes any wait for the worker).
+        """
         if self._closed:
             raise ReplError(f"{self.theorem.name}: the proof session is closed")
         sid = self._own(state)
@@ -454,50 +535,72 @@ class ProofSession:
         if known is not None:  # Lean is deterministic: the same step gives the same state
             return TacticSuccess(self._states[known], self._messages[known], 0.0)
         pool, w = self._pool, self._worker
-        async with w.lock:
-            last: ReplError | None = None
-            for attempt in range(2):
-                client = await pool._ready(w)
-                try:
+        last: ReplError | None = None
+        own_failures = 0  # failures of this request (not of ones queued beside it)
+        for _ in range(MAX_TRIES):
+            client = await pool._ready(w)
+            try:
+                async with self._replay_lock:
                     repl_id = await self._materialize(client, sid)
-                except ReplError as e:  # crash, timeout or garbage while replaying
+            except ReplError as e:  # crash, timeout or garbage while replaying
+                last = e
+                if pool._broken(w, client, f"replaying for {self.theorem.name}: {e}"):
+                    own_failures += 1
+                    if own_failures == 2:
+                        break
+                continue
+            t0 = time.perf_counter()
+            try:
+                r = await client.goal_tactic(repl_id, tactic)
+            except ReplTimeoutError as e:
+                if _poisoned(w, client, e):
                     last = e
-                    pool._counts["crashes"] += 1
-                    await pool._restart(w, f"replaying for {self.theorem.name}: {e}")
-                    continue
-                t0 = time.perf_counter()
-                try:
-                    r = await client.goal_tactic(repl_id, tactic)
-                except ReplTimeoutError as e:
-                    pool._counts["timeouts"] += 1
-                    await pool._restart(w, f"timeout: {e}")
-                    return TacticFailure("timeout", str(e), time.perf_counter() - t0)
-                except ReplProtocolError as e:
-                    if e.kind == "index" and "state index" in e.desc:  # our ids went stale
-                        last = e
-                        pool._counts["crashes"] += 1
-                        await pool._restart(w, f"lost state ids: {e}")
-                        continue
-                    # A Lean exception inside the tactic (PyPantograph #82): the tactic failed.
-                    return TacticFailure("error", e.desc, time.perf_counter() - t0)
-                except ReplError as e:
-                    last = e
-                    pool._counts["crashes"] += 1
-                    log.warning(
-                        "%s: %r (attempt %d): %s", self.theorem.name, tactic, attempt + 1, e
-                    )
-                    await pool._restart(w, str(e))
                     continue
                 elapsed = time.perf_counter() - t0
-                if isinstance(r, TacticRejected):
-                    return TacticFailure(r.kind, r.message, elapsed)
-                return TacticSuccess(self._record(sid, tactic, r), self._messages[-1], elapsed)
+                pool._counts["timeouts"] += 1
+                pool._replace(w, client, f"timeout: {e}")
+                await client.close()  # the timed-out process is gone when the caller hears of it
+                return TacticFailure("timeout", str(e), elapsed)
+            except ReplProtocolError as e:
+                if e.kind == "index" and "state index" in e.desc:  # our ids went stale
+                    last = e
+                    if pool._broken(w, client, f"lost state ids: {e}"):
+                        own_failures += 1
+                        if own_failures == 2:
+                            break
+                    continue
+                # A Lean exception inside the tactic (PyPantograph #82): the tactic failed.
+                return TacticFailure("error", e.desc, time.perf_counter() - t0)
+            except ReplError as e:
+                last = e
+                if pool._broken(w, client, str(e)):
+                    own_failures += 1
+                    log.warning(
+                        "%s: %r (failure %d): %s", self.theorem.name, tactic, own_failures, e
+                    )
+                    if own_failures == 2:
+                        break
+                continue
+            if isinstance(r, TacticRejected):
+                return TacticFailure(r.kind, r.message, r.lean_time_s)
+            new = self._record(sid, tactic, r, client)
+            return TacticSuccess(new, self._messages[new.sid], r.lean_time_s)
+        if own_failures == 2:
             raise ReplError(
                 f"{self.theorem.name}: {tactic!r} on state {sid} failed again after restarting "
                 f"worker{w.index} and replaying: {last}"
             ) from last
+        raise ReplError(
+            f"{self.theorem.name}: {tactic!r} on state {sid}: gave up after {MAX_TRIES} tries, "
+            f"worker{w.index} kept breaking under other requests: {last}"
+        ) from last
 
-    def _record(self, parent: int, tactic: str, r: GoalState) -> ProofState:
+    def _record(self, parent: int, tactic: str, r: GoalState, client: ReplClient) -> ProofState:
+        known = self._children.get((parent, tactic))
+        if known is not None:
+            # A concurrent apply of the same step got there first; its state stands (this
+            # duplicate REPL state is freed when the process goes).
+            return self._states[known]
         state = ProofState(
             sid=len(self._states),
             goals=r.goals,
@@ -505,7 +608,8 @@ class ProofSession:
             depth=self._states[parent].depth + 1,
         )
         self._add(state, parent, tactic, tuple(str(m) for m in r.messages))
-        self._repl_ids[state.sid] = r.state_id
+        if self._ids_client is client:  # else the ids moved to a newer process meanwhile
+            self._repl_ids[state.sid] = r.state_id
         return state
 
     async def close(self) -> None:
@@ -515,19 +619,24 @@ class ProofSession:
         self._closed = True
         w = self._worker
         w.sessions -= 1
-        async with w.lock:
-            client = w.client
-            if (
-                self._repl_ids
-                and self._generation == w.generation
-                and client is not None
-                and client.alive
-            ):
-                try:
-                    await client.goal_delete(self._repl_ids.values())
-                except ReplError as e:  # the next user of the worker finds out and restarts it
-                    log.warning("%s: goal.delete failed: %s", self.theorem.name, e)
+        client, ids = self._ids_client, list(self._repl_ids.values())
         self._repl_ids = {}
+        # Only in the worker's current process: a replaced one is going away with its states.
+        if ids and client is not None and client is w.client and client.alive:
+            try:
+                await client.goal_delete(ids)
+            except ReplError as e:  # the next user of the worker finds out and restarts it
+                log.warning("%s: goal.delete failed: %s", self.theorem.name, e)
+
+
+def _poisoned(w: _Worker, client: ReplClient, e: ReplTimeoutError) -> bool:
+    """A REPL-side timeout (``interrupt``) from a REPL the worker has already replaced.
+
+    With pipelining, a request can run right after another one timed out in the same process,
+    and a timed-out REPL poisons later tactics (``reference/pantograph.md`` §11): its
+    ``interrupt`` may not be its own.  It is retried on the fresh process instead of reported.
+    """
+    return not e.killed and w.client is not client
 
 
 __all__ = [

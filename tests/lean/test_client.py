@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import sys
+import time
 from pathlib import Path
 
 import psutil
@@ -300,3 +302,178 @@ def test_argv_and_messages() -> None:
     )
     assert str(m) == "3:2: error: unsolved goals"
     assert Message.from_json("old-style error") == Message("error", "old-style error")
+
+
+# -- pipelining ---------------------------------------------------------------------------------
+
+
+def _props(k: int) -> str:
+    return " ".join(f"p{j}" for j in range(k))
+
+
+def _conj(k: int) -> str:
+    return " ∧ ".join(f"p{j}" for j in range(k))
+
+
+THEOREMS = [f"∀ ({_props(k)} : Prop), {_conj(k)} → p0" for k in range(1, 9)]
+
+
+def test_concurrent_requests_get_their_own_replies() -> None:
+    async def main():
+        async with ReplClient(make_cfg(tactic_timeout_s=5.0), depth=3) as repl:
+            roots = await asyncio.gather(*(repl.goal_start(t) for t in THEOREMS))
+            assert [r.text for r in roots] == [f"⊢ {t}" for t in THEOREMS]
+            # Each state gets a tactic naming its own variables: a reply matched to the wrong
+            # request would show another theorem's hypotheses (or an error).
+            tactics = [f"intro {_props(k)} h" for k in range(1, 9)]
+            steps = await asyncio.gather(
+                *(repl.goal_tactic(r.state_id, t) for r, t in zip(roots, tactics, strict=True))
+            )
+            for k, s in enumerate(steps, start=1):
+                assert isinstance(s, GoalState)
+                assert s.text == f"{_props(k)} : Prop\nh : {_conj(k)}\n⊢ p0"
+            # Really pipelined: slow requests fill the pipe to `depth`, no further.
+            slow = [asyncio.create_task(repl.goal_tactic(s.state_id, "sleep 300")) for s in steps]
+            await asyncio.sleep(0.15)
+            assert repl.in_flight == 3
+            done = await asyncio.gather(*slow)
+            assert [d.text for d in done] == [s.text for s in steps]
+            assert repl.in_flight == 0 and repl.alive
+
+    run(main())
+
+
+def test_queued_request_timeout_starts_when_the_repl_reaches_it() -> None:
+    async def main():
+        async with ReplClient(make_cfg(tactic_timeout_s=10.0)) as repl:
+            root = await repl.goal_start(AND_COMM)
+            lean0, t0 = repl.lean_time_s, time.perf_counter()
+            slow = repl.request(
+                "goal.tactic", {"stateId": root.state_id, "tactic": "sleep 1500"}, timeout=8.0
+            )
+            # Queued 1.5 s behind `slow`, with a 1 s timeout of its own: it must still succeed.
+            quick = repl.request(
+                "goal.tactic", {"stateId": root.state_id, "tactic": "intro p q h"}, timeout=1.0
+            )
+            a, b = await asyncio.gather(slow, quick)
+            elapsed = time.perf_counter() - t0
+            assert "nextStateId" in a and "nextStateId" in b and elapsed >= 1.5
+            # REPL time counts each request from the moment the REPL reached it, so the two
+            # add up to at most the wall time (the queued wait is not counted twice).
+            assert 1.5 <= repl.lean_time_s - lean0 <= elapsed + 0.05
+            assert repl.alive
+
+    run(main())
+
+
+@pytest.mark.parametrize(
+    ("tactic", "head_error", "match"),
+    [
+        ("debug_hang", ReplTimeoutError, "no reply to goal.tactic within 1.0 s; killed pid"),
+        ("debug_garbage", ReplError, "not a JSON object: '"),
+        ("debug_crash", ReplError, r"exited \(code 3\) during goal.tactic"),
+    ],
+)
+def test_a_broken_head_fails_the_queued_requests_as_never_run(
+    tactic: str, head_error: type[ReplError], match: str
+) -> None:
+    async def main():
+        cfg = make_cfg(tactic_timeout_s=0.3)
+        async with ReplClient(cfg, read_timeout_s=1.0) as repl:
+            root = await repl.goal_start(AND_COMM)
+            pid = repl.pid
+            calls = [repl.goal_tactic(root.state_id, tactic)]
+            calls += [repl.goal_tactic(root.state_id, "intro p q h") for _ in range(6)]
+            results = await asyncio.gather(*calls, return_exceptions=True)
+            head, queued = results[0], results[1:]
+            assert isinstance(head, head_error), head
+            assert re.search(match, str(head))
+            if head_error is ReplTimeoutError:
+                assert head.killed
+            for r in queued:  # behind the head in the pipe, or waiting for a slot
+                assert isinstance(r, ReplError) and not isinstance(r, ReplTimeoutError), r
+                assert re.search(r"never ran: it was queued behind goal.tactic|not running", str(r))
+            assert any("never ran" in str(r) for r in queued)
+            assert not repl.alive and repl.in_flight == 0
+            with pytest.raises(ReplError, match="not running"):
+                await repl.stat()
+        await asyncio.sleep(0.2)
+        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+        async with ReplClient(cfg) as fresh:  # a restarted client works
+            again = await fresh.goal_start(AND_COMM)
+            assert isinstance(await fresh.goal_tactic(again.state_id, "intro p q h"), GoalState)
+
+    run(main())
+
+
+def test_repl_side_interrupt_fails_only_its_own_request() -> None:
+    async def main():
+        async with ReplClient(make_cfg(tactic_timeout_s=0.3)) as repl:
+            root = await repl.goal_start(AND_COMM)
+            results = await asyncio.gather(
+                repl.goal_tactic(root.state_id, "sleep 5000"),
+                repl.goal_tactic(root.state_id, "intro p q h"),
+                repl.goal_tactic(root.state_id, "constructor"),
+                return_exceptions=True,
+            )
+            timeout, intro, ctor = results
+            assert isinstance(timeout, ReplTimeoutError) and not timeout.killed
+            assert isinstance(intro, GoalState) and intro.text == "p q : Prop\nh : p ∧ q\n⊢ q ∧ p"
+            assert isinstance(ctor, TacticRejected) and ctor.kind == "error"
+            assert repl.alive
+
+    run(main())
+
+
+def test_a_cancelled_caller_does_not_put_the_replies_out_of_step() -> None:
+    async def main():
+        async with ReplClient(make_cfg(tactic_timeout_s=5.0)) as repl:
+            root = await repl.goal_start(AND_COMM)
+            slow = asyncio.create_task(repl.goal_tactic(root.state_id, "sleep 300"))
+            await asyncio.sleep(0.05)
+            slow.cancel()  # its line is in the pipe: the REPL still answers it
+            nxt = await repl.goal_tactic(root.state_id, "intro p q h")
+            assert isinstance(nxt, GoalState) and nxt.text == "p q : Prop\nh : p ∧ q\n⊢ q ∧ p"
+            assert await repl.stat() >= 2 and repl.alive
+            with pytest.raises(asyncio.CancelledError):
+                await slow
+
+    run(main())
+
+
+def test_drain_and_close_finishes_in_flight_requests_and_refuses_new_ones() -> None:
+    async def main():
+        repl = ReplClient(make_cfg(tactic_timeout_s=5.0))
+        await repl.start()
+        root = await repl.goal_start(AND_COMM)
+        in_flight = [
+            asyncio.create_task(repl.goal_tactic(root.state_id, "sleep 200")) for _ in range(3)
+        ]
+        await asyncio.sleep(0.05)
+        draining = asyncio.create_task(repl.drain_and_close())
+        await asyncio.sleep(0)
+        with pytest.raises(ReplError, match="being recycled"):
+            await repl.stat()
+        await draining
+        assert all(isinstance(t.result(), GoalState) for t in in_flight)
+        assert not repl.alive
+
+    run(main())
+
+
+def test_close_fails_requests_in_flight() -> None:
+    async def main():
+        repl = ReplClient(make_cfg(tactic_timeout_s=60.0))
+        await repl.start()
+        root = await repl.goal_start(AND_COMM)
+        hung = [asyncio.create_task(repl.goal_tactic(root.state_id, "debug_hang"))]
+        hung += [asyncio.create_task(repl.goal_tactic(root.state_id, "intro h")) for _ in range(2)]
+        await asyncio.sleep(0.1)
+        t0 = time.perf_counter()
+        await repl.close()
+        assert time.perf_counter() - t0 < 5
+        results = await asyncio.gather(*hung, return_exceptions=True)
+        assert "closed before the reply to goal.tactic" in str(results[0])
+        assert all("never ran" in str(r) for r in results[1:])
+
+    run(main())

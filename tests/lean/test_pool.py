@@ -317,6 +317,150 @@ def test_close_frees_repl_states() -> None:
     asyncio.run(main())
 
 
+def swap_theorems(n: int) -> list[Theorem]:
+    return [
+        Theorem(
+            name=f"swap{i}",
+            formal_statement=f"theorem swap{i} (p q : Prop) : p ∧ q → q ∧ p := by\n",
+        )
+        for i in range(n)
+    ]
+
+
+async def max_in_flight(pool: LeanPool, stop: asyncio.Event) -> int:
+    """The most requests seen in flight on worker 0's REPL at once, sampled until ``stop``."""
+    most = 0
+    while not stop.is_set():
+        client = pool._workers[0].client  # white-box: the pipeline's depth
+        if client is not None:
+            most = max(most, client.in_flight)
+        await asyncio.sleep(0)
+    return most
+
+
+def test_many_sessions_on_one_worker_are_pipelined(tag: str) -> None:
+    async def main():
+        async with LeanPool(make_cfg()) as pool:
+            stop = asyncio.Event()
+            monitor = asyncio.create_task(max_in_flight(pool, stop))
+            sessions = [await pool.start(t) for t in swap_theorems(8)]
+            finals = await asyncio.gather(*(prove(s) for s in sessions))
+            stop.set()
+            assert all(f.solved for f in finals)
+            assert [s.path(f) for s, f in zip(sessions, finals, strict=True)] == [
+                AND_COMM_PROOF
+            ] * 8
+            assert await monitor >= 2  # the REPL had work queued, not one request at a time
+            st = pool.stats()
+            assert st["restarts"] == st["crashes"] == st["replays"] == 0
+            assert st["requests"] >= 8 * 5 and st["lean_seconds"] > 0
+            assert len(repl_processes(tag)) == 1
+
+    asyncio.run(main())
+
+
+def test_kill_9_with_many_sessions_in_flight_is_repaired_by_replay(tag: str) -> None:
+    async def main():
+        async with LeanPool(make_cfg(tactic_timeout_s=5.0)) as pool:
+            sessions = [await pool.start(t) for t in swap_theorems(8)]
+            mids = []
+            for s in sessions:
+                r1 = await s.apply(s.root, "intro h")
+                r2 = await s.apply(r1.state, "constructor")
+                mids.append(r2.state)
+            pid = pool.worker_pids()[0]
+
+            async def kill_soon():
+                await asyncio.sleep(0.3)
+                os.kill(pid, signal.SIGKILL)
+
+            killer = asyncio.create_task(kill_soon())
+            # Eight sleeps through a pipe of four: the kill lands with requests queued.
+            results = await asyncio.gather(
+                *(s.apply(m, "sleep 200") for s, m in zip(sessions, mids, strict=True))
+            )
+            await killer
+            for r, m in zip(results, mids, strict=True):
+                assert isinstance(r, TacticSuccess) and r.state.text == m.text, r
+            assert pool.worker_pids()[0] not in (None, pid)
+            st = pool.stats()
+            # One restart, blamed on the request the REPL was running; the ones queued behind
+            # it were retried without restarting the new worker again.
+            assert st["crashes"] == 1 and st["restarts"] == 1, st
+            finals = await asyncio.gather(*(prove(s) for s in sessions))  # the rebuilt states
+            assert all(f.solved for f in finals)
+            # Every session rebuilt root, intro and constructor in the new process.
+            assert pool.stats()["replays"] >= 8 * 3
+            assert len(repl_processes(tag)) == 1
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize("tactic", ["sleep 5000", "debug_hang"])
+def test_a_timeout_fails_only_its_own_session(tactic: str) -> None:
+    async def main():
+        async with LeanPool(make_cfg()) as pool:
+            sessions = [await pool.start(t) for t in swap_theorems(6)]
+            first = await sessions[0].apply(sessions[0].root, "intro h")
+            # Session 0 times out (REPL-side interrupt, or a hang the client kills) while the
+            # other sessions' requests are queued behind it on the same REPL.
+            hang = asyncio.create_task(sessions[0].apply(first.state, tactic))
+            await asyncio.sleep(0.05)
+            finals = await asyncio.gather(*(prove(s) for s in sessions[1:]))
+            t = await hang
+            assert isinstance(t, TacticFailure) and t.kind == "timeout"
+            assert all(f.solved for f in finals)
+            st = pool.stats()
+            assert st["timeouts"] == 1 and st["crashes"] == 0 and st["restarts"] == 1, st
+            assert (await prove(sessions[0])).solved  # rebuilt by replay
+
+    asyncio.run(main())
+
+
+def test_recycling_under_load_drains_in_flight_requests() -> None:
+    async def main():
+        async with LeanPool(make_cfg(recycle_after_requests=12)) as pool:
+            sessions = [await pool.start(t) for t in swap_theorems(6)]
+            pids = set()
+
+            async def prove_watching(s):
+                state = s.root
+                for tac in AND_COMM_PROOF:
+                    assert (await s.apply(state, "exact nonsense")).kind == "error"
+                    r = await s.apply(state, tac)
+                    assert isinstance(r, TacticSuccess), r
+                    pids.add(pool.worker_pids()[0])
+                    state = r.state
+                return state
+
+            finals = await asyncio.gather(*(prove_watching(s) for s in sessions))
+            assert all(f.solved for f in finals)
+            st = pool.stats()
+            assert st["recycles"] >= 2 and len(pids - {None}) >= 2
+            # A recycle lets requests in flight finish: nothing failed, nothing was blamed.
+            assert st["crashes"] == 0 and st["timeouts"] == 0, st
+
+    asyncio.run(main())
+
+
+def test_concurrent_applies_in_one_session() -> None:
+    async def main():
+        async with LeanPool(make_cfg()) as pool:
+            s = await pool.start(AND_COMM)
+            # A search applies every candidate of a step at once; duplicates name one state.
+            cands = ["intro h", "exact nonsense", "intro h", "intro (", "intro h", "sleep 50"]
+            results = await asyncio.gather(*(s.apply(s.root, c) for c in cands))
+            kinds = [getattr(r, "kind", "ok") for r in results]
+            assert kinds == ["ok", "error", "ok", "parse", "ok", "ok"]
+            intro = {r.state.sid for r, c in zip(results, cands, strict=True) if c == "intro h"}
+            assert len(intro) == 1
+            assert results[0].state.text == "p q : Prop\nh : p ∧ q\n⊢ q ∧ p"
+            final = await prove(s)
+            assert final.solved and s.path(final) == AND_COMM_PROOF
+
+    asyncio.run(main())
+
+
 CHILD = textwrap.dedent(
     """
     import asyncio, signal, sys
