@@ -23,9 +23,13 @@ validate_params(config, source="workflow config (params.yaml + --configfile over
 
 include: "rules/common.smk"
 include: "rules/data.smk"
+include: "rules/model.smk"
+include: "rules/search.smk"
 
 
 rule all:
     default_target: True
     input:
         rules.data_all.input,
+        "results/iter_0/search/manifest.json",
+        "results/iter_0/search_noise/manifest.json",

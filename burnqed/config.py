@@ -353,9 +353,77 @@ class EvalConfig(Section):
 
 
 @dataclass(frozen=True)
+class TinyBaseConfig:
+    """The ``model.tiny`` section: the demo model's sizes and its from-scratch training budget.
+
+    Defaults are the SPEC §4.4 demo model and the budget measured to make it useful (the table in
+    the module docstring); ``max_seconds`` caps the wall time on a slower or busy machine.
+    """
+
+    # -- model (burnqed.policy.tiny.build_tiny_model) --
+    vocab_size: int = 512  # BPE vocabulary upper bound (the learned one may be smaller)
+    hidden_size: int = 128
+    layers: int = 2
+    heads: int = 4  # head_dim = hidden_size / heads must be one the servers accept (32, 64, …)
+    intermediate_size: int = 336  # SwiGLU FFN width
+    max_length: int = 512  # tokens per example; longer pairs are skipped (and counted)
+    # -- training (full-parameter, completion-only loss, AdamW + cosine with warm-up) --
+    steps: int = 3000  # optimiser steps (the cosine schedule ends here)
+    max_seconds: float | None = 300.0  # wall-clock cap on the training loop; null: steps only
+    batch_size: int = 32  # sequences per step
+    learning_rate: float = 3.0e-3  # peak AdamW rate; 6e-3 measured worse at 2000 steps
+    warmup_steps: int = 100
+    weight_decay: float = 0.01
+    # -- bookkeeping --
+    log_every: int = 50  # steps between metrics.jsonl records
+    eval_pairs: int = 200  # held-out pairs for the accuracy check (0: skip)
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "hidden_size", "layers", "heads", "intermediate_size",
+                     "max_length", "steps", "batch_size", "log_every"):  # fmt: skip
+            if getattr(self, name) < 1:
+                raise ConfigError(f"model.tiny.{name}: must be >= 1, got {getattr(self, name)}")
+        for name in ("warmup_steps", "eval_pairs"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"model.tiny.{name}: must be >= 0, got {getattr(self, name)}")
+        if not 0 < self.learning_rate <= 1:
+            raise ConfigError(
+                f"model.tiny.learning_rate: must be in (0, 1], got {self.learning_rate}"
+            )
+        if self.max_seconds is not None and self.max_seconds <= 0:
+            raise ConfigError(
+                f"model.tiny.max_seconds: must be > 0 or null, got {self.max_seconds}"
+            )
+        if self.hidden_size % self.heads:
+            raise ConfigError(
+                f"model.tiny.heads: hidden_size {self.hidden_size} is not divisible by {self.heads}"
+            )
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any] | None) -> TinyBaseConfig:
+        d = dict(d or {})
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(d) - names)
+        if unknown:
+            raise ConfigError(f"model.tiny: unknown key(s) {unknown}; known: {sorted(names)}")
+        try:
+            return cls(**d)
+        except TypeError as e:
+            raise ConfigError(f"model.tiny: {e}") from None
+
+
+@dataclass(frozen=True)
 class ModelConfig(Section):
     section: ClassVar[str] = "model"
     base: str = "deepseek-ai/DeepSeek-Prover-V2-7B"
+    tiny: TinyBaseConfig = field(default_factory=TinyBaseConfig)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.tiny, TinyBaseConfig):
+            object.__setattr__(self, "tiny", TinyBaseConfig.from_dict(self.tiny))
+
+    def to_dict(self) -> dict:
+        return {"base": self.base, "tiny": dataclasses.asdict(self.tiny)}
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,12 @@ from hashlib import sha256
 from pathlib import Path
 
 
+# Iterations >= 1 need the EBM and the trajectory-mixing SFT stages; until those rules exist, the
+# iteration wildcard only matches 0 so nothing runs an iteration the spec does not describe.
+wildcard_constraints:
+    i="0",
+
+
 def code_digest(*packages):
     """Content hash of the burnqed source files a job runs, passed as a param.
 

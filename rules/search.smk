@@ -4,7 +4,6 @@
 
 
 wildcard_constraints:
-    i="0",
     shard="[0-9]+",
 
 
@@ -16,19 +15,19 @@ rule search_shard:
         directory("results/iter_{i}/search/shard_{shard}"),
     log:
         "logs/search/iter_{i}_shard_{shard}.log",
+    conda:
+        "../workflow/envs/burnqed.yaml"
+    threads: 4
+    resources:
+        gpu=1,
+        mem_mb=32000,
+        runtime=720,
     params:
         search=lookup(dpath="search", within=config),
         lean=lookup(dpath="lean", within=config),
         policy=lookup(dpath="policy", within=config),
         seed=lookup(dpath="seed", within=config),
         code=code_digest("search", "trajectory.py", "lean", "policy", "data/prompt.py"),
-    threads: 4
-    resources:
-        gpu=1,
-        mem_mb=32000,
-        runtime=720,
-    conda:
-        "../workflow/envs/burnqed.yaml"
     script:
         "../workflow/scripts/search_shard.py"
 
@@ -42,6 +41,13 @@ rule search_noise_shard:
         directory("results/iter_0/search_noise/shard_{shard}"),
     log:
         "logs/search/iter_0_noise_shard_{shard}.log",
+    conda:
+        "../workflow/envs/burnqed.yaml"
+    threads: 4
+    resources:
+        gpu=1,
+        mem_mb=32000,
+        runtime=720,
     params:
         search=lookup(dpath="search", within=config),
         lean=lookup(dpath="lean", within=config),
@@ -49,13 +55,6 @@ rule search_noise_shard:
         seed=lookup(dpath="seed", within=config),
         temperature=lookup(dpath="search/noise_temperature", within=config),
         code=code_digest("search", "trajectory.py", "lean", "policy", "data/prompt.py"),
-    threads: 4
-    resources:
-        gpu=1,
-        mem_mb=32000,
-        runtime=720,
-    conda:
-        "../workflow/envs/burnqed.yaml"
     script:
         "../workflow/scripts/search_shard.py"
 

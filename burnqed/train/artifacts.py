@@ -1,0 +1,174 @@
+"""What every training stage writes around its model: a staged output directory, provenance, metrics.
+
+- :func:`staged_dir` — the stage writes into ``<out>.tmp`` and only a finished stage renames it to
+  ``<out>``, so a crash, a pre-emption or Ctrl-C never leaves a directory that looks complete
+  (Snakemake and DVC judge completeness by the directory's existence).
+- :func:`provenance` — package versions and the git commit, for the JSON summaries written beside
+  each checkpoint (STYLE §14).
+- :class:`MetricsLog` — one JSON object per line (``metrics.jsonl`` in the output directory), flushed
+  per record so ``tail -f`` shows training as it happens.
+
+Example::
+
+    >>> import tempfile, json
+    >>> from pathlib import Path
+    >>> out = Path(tempfile.mkdtemp()) / "adapter"
+    >>> with staged_dir(out) as tmp:
+    ...     with MetricsLog(tmp / "metrics.jsonl") as m:
+    ...         m.write({"step": 1, "loss": 2.5})
+    >>> json.loads((out / "metrics.jsonl").read_text())["loss"]
+    2.5
+    >>> out.with_name("adapter.tmp").exists()
+    False
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import platform
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator, Mapping
+from importlib import metadata
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import burnqed
+
+log = logging.getLogger(__name__)
+
+# Distributions whose versions change what a trained model is; recorded when installed.
+TRACKED_PACKAGES = (
+    "torch", "transformers", "tokenizers", "peft", "trl", "accelerate", "datasets",
+    "bitsandbytes", "safetensors",
+)  # fmt: skip
+
+
+@contextlib.contextmanager
+def staged_dir(out: Path) -> Iterator[Path]:
+    """Yield ``<out>.tmp`` (emptied first); on success replace ``out`` with it.
+
+    On an exception the staging directory stays for inspection and ``out`` is untouched: a
+    previous complete result survives a failed rerun, and nothing half-written carries the name.
+    """
+    out = Path(out)
+    staging = out.with_name(out.name + ".tmp")
+    if staging.exists():
+        shutil.rmtree(staging)
+    staging.mkdir(parents=True)
+    yield staging
+    if out.exists():
+        # Two renames instead of delete-then-rename keep a complete `out` on disk at every moment
+        # but one (between the renames), and never a partial one.
+        old = out.with_name(out.name + ".old")
+        if old.exists():
+            shutil.rmtree(old)
+        out.rename(old)
+        staging.rename(out)
+        shutil.rmtree(old)
+    else:
+        staging.rename(out)
+    log.info("wrote %s", out)
+
+
+def quiet_progress_bars(*, datasets: bool = False) -> None:
+    """Turn the libraries' own progress bars off when stderr is not a terminal.
+
+    In a rule's log file a bar is hundreds of carriage-return fragments; burnqed logs progress
+    itself.  ``datasets=True`` also silences ``datasets`` (imported only by the SFT).
+    """
+    if sys.stderr.isatty():
+        return
+    import huggingface_hub.utils
+    import transformers
+
+    transformers.utils.logging.disable_progress_bar()
+    huggingface_hub.utils.disable_progress_bars()
+    if datasets:
+        import datasets as hf_datasets
+
+        hf_datasets.disable_progress_bars()
+
+
+def git_commit() -> dict[str, Any]:
+    """``{"commit": sha or None, "dirty": bool or None}`` of the checkout burnqed runs from."""
+    where = Path(burnqed.__file__).resolve().parent
+    try:
+        sha = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=where, capture_output=True, text=True, timeout=10
+        )
+        if sha.returncode != 0:
+            return {"commit": None, "dirty": None}
+        status = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=where, capture_output=True, text=True, timeout=10,
+        )  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired):
+        return {"commit": None, "dirty": None}
+    return {"commit": sha.stdout.strip(), "dirty": bool(status.stdout.strip())}
+
+
+def package_versions() -> dict[str, str | None]:
+    """Versions of burnqed, Python and :data:`TRACKED_PACKAGES` (None when not installed)."""
+    versions: dict[str, str | None] = {
+        "burnqed": burnqed.__version__,
+        "python": platform.python_version(),
+    }
+    for name in TRACKED_PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def provenance() -> dict[str, Any]:
+    """Versions, git commit and command line: how an artifact was made."""
+    return {"versions": package_versions(), "git": git_commit(), "argv": list(sys.argv)}
+
+
+def file_sha256(path: Path) -> str:
+    """Hex sha256 of a file's bytes (keys a model to the exact data it was trained on)."""
+    h = hashlib.sha256()
+    with Path(path).open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def write_json(path: Path, data: Mapping[str, Any]) -> None:
+    """Pretty, UTF-8, newline-terminated JSON (read by people as much as by code)."""
+    Path(path).write_text(
+        json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8"
+    )
+
+
+class MetricsLog:
+    """Append-only JSONL of step metrics; a context manager that closes the file."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self._file = self.path.open("a", encoding="utf-8")
+
+    def write(self, record: Mapping[str, Any]) -> None:
+        self._file.write(json.dumps(record, ensure_ascii=False, default=float) + "\n")
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
+
+    def __enter__(self) -> MetricsLog:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

@@ -1,0 +1,72 @@
+# Model stage (burnqed/train/): the base model, iteration-0 SFT (LoRA / QLoRA) and the merged export.
+
+
+rule base_model:
+    input:
+        # Only the demo's tiny model is trained here (from scratch, on the tactic pairs): a
+        # pretrained base must not be fetched again because the data changed.
+        branch(
+            lookup(dpath="model/base", within=config) == "tiny",
+            then=["data/tactic_pairs/train.parquet", "data/tactic_pairs/val.parquet"],
+            otherwise=[],
+        ),
+    output:
+        directory("models/base"),
+    log:
+        "logs/model/base.log",
+    conda:
+        "../workflow/envs/burnqed.yaml"
+    threads: 2
+    resources:
+        mem_mb=16000,
+        runtime=120,
+    params:
+        cfg=lookup(dpath="model", within=config),
+        seed=lookup(dpath="seed", within=config),
+        code=code_digest("train", "policy/tiny.py"),
+    script:
+        "../workflow/scripts/model_base.py"
+
+
+rule sft:
+    input:
+        base="models/base",
+        train="data/tactic_pairs/train.parquet",
+        val="data/tactic_pairs/val.parquet",
+    output:
+        directory("models/iter_{i}/adapter"),
+    log:
+        "logs/model/iter_{i}_sft.log",
+    conda:
+        "../workflow/envs/burnqed.yaml"
+    threads: 2
+    resources:
+        gpu=1,
+        mem_mb=48000,
+        runtime=720,
+    params:
+        cfg=lookup(dpath="sft", within=config),
+        seed=lookup(dpath="seed", within=config),
+        code=code_digest("train", "data/prompt.py"),
+    script:
+        "../workflow/scripts/model_sft.py"
+
+
+rule merge:
+    input:
+        base="models/base",
+        adapter="models/iter_{i}/adapter",
+    output:
+        directory("models/iter_{i}/merged"),
+    log:
+        "logs/model/iter_{i}_merge.log",
+    conda:
+        "../workflow/envs/burnqed.yaml"
+    threads: 2
+    resources:
+        mem_mb=64000,
+        runtime=60,
+    params:
+        code=code_digest("train"),
+    script:
+        "../workflow/scripts/model_merge.py"
