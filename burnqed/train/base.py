@@ -421,7 +421,9 @@ def train_from_scratch(
             if metrics is not None:
                 metrics.write(record)
             bar.set_postfix(loss=f"{mean:.3f}")
-            log.debug("step %d: loss %.4f", step, mean)
+            # Progress in the rule's log (tqdm is silent there): every tenth metrics record.
+            level = logging.INFO if step % (10 * cfg.log_every) == 0 else logging.DEBUG
+            log.log(level, "step %d/%d: loss %.4f", step, cfg.steps, mean)
             window_loss, window_steps = 0.0, 0
     if window_steps:  # a time stop between log points: keep the last partial window
         curve.append((step, window_loss / window_steps))

@@ -36,6 +36,6 @@ def test_unfinished_shard_is_named(tmp_path):
     a = shard(tmp_path, 0, {"proved": 1})
     missing = tmp_path / "shard_1"
     missing.mkdir()
-    with pytest.raises(FileNotFoundError, match="shard_1.*unfinished"):
+    with pytest.raises(FileNotFoundError, match=r"shard_1.*unfinished"):
         gather_shards(shards=[a, missing], out=tmp_path / MANIFEST)
     assert not (tmp_path / MANIFEST).exists()
