@@ -25,7 +25,6 @@ Example::
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 import platform
@@ -130,15 +129,6 @@ def package_versions() -> dict[str, str | None]:
 def provenance() -> dict[str, Any]:
     """Versions, git commit and command line: how an artifact was made."""
     return {"versions": package_versions(), "git": git_commit(), "argv": list(sys.argv)}
-
-
-def file_sha256(path: Path) -> str:
-    """Hex sha256 of a file's bytes (keys a model to the exact data it was trained on)."""
-    h = hashlib.sha256()
-    with Path(path).open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def write_json(path: Path, data: Mapping[str, Any]) -> None:

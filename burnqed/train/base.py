@@ -57,11 +57,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from burnqed.config import ConfigError, ModelConfig, TinyBaseConfig
+from burnqed.data.benchmarks import sha256_file
 from burnqed.data.prompt import parse_completion
 from burnqed.policy import normalise_tactic
 from burnqed.train.artifacts import (
     MetricsLog,
-    file_sha256,
     provenance,
     quiet_progress_bars,
     staged_dir,
@@ -211,9 +211,9 @@ def _build_tiny(out: Path, cfg: TinyBaseConfig, pairs: Path, val: Path | None, s
                 "held_out": held_out,
                 "data": {
                     "pairs": str(pairs),
-                    "pairs_sha256": file_sha256(pairs),
+                    "pairs_sha256": sha256_file(pairs),
                     "val": str(val) if val is not None else None,
-                    "val_sha256": file_sha256(val) if val is not None else None,
+                    "val_sha256": sha256_file(val) if val is not None else None,
                 },
                 "wall_seconds": round(time.time() - started, 2),
                 **provenance(),

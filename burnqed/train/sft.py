@@ -38,9 +38,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from burnqed.config import ConfigError, SFTConfig
+from burnqed.data.benchmarks import sha256_file
 from burnqed.train.artifacts import (
     MetricsLog,
-    file_sha256,
     provenance,
     quiet_progress_bars,
     staged_dir,
@@ -138,9 +138,9 @@ def train_sft(
         (staging / "training_args.bin").unlink(missing_ok=True)
         summary = _summary(trainer, started)
         summary["data"] = {
-            "train": str(train), "train_sha256": file_sha256(train),
+            "train": str(train), "train_sha256": sha256_file(train),
             "train_examples": len(train_examples),
-            "val": str(val), "val_sha256": file_sha256(val), "val_examples": len(val_examples),
+            "val": str(val), "val_sha256": sha256_file(val), "val_examples": len(val_examples),
         }  # fmt: skip
         write_json(staging / SUMMARY_FILE, {**summary, **provenance()})
         write_json(

@@ -10,8 +10,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from burnqed.config import ConfigError
+from burnqed.data.benchmarks import sha256_file
 from burnqed.data.prompt import format_example
-from burnqed.train.artifacts import file_sha256, staged_dir
+from burnqed.train.artifacts import staged_dir
 from burnqed.train.base import (
     TinyBaseConfig,
     build_base,
@@ -49,8 +50,8 @@ def test_tiny_base_is_a_trained_hf_directory_with_its_record(tiny_base, pairs):
     assert loss["initial"] > 4.0
     assert loss["final"] < 0.5 * loss["initial"]
     assert loss["curve"][0][0] == 1 and loss["curve"][-1][0] == TINY["steps"]
-    assert info["data"]["pairs_sha256"] == file_sha256(pairs["train"])
-    assert info["data"]["val_sha256"] == file_sha256(pairs["val"])
+    assert info["data"]["pairs_sha256"] == sha256_file(pairs["train"])
+    assert info["data"]["val_sha256"] == sha256_file(pairs["val"])
     assert info["versions"]["torch"] and info["versions"]["transformers"]
     assert "commit" in info["git"]
     held = info["held_out"]
