@@ -57,3 +57,13 @@ def test_cli_help_lists_the_subcommands():
     for name in COMMANDS:
         assert name in r.stdout
     assert set(COMMANDS) >= {"data", "search"}
+
+
+@pytest.mark.parametrize("profile", ["local", "gpu"])
+def test_dry_run_with_each_machine_profile(profile):
+    # (The slurm profile needs snakemake-executor-plugin-slurm: `pip install 'burnqed[slurm]'`.)
+    args = ["-n", "--profile", f"workflow/profiles/{profile}"]
+    if profile == "local":
+        args += ["--configfile", "config/demo.yaml"]
+    r = snakemake(*args)
+    assert r.returncode == 0, r.stdout + r.stderr
