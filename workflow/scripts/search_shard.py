@@ -1,8 +1,11 @@
 from pathlib import Path
 
+import torch
+
 from burnqed.logs import to_log_file
 from burnqed.search.stage import run
 
+torch.set_num_threads(snakemake.threads)  # the in-process policy backend (CPU demo)
 with to_log_file(snakemake.log[0]):
     p = snakemake.params
     run(
@@ -15,5 +18,5 @@ with to_log_file(snakemake.log[0]):
         temperature=p.get("temperature"),
         seed=p.seed,
         shard=(int(snakemake.wildcards.shard), p.search["shards"]),
-        log_dir=Path(snakemake.log[0]).parent,
+        log_dir=Path(snakemake.log[0]).with_suffix(".repl"),  # this job's REPL stderr logs
     )
