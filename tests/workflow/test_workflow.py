@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -67,3 +68,29 @@ def test_dry_run_with_each_machine_profile(profile):
         args += ["--configfile", "config/demo.yaml"]
     r = snakemake(*args)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_minif2f_benchmark_through_the_workflow(tmp_path, minif2f_path):
+    """Offline: `burnqed data fetch minif2f --from FILE`, then Snakemake builds the pinned splits."""
+    for name in ("Snakefile", "params.yaml"):
+        shutil.copy(REPO / name, tmp_path / name)
+    for name in ("rules", "workflow"):
+        shutil.copytree(REPO / name, tmp_path / name)
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    fetch = subprocess.run(
+        [sys.executable, "-m", "burnqed.cli", "data", "fetch", "minif2f", "--from", str(minif2f_path)],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert fetch.returncode == 0, fetch.stderr
+    targets = ["data/benchmarks/minif2f_test.jsonl", "data/benchmarks/minif2f_valid.jsonl"]
+    r = snakemake("--cores", "1", *targets, cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "fetch_benchmark" not in r.stdout + r.stderr  # the local copy was used, not downloaded
+    for target in targets:
+        rows = (tmp_path / target).read_text(encoding="utf-8").splitlines()
+        assert len(rows) == 244
+        meta = json.loads((tmp_path / target.replace(".jsonl", ".meta.json")).read_text())
+        assert meta["rows"] == 244
+        assert meta["source_sha256"] == (
+            "d6654c88476ff14db19d57dea25bd955a240525fb52171e460f89d98f83d7dd5"
+        )
