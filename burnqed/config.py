@@ -232,6 +232,7 @@ class LeanConfig(Section):
     cpu_limit_s: float | None = None
     banned_tactics: tuple[str, ...] = (
         r"\bsorry\b",
+        r"\bsorryAx\b",
         r"\badmit\b",
         r"\bnative_decide\b",
         r"\bset_option\b",

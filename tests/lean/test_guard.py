@@ -30,6 +30,7 @@ DEFAULT = TacticGuard.from_config(LeanConfig())
         "#eval 1",
         "run_tac Lean.Elab.Tactic.evalTactic",
         "exact (sorry : False)",
+        "exact sorryAx _ false",  # the axiom behind `sorry`, named directly
         "  ",
         "",
     ],
