@@ -40,6 +40,7 @@ from pathlib import Path
 
 from burnqed.config import LeanConfig, SearchConfig
 from burnqed.data.theorems import Theorem
+from burnqed.lean.pool import TacticFailure, Verdict
 from burnqed.policy import Candidate, SamplingParams, dedup_candidates
 from burnqed.search import search_all
 from burnqed.search.stage import default_expansions_per_step
@@ -71,19 +72,6 @@ class SimSuccess:
     lean_time_s: float
 
 
-@dataclass(frozen=True)
-class SimFailure:
-    kind: str
-    message: str
-    lean_time_s: float
-
-
-@dataclass(frozen=True)
-class SimVerdict:
-    ok: bool
-    reasons: tuple[str, ...]
-
-
 class SimSession:
     def __init__(self, env: SimEnv, theorem: Theorem, worker: int) -> None:
         self.env = env
@@ -91,11 +79,11 @@ class SimSession:
         self.root = SimState(0, f"⊢ {theorem.name} : root", 0, False)
         self.name = theorem.name
 
-    async def apply(self, state: SimState, tactic: str) -> SimSuccess | SimFailure:
+    async def apply(self, state: SimState, tactic: str) -> SimSuccess | TacticFailure:
         await self.env.call(self.worker)
         u = _u(self.name, state.text, tactic)
         if u < 0.4:
-            return SimFailure("error", "tactic failed", self.env.latency_s)
+            return TacticFailure("error", "tactic failed", self.env.latency_s)
         if u < 0.5:  # a transposition: back to the parent's state family
             return SimSuccess(state, (), self.env.latency_s)
         depth = state.depth + 1
@@ -136,8 +124,8 @@ class SimEnv:
         self.sessions[worker] += 1
         return SimSession(self, theorem, worker)
 
-    async def verify(self, theorem: Theorem, tactics: list[str]) -> SimVerdict:
-        return SimVerdict(True, ())
+    async def verify(self, theorem: Theorem, tactics: list[str]) -> Verdict:
+        return Verdict(ok=True, reasons=(), file="", axioms=())
 
 
 # ---- simulated generator -------------------------------------------------------------------

@@ -33,21 +33,13 @@ from burnqed.lean.errors import (
     ReplTimeoutError,
     ReplVersionError,
 )
+from tests.lean.repl_config import proplogic_config
 
-PROPLOGIC = (sys.executable, "-m", "burnqed.lean.proplogic")
 AND_COMM = "∀ (p q : Prop), p ∧ q → q ∧ p"
 
 
 def make_cfg(**kw) -> LeanConfig:
-    base = dict(
-        repl_command=PROPLOGIC,
-        imports=(),
-        workers=1,
-        ready_timeout_s=20.0,
-        tactic_timeout_s=0.5,
-        memory_limit_mb=2048,
-    )
-    return LeanConfig(**{**base, **kw})
+    return proplogic_config(**{"tactic_timeout_s": 0.5, **kw})
 
 
 @pytest.fixture(autouse=True)

@@ -26,8 +26,8 @@ from burnqed.lean.pool import (
     TacticFailure,
     TacticSuccess,
 )
+from tests.lean.repl_config import proplogic_config
 
-PROPLOGIC = (sys.executable, "-m", "burnqed.lean.proplogic")
 AND_COMM = Theorem(
     name="and_swap", formal_statement="theorem and_swap (p q : Prop) : p ∧ q → q ∧ p := by\n"
 )
@@ -35,15 +35,7 @@ AND_COMM_PROOF = ("intro h", "constructor", "exact h.2", "exact h.1")
 
 
 def make_cfg(**kw) -> LeanConfig:
-    base = dict(
-        repl_command=PROPLOGIC,
-        imports=(),
-        workers=1,
-        ready_timeout_s=20.0,
-        tactic_timeout_s=0.3,
-        memory_limit_mb=2048,
-    )
-    return LeanConfig(**{**base, **kw})
+    return proplogic_config(**{"tactic_timeout_s": 0.3, **kw})
 
 
 @pytest.fixture(autouse=True)

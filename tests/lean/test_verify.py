@@ -4,7 +4,6 @@ guard-blocked tactics are rejected with reasons."""
 from __future__ import annotations
 
 import asyncio
-import sys
 
 import pytest
 
@@ -21,8 +20,8 @@ from burnqed.lean.verify import (
     verify_file,
     verify_proof,
 )
+from tests.lean.repl_config import proplogic_config
 
-PROPLOGIC = (sys.executable, "-m", "burnqed.lean.proplogic")
 THM = Theorem(
     name="or_swap",
     formal_statement="theorem or_swap (p q : Prop) : p ∨ q → q ∨ p := by\n",
@@ -32,10 +31,7 @@ SIMPLE_PROOF = ("intro h", "rcases h with hp | hq", "exact Or.inr hp", "exact Or
 
 
 def make_cfg(**kw) -> LeanConfig:
-    base = dict(
-        repl_command=PROPLOGIC, imports=(), workers=1, ready_timeout_s=20.0, tactic_timeout_s=2.0
-    )
-    return LeanConfig(**{**base, **kw})
+    return proplogic_config(**{"tactic_timeout_s": 2.0, "memory_limit_mb": 16384, **kw})
 
 
 def test_correct_proof_is_accepted() -> None:

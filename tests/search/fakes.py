@@ -30,6 +30,7 @@ import numpy as np
 
 from burnqed.data.theorems import Theorem
 from burnqed.lean.errors import StartError
+from burnqed.lean.pool import TacticFailure, Verdict
 from burnqed.policy import Candidate, Generation, SamplingParams, dedup_candidates
 
 
@@ -69,21 +70,6 @@ class ToySuccess:
     lean_time_s: float
 
 
-@dataclass(frozen=True)
-class ToyFailure:
-    kind: str
-    message: str
-    lean_time_s: float
-
-
-@dataclass(frozen=True)
-class ToyVerdict:
-    ok: bool
-    reasons: tuple[str, ...]
-    file: str = ""
-    axioms: tuple[str, ...] = ()
-
-
 def step(goals: tuple[int, ...], tactic: str) -> tuple[int, ...] | str:
     """The toy logic: new goals, or an error message."""
     if not goals:
@@ -121,13 +107,13 @@ class ToySession:
         self._next = 1
         self.closed = False
 
-    async def apply(self, state: ToyState, tactic: str) -> ToySuccess | ToyFailure:
+    async def apply(self, state: ToyState, tactic: str) -> ToySuccess | TacticFailure:
         assert not self.closed, "apply after close"
         await self.env._lean_call()
         self.env.applies += 1
         out = step(state.goals, tactic)
         if isinstance(out, str):
-            return ToyFailure("error", out, self.env.lean_time_s)
+            return TacticFailure("error", out, self.env.lean_time_s)
         self._next += 1
         st = ToyState(self._next, out, render(out), state.depth + 1)
         return ToySuccess(st, (), self.env.lean_time_s)
@@ -160,7 +146,7 @@ class ToyEnv:
         self.open_sessions += 1
         return session
 
-    async def verify(self, theorem: Theorem, tactics: Sequence[str]) -> ToyVerdict:
+    async def verify(self, theorem: Theorem, tactics: Sequence[str]) -> Verdict:
         """Whole-proof check: replay the file from scratch; ``cheat`` is refused."""
         goals: tuple[int, ...] = (goal_of(theorem),)
         reasons: list[str] = []
@@ -177,7 +163,7 @@ class ToyEnv:
             reasons.append(f"unsolved goals: {render(goals)}")
         ok = not reasons
         self.verifications.append((theorem.name, tuple(tactics), ok))
-        return ToyVerdict(ok=ok, reasons=tuple(reasons), file=theorem.lean_file(tactics))
+        return Verdict(ok=ok, reasons=tuple(reasons), file=theorem.lean_file(tactics), axioms=())
 
 
 TOY_TACTICS = ("step 1", "step 2", "step 3", "split 2", "split 3", "noop", "bogus", "cheat")
