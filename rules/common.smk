@@ -1,4 +1,5 @@
 # Helpers shared by the rule files; keep this file tiny.
+from functools import cache
 from hashlib import sha256
 from pathlib import Path
 
@@ -9,6 +10,7 @@ wildcard_constraints:
     i="0",
 
 
+@cache  # several rules digest the same packages: read each set of files once per parse
 def code_digest(*packages):
     """Content hash of the burnqed source files a job runs, passed as a param.
 
