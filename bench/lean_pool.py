@@ -39,10 +39,10 @@ import time
 from dataclasses import dataclass
 
 from burnqed.config import LeanConfig
-from burnqed.data.theorems import Theorem
 from burnqed.lean.client import PIPELINE_DEPTH, repl_argv
 from burnqed.lean.pool import LeanPool, TacticSuccess
 from burnqed.lean.verify import theorem_file
+from burnqed.theorems import Theorem
 
 
 @dataclass(frozen=True)
@@ -189,7 +189,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument(
         "--repl-command",
         nargs="+",
-        default=[sys.executable, "-m", "burnqed.lean.proplogic"],
+        default=[sys.executable, "-m", "burnqed.proplogic"],
         help="argv of the REPL (default: burnqed's propositional REPL)",
     )
     args = ap.parse_args(argv)

@@ -39,12 +39,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from burnqed.config import LeanConfig, SearchConfig
-from burnqed.data.theorems import Theorem
 from burnqed.lean.pool import TacticFailure, Verdict
 from burnqed.policy import Candidate, SamplingParams, dedup_candidates
 from burnqed.search import search_all
 from burnqed.search.stage import default_expansions_per_step
 from burnqed.search.tree import SearchTree
+from burnqed.theorems import Theorem
 from burnqed.trajectory import TrajectoryWriter
 
 

@@ -26,30 +26,6 @@ from burnqed import __version__
 COMMANDS = ("data", "train", "search")
 
 
-def add_config_arguments(p: argparse.ArgumentParser) -> None:
-    """``--params`` and ``--configfile``: the same files, merged the same way, as the workflow."""
-    p.add_argument(
-        "--params",
-        default="params.yaml",
-        metavar="YAML",
-        help="base parameter file (default: %(default)s)",
-    )
-    p.add_argument(
-        "--configfile",
-        action="append",
-        default=[],
-        metavar="YAML",
-        help="overlay merged over --params (repeatable; e.g. config/demo.yaml)",
-    )
-
-
-def load_config(args: argparse.Namespace) -> dict:
-    """The validated, merged parameters named by :func:`add_config_arguments` options."""
-    from burnqed.config import load_params
-
-    return load_params(args.params, args.configfile)
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="burnqed",

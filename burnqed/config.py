@@ -14,6 +14,7 @@ Example::
 
 from __future__ import annotations
 
+import argparse
 import copy
 import dataclasses
 from collections.abc import Mapping, Sequence
@@ -106,6 +107,28 @@ def load_params(path: str | Path = "params.yaml", overlays: Sequence[str | Path]
         sources.append(str(o))
     validate_params(params, source=" + ".join(sources))
     return params
+
+
+def add_config_arguments(p: argparse.ArgumentParser) -> None:
+    """``--params`` and ``--configfile``: the same files, merged the same way, as the workflow."""
+    p.add_argument(
+        "--params",
+        default="params.yaml",
+        metavar="YAML",
+        help="base parameter file (default: %(default)s)",
+    )
+    p.add_argument(
+        "--configfile",
+        action="append",
+        default=[],
+        metavar="YAML",
+        help="overlay merged over --params (repeatable; e.g. config/demo.yaml)",
+    )
+
+
+def load_config(args: argparse.Namespace) -> dict:
+    """The validated, merged parameters named by :func:`add_config_arguments` options."""
+    return load_params(args.params, args.configfile)
 
 
 def _check_sections(params: Mapping, source: str) -> None:

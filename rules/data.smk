@@ -30,7 +30,7 @@ rule benchmark_split:
     conda:
         "../workflow/envs/burnqed.yaml"
     params:
-        code=code_digest("data"),
+        code=code_digest("data", "theorems.py"),
     script:
         "../workflow/scripts/data_benchmark.py"
 
@@ -46,7 +46,7 @@ rule proplogic_benchmark_split:
     params:
         cfg=lookup(dpath="data", within=config),
         seed=lookup(dpath="seed", within=config),
-        code=code_digest("data", "lean/proplogic"),
+        code=code_digest("data", "proplogic", "theorems.py"),
     script:
         "../workflow/scripts/data_proplogic_benchmark.py"
 
@@ -69,7 +69,7 @@ rule tactic_pairs:
     params:
         cfg=lookup(dpath="data", within=config),
         seed=lookup(dpath="seed", within=config),
-        code=code_digest("data", "lean/proplogic", "lean/goals.py"),
+        code=code_digest("data", "proplogic", "lean/goals.py", "theorems.py"),
     script:
         "../workflow/scripts/data_pairs.py"
 
@@ -86,7 +86,7 @@ rule search_pool:
     params:
         cfg=lookup(dpath="data", within=config),
         seed=lookup(dpath="seed", within=config),
-        code=code_digest("data"),
+        code=code_digest("data", "theorems.py"),
     script:
         "../workflow/scripts/data_pool.py"
 

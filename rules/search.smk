@@ -27,7 +27,14 @@ rule search_shard:
         lean=lookup(dpath="lean", within=config),
         policy=lookup(dpath="policy", within=config),
         seed=lookup(dpath="seed", within=config),
-        code=code_digest("search", "trajectory.py", "lean", "policy", "data/prompt.py"),
+        code=code_digest(
+            "search",
+            "trajectory.py",
+            "theorems.py",
+            "lean",
+            "policy",
+            "data/prompt.py",
+        ),
     script:
         "../workflow/scripts/search_shard.py"
 
@@ -54,7 +61,14 @@ rule search_noise_shard:
         policy=lookup(dpath="policy", within=config),
         seed=lookup(dpath="seed", within=config),
         temperature=lookup(dpath="search/noise_temperature", within=config),
-        code=code_digest("search", "trajectory.py", "lean", "policy", "data/prompt.py"),
+        code=code_digest(
+            "search",
+            "trajectory.py",
+            "theorems.py",
+            "lean",
+            "policy",
+            "data/prompt.py",
+        ),
     script:
         "../workflow/scripts/search_shard.py"
 

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from burnqed.cli import add_config_arguments, load_config
+from burnqed.config import add_config_arguments, load_config
 
 if TYPE_CHECKING:
     from burnqed.config import DataConfig
@@ -115,7 +115,7 @@ def _reporting_data_errors(func: Callable[[argparse.Namespace], int]):
         from burnqed.data.benchmarks import BenchmarkError, HashMismatchError
         from burnqed.data.readers import DataFormatError
         from burnqed.data.schema import SchemaError
-        from burnqed.data.theorems import TheoremFileError
+        from burnqed.theorems import TheoremFileError
 
         try:
             return func(args)

@@ -1,8 +1,8 @@
 """The generated propositional data: training theorems (traced into tactic pairs) and held-out
 ``valid``/``test`` sets that share no statement with them or with each other.
 
-Both come from ``burnqed.lean.proplogic`` (the generator and the tracer through burnqed's own
-REPL); they are imported when first used so ``burnqed.data`` stays light to import.  The same
+Both come from ``burnqed.proplogic`` (its generator, and :mod:`burnqed.data.proplogic_trace` through
+burnqed's own REPL); they are imported when first used so ``burnqed.data`` stays light to import.  The same
 ``(config, seed)`` always gives the same theorems, so the pairs stage, the search pool and the
 benchmark agree without passing files around.
 
@@ -25,7 +25,7 @@ import pyarrow as pa
 
 from burnqed.config import ProplogicConfig
 from burnqed.data.schema import TACTIC_PAIR_SCHEMA, validate_tactic_pairs
-from burnqed.data.theorems import Theorem
+from burnqed.theorems import Theorem
 
 log = logging.getLogger(__name__)
 
@@ -37,18 +37,40 @@ HELD_OUT_SEED_OFFSET = 1_000_003
 _DECL_NAME = re.compile(r"^\s*(?:theorem|lemma)\s+\S+")
 
 
-def _generate(n: int, cfg: ProplogicConfig, *, seed: int, prefix: str) -> list[Theorem]:
-    from burnqed.lean.proplogic.generator import generate_theorems
+def generate_theorems(
+    n: int,
+    *,
+    seed: int,
+    min_depth: int = 1,
+    max_depth: int = 6,
+    variables: int = 4,
+    prefix: str = TRAIN_PREFIX,
+) -> list[Theorem]:
+    """``n`` generated theorems (:func:`burnqed.proplogic.generator.generate_theorems`) as
+    :class:`~burnqed.theorems.Theorem` records, each with its known proof."""
+    from burnqed.proplogic.generator import generate_theorems as generate
 
-    return list(
-        generate_theorems(
+    return [
+        Theorem(name=t.name, formal_statement=t.formal_statement, proof=t.proof)
+        for t in generate(
             n,
             seed=seed,
-            min_depth=cfg.min_depth,
-            max_depth=cfg.max_depth,
-            variables=cfg.variables,
+            min_depth=min_depth,
+            max_depth=max_depth,
+            variables=variables,
             prefix=prefix,
         )
+    ]
+
+
+def _generate(n: int, cfg: ProplogicConfig, *, seed: int, prefix: str) -> list[Theorem]:
+    return generate_theorems(
+        n,
+        seed=seed,
+        min_depth=cfg.min_depth,
+        max_depth=cfg.max_depth,
+        variables=cfg.variables,
+        prefix=prefix,
     )
 
 
@@ -97,7 +119,7 @@ def held_out_splits(cfg: ProplogicConfig, *, seed: int) -> dict[str, list[Theore
 
 def traced_pairs(theorems: Sequence[Theorem], *, source: str) -> pa.Table:
     """Tactic pairs of ``theorems``' known proofs, traced through burnqed's propositional REPL."""
-    from burnqed.lean.proplogic.tracer import trace_theorems
+    from burnqed.data.proplogic_trace import trace_theorems
 
     table = trace_theorems(list(theorems), source=source)
     table = table.select(TACTIC_PAIR_SCHEMA.names).cast(TACTIC_PAIR_SCHEMA)

@@ -1,5 +1,5 @@
 """Readers for the public Lean 4 data formats (``reference/datasets.md``): local files in, tactic
-pairs (:data:`~burnqed.data.schema.TACTIC_PAIR_SCHEMA`) or :class:`~burnqed.data.theorems.Theorem`
+pairs (:data:`~burnqed.data.schema.TACTIC_PAIR_SCHEMA`) or :class:`~burnqed.theorems.Theorem`
 statements out.
 
 Readers never touch the network: the user downloads a dataset, ``params.yaml`` names the local copy.
@@ -42,7 +42,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from burnqed.data.schema import TACTIC_PAIR_SCHEMA
-from burnqed.data.theorems import Theorem
+from burnqed.theorems import Theorem
 
 log = logging.getLogger(__name__)
 

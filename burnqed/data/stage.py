@@ -39,7 +39,7 @@ from burnqed.data.benchmarks import REGISTRY, benchmark_paths, build_benchmarks
 from burnqed.data.filters import FilterStep, filter_pairs, load_token_counter, split_by_theorem
 from burnqed.data.readers import PAIR_READERS, STATEMENT_READERS, DataFormatError
 from burnqed.data.schema import TACTIC_PAIR_SCHEMA, validate_tactic_pairs
-from burnqed.data.theorems import Theorem, read_theorems, write_theorems
+from burnqed.theorems import Theorem, read_theorems, write_theorems
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ Example (with burnqed's propositional REPL, which speaks the same protocol)::
 
     >>> import asyncio, sys
     >>> from burnqed.config import LeanConfig
-    >>> cfg = LeanConfig(repl_command=(sys.executable, "-m", "burnqed.lean.proplogic"), imports=())
+    >>> cfg = LeanConfig(repl_command=(sys.executable, "-m", "burnqed.proplogic"), imports=())
     >>> async def demo():
     ...     async with ReplClient(cfg) as repl:
     ...         root = await repl.goal_start("∀ (p : Prop), p → p")

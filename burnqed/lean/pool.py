@@ -33,8 +33,8 @@ Example (with burnqed's propositional REPL)::
 
     >>> import asyncio, sys
     >>> from burnqed.config import LeanConfig
-    >>> from burnqed.data.theorems import Theorem
-    >>> cfg = LeanConfig(repl_command=(sys.executable, "-m", "burnqed.lean.proplogic"),
+    >>> from burnqed.theorems import Theorem
+    >>> cfg = LeanConfig(repl_command=(sys.executable, "-m", "burnqed.proplogic"),
     ...                  imports=(), workers=2)
     >>> thm = Theorem(name="t", formal_statement="theorem t (p q : Prop) : p ∧ q → q ∧ p := by\\n")
     >>> async def demo():
@@ -59,7 +59,6 @@ from pathlib import Path
 from typing import Literal
 
 from burnqed.config import LeanConfig
-from burnqed.data.theorems import Theorem
 from burnqed.lean.client import (
     GoalState,
     ReplClient,
@@ -76,6 +75,7 @@ from burnqed.lean.errors import (
 from burnqed.lean.goals import Goal, render_goals
 from burnqed.lean.guard import TacticGuard
 from burnqed.lean.verify import Verdict, theorem_file, verify_file, verify_proof
+from burnqed.theorems import Theorem
 
 log = logging.getLogger(__name__)
 

@@ -14,8 +14,8 @@ Example::
 
     >>> import asyncio, sys
     >>> from burnqed.config import LeanConfig
-    >>> from burnqed.data.theorems import Theorem
-    >>> cfg = LeanConfig(repl_command=(sys.executable, "-m", "burnqed.lean.proplogic"), imports=())
+    >>> from burnqed.theorems import Theorem
+    >>> cfg = LeanConfig(repl_command=(sys.executable, "-m", "burnqed.proplogic"), imports=())
     >>> t = Theorem(name="t", formal_statement="theorem t (p : Prop) : p → p := by\\n")
     >>> v = asyncio.run(verify_proof(cfg, t, ["intro h", "exact h"]))   # doctest: +SKIP
     >>> v.ok, v.axioms                                                    # doctest: +SKIP
@@ -33,10 +33,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from burnqed.config import LeanConfig
-from burnqed.data.theorems import Theorem
 from burnqed.lean.client import CompilationUnit, ReplClient
 from burnqed.lean.errors import ReplError, ReplProtocolError, ReplTimeoutError
 from burnqed.lean.guard import TacticGuard
+from burnqed.theorems import Theorem
 
 log = logging.getLogger(__name__)
 

@@ -75,6 +75,12 @@ def normalise_tactic(text: str) -> str:
     return " ".join(text.split())
 
 
+def trim_completion(text: str, stop: Sequence[str]) -> str:
+    """A candidate's text: cut at the first stop string a server did not trim, strip whitespace."""
+    cuts = [i for i in (text.find(s) for s in stop if s) if i >= 0]
+    return (text[: min(cuts)] if cuts else text).strip()
+
+
 def dedup_candidates(raw: Iterable[Candidate]) -> Generation:
     """Drop empty candidates and whitespace duplicates (keeping the best logprob); sort best first."""
     raw = list(raw)

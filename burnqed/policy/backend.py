@@ -38,12 +38,6 @@ log = logging.getLogger(__name__)
 BACKENDS = ("transformers", "sglang", "openai")
 
 
-def trim_completion(text: str, stop: Sequence[str]) -> str:
-    """A candidate's text: cut at the first stop string a server did not trim, strip whitespace."""
-    cuts = [i for i in (text.find(s) for s in stop if s) if i >= 0]
-    return (text[: min(cuts)] if cuts else text).strip()
-
-
 @contextlib.contextmanager
 def open_generator(
     cfg: PolicyConfig,

@@ -39,8 +39,13 @@ from typing import Any
 import httpx
 import numpy as np
 
-from burnqed.policy import Candidate, Generation, SamplingParams, dedup_candidates
-from burnqed.policy.backend import trim_completion
+from burnqed.policy import (
+    Candidate,
+    Generation,
+    SamplingParams,
+    dedup_candidates,
+    trim_completion,
+)
 
 log = logging.getLogger(__name__)
 

@@ -37,8 +37,13 @@ import numpy as np
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, StoppingCriteria, StoppingCriteriaList
 
-from burnqed.policy import Candidate, Generation, SamplingParams, dedup_candidates
-from burnqed.policy.backend import trim_completion
+from burnqed.policy import (
+    Candidate,
+    Generation,
+    SamplingParams,
+    dedup_candidates,
+    trim_completion,
+)
 
 log = logging.getLogger(__name__)
 

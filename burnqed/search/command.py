@@ -27,7 +27,7 @@ def _shard(text: str) -> tuple[int, int]:
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    from burnqed.cli import add_config_arguments
+    from burnqed.config import add_config_arguments
 
     p = subparsers.add_parser(
         "search",
@@ -83,8 +83,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 
 def main(args: argparse.Namespace) -> int:
-    from burnqed.cli import load_config
-    from burnqed.config import validate_params
+    from burnqed.config import load_config, validate_params
     from burnqed.search.stage import SearchTerminated, run
 
     params = load_config(args)

@@ -48,11 +48,11 @@ from typing import Any, Protocol
 
 from burnqed.config import SearchConfig
 from burnqed.data.prompt import STOP, format_prompt
-from burnqed.data.theorems import Theorem
 from burnqed.lean.errors import StartError
 from burnqed.policy import Generation, SamplingParams, TacticGenerator
 from burnqed.search.tree import FAILED, PROVED, InvariantError, Node, SearchTree
 from burnqed.search.value import ValueModel, priority
+from burnqed.theorems import Theorem
 
 log = logging.getLogger(__name__)
 

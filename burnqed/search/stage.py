@@ -38,10 +38,10 @@ from typing import Any
 
 from burnqed.config import LeanConfig, PolicyConfig, SearchConfig
 from burnqed.data.prompt import STOP
-from burnqed.data.theorems import Theorem, read_theorems
 from burnqed.policy import SamplingParams, TacticGenerator
 from burnqed.search.engine import ProofEnvironment, SearchResult, search_all
 from burnqed.search.value import ValueModel
+from burnqed.theorems import Theorem, read_theorems
 from burnqed.trajectory import TrajectoryWriter, finished_attempts
 
 log = logging.getLogger(__name__)

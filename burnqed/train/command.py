@@ -20,7 +20,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from burnqed.cli import add_config_arguments, load_config
+from burnqed.config import add_config_arguments, load_config
 
 PAIRS = Path("data/tactic_pairs")
 MODELS = Path("models")

@@ -19,7 +19,7 @@ from burnqed.data.benchmarks import (
     fetch_benchmark,
     sha256_file,
 )
-from burnqed.data.theorems import read_theorems
+from burnqed.theorems import read_theorems
 
 PINNED = "d6654c88476ff14db19d57dea25bd955a240525fb52171e460f89d98f83d7dd5"
 DEFECTIVE = {

@@ -17,7 +17,7 @@ from burnqed.data.filters import unprefixed
 from burnqed.data.readers import DataFormatError
 from burnqed.data.schema import TACTIC_PAIR_SCHEMA
 from burnqed.data.stage import build_search_pool, build_tactic_pairs, run
-from burnqed.data.theorems import read_theorems
+from burnqed.theorems import read_theorems
 
 from .conftest import lean_github_row, leandojo_theorem, write_lean_github, write_leandojo
 
@@ -195,7 +195,7 @@ def _stand_in_generate(n, *, seed, min_depth, max_depth, variables, prefix="prop
     """The generator's contract, with a deliberately small formula space so statements repeat."""
     import random
 
-    from burnqed.data.theorems import Theorem
+    from burnqed.theorems import Theorem
 
     rng = random.Random(seed)
     names = "pqrstuvw"[:variables]
@@ -233,15 +233,15 @@ def _stand_in_trace(theorems, *, source="proplogic"):
 
 
 def test_proplogic_path_with_stand_in_generator_and_tracer(tmp_path, monkeypatch):
-    """The demo's data config, with stand-ins for burnqed.lean.proplogic's generator and tracer."""
+    """The demo's data config, with stand-ins for burnqed.proplogic's generator and tracer."""
     monkeypatch.setitem(
         sys.modules,
-        "burnqed.lean.proplogic.generator",
+        "burnqed.proplogic.generator",
         types.SimpleNamespace(generate_theorems=_stand_in_generate),
     )
     monkeypatch.setitem(
         sys.modules,
-        "burnqed.lean.proplogic.tracer",
+        "burnqed.data.proplogic_trace",
         types.SimpleNamespace(trace_theorems=_stand_in_trace),
     )
     cfg = DataConfig.from_dict(
@@ -300,19 +300,6 @@ def test_proplogic_path_with_stand_in_generator_and_tracer(tmp_path, monkeypatch
     )
 
 
-PROPLOGIC_READY = (
-    all(
-        importlib.util.find_spec(m) is not None
-        for m in ("burnqed.lean.proplogic.generator", "burnqed.lean.proplogic.tracer")
-    )
-    if importlib.util.find_spec("burnqed.lean.proplogic")
-    else False
-)
-
-
-@pytest.mark.skipif(
-    not PROPLOGIC_READY, reason="burnqed.lean.proplogic generator/tracer not written yet"
-)
 def test_proplogic_source_benchmark_and_pool(tmp_path):
     cfg = DataConfig.from_dict(
         {

@@ -6,7 +6,7 @@ import sys
 
 from burnqed.config import LeanConfig
 
-PROPLOGIC = (sys.executable, "-m", "burnqed.lean.proplogic")
+PROPLOGIC = (sys.executable, "-m", "burnqed.proplogic")
 
 
 def proplogic_config(**overrides) -> LeanConfig:

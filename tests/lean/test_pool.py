@@ -17,7 +17,6 @@ import psutil
 import pytest
 
 from burnqed.config import LeanConfig
-from burnqed.data.theorems import Theorem
 from burnqed.lean.pool import (
     LeanPool,
     ProofState,
@@ -26,6 +25,7 @@ from burnqed.lean.pool import (
     TacticFailure,
     TacticSuccess,
 )
+from burnqed.theorems import Theorem
 from tests.lean.repl_config import proplogic_config
 
 AND_COMM = Theorem(
@@ -54,7 +54,7 @@ def repl_processes(tag: str) -> list[int]:
         try:
             if p.info["status"] == psutil.STATUS_ZOMBIE:
                 continue
-            if "burnqed.lean.proplogic" not in " ".join(p.info["cmdline"] or ()):
+            if "burnqed.proplogic" not in " ".join(p.info["cmdline"] or ()):
                 continue
             if p.environ().get("BURNQED_TEST_TAG") != tag:
                 continue
@@ -457,7 +457,7 @@ CHILD = textwrap.dedent(
     """
     import asyncio, signal, sys
     from burnqed.config import LeanConfig
-    from burnqed.data.theorems import Theorem
+    from burnqed.theorems import Theorem
     from burnqed.lean.pool import LeanPool
 
     if sys.argv[1] == "chained":
@@ -466,7 +466,7 @@ CHILD = textwrap.dedent(
             sys.exit(0)
         signal.signal(signal.SIGTERM, previous)
 
-    cfg = LeanConfig(repl_command=(sys.executable, "-m", "burnqed.lean.proplogic"), imports=(),
+    cfg = LeanConfig(repl_command=(sys.executable, "-m", "burnqed.proplogic"), imports=(),
                      workers=2, ready_timeout_s=20, tactic_timeout_s=60, memory_limit_mb=2048)
     thm = Theorem(name="t", formal_statement="theorem t (p : Prop) : p → p := by\\n")
 

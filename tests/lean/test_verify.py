@@ -8,7 +8,6 @@ import asyncio
 import pytest
 
 from burnqed.config import LeanConfig
-from burnqed.data.theorems import Theorem
 from burnqed.lean.client import CompilationUnit, Message
 from burnqed.lean.pool import LeanPool
 from burnqed.lean.verify import (
@@ -20,6 +19,7 @@ from burnqed.lean.verify import (
     verify_file,
     verify_proof,
 )
+from burnqed.theorems import Theorem
 from tests.lean.repl_config import proplogic_config
 
 THM = Theorem(

@@ -10,8 +10,8 @@ import psutil
 import pytest
 
 from burnqed.config import PolicyConfig
-from burnqed.policy import SamplingParams, TacticGenerator
-from burnqed.policy.backend import open_generator, trim_completion
+from burnqed.policy import SamplingParams, TacticGenerator, trim_completion
+from burnqed.policy.backend import open_generator
 from burnqed.policy.http import OpenAIGenerator, SGLangGenerator
 from burnqed.policy.launcher import ServerLaunchError
 from burnqed.policy.standin import StandinServer

@@ -28,10 +28,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from burnqed.data.theorems import Theorem
 from burnqed.lean.errors import StartError
 from burnqed.lean.pool import TacticFailure, Verdict
 from burnqed.policy import Candidate, Generation, SamplingParams, dedup_candidates
+from burnqed.theorems import Theorem
 
 
 def _seed(*parts: object) -> int:

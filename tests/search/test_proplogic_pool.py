@@ -14,15 +14,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-import pytest
 
 from burnqed.config import LeanConfig, SearchConfig
 from burnqed.data.prompt import format_prompt
+from burnqed.data.proplogic import generate_theorems
+from burnqed.lean.pool import LeanPool
 from burnqed.policy import Candidate, Generation, SamplingParams, dedup_candidates
 from burnqed.search import search_all
-
-pool_mod = pytest.importorskip("burnqed.lean.pool")
-generator_mod = pytest.importorskip("burnqed.lean.proplogic.generator")
 
 WRONG = (
     "assumption",
@@ -69,14 +67,14 @@ class TracedPolicy:
 
 
 def test_search_over_the_propositional_repl_finds_only_verifying_proofs():
-    theorems = generator_mod.generate_theorems(12, seed=3, min_depth=2, max_depth=5)
+    theorems = generate_theorems(12, seed=3, min_depth=2, max_depth=5)
     lean = LeanConfig(
-        repl_command=(sys.executable, "-m", "burnqed.lean.proplogic"), imports=(), workers=3
+        repl_command=(sys.executable, "-m", "burnqed.proplogic"), imports=(), workers=3
     )
     cfg = SearchConfig(max_nodes=30, max_depth=12, num_candidates=5, concurrency=4, timeout_s=60)
 
     async def main():
-        async with pool_mod.LeanPool(lean) as pool:
+        async with LeanPool(lean) as pool:
             steps: dict[str, str] = {}
             for t in theorems:  # trace the recorded proofs: state text → next tactic
                 s = await pool.start(t)

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from burnqed.cli import main as cli_main
-from burnqed.data.theorems import write_theorems
+from burnqed.theorems import write_theorems
 from burnqed.trajectory import finished_attempts, read_nodes, read_summary
 from tests.search.fakes import RandomToyPolicy, ToyEnv, toy_theorems
 

@@ -24,8 +24,7 @@ import random
 import re
 from dataclasses import dataclass, field
 
-from burnqed.data.theorems import Theorem
-from burnqed.lean.proplogic.formula import (
+from burnqed.proplogic.formula import (
     FALSE,
     TRUE,
     And,
@@ -387,6 +386,20 @@ def _merge(needs: list[Need]) -> tuple[list[Need], dict[str, str]]:
     return out, rename
 
 
+@dataclass(frozen=True)
+class Theorem:
+    """A generated theorem: its Lean statement and the proof it was built with.
+
+    The same field names as :class:`burnqed.theorems.Theorem` (which ``burnqed.data``
+    converts it into): this package imports nothing from the rest of burnqed."""
+
+    name: str
+    formal_statement: str  # "theorem <name> <binders> : <type> := by\n"
+    proof: tuple[str, ...]  # the recorded tactic proof, one tactic per step
+    header: str = ""  # always empty: propositional statements need no imports
+    informal_prefix: str = ""
+
+
 def _variables(formulas: list[Formula]) -> list[str]:
     uids = set().union(*(free_uids(f) for f in formulas)) if formulas else set()
     return [VARIABLE_NAMES[u - 1] for u in sorted(uids)]
@@ -459,4 +472,4 @@ def generate_theorems(
     return out
 
 
-__all__ = ["generate_theorems", "make_theorem"]
+__all__ = ["Theorem", "generate_theorems", "make_theorem"]

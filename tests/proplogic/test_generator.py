@@ -12,11 +12,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from burnqed.data.proplogic import generate_theorems
+from burnqed.data.proplogic_trace import TraceError, trace_theorem, trace_theorems
 from burnqed.data.schema import validate_tactic_pairs
-from burnqed.data.theorems import Theorem, read_theorems, write_theorems
-from burnqed.lean.proplogic.generator import generate_theorems
-from burnqed.lean.proplogic.repl import Repl
-from burnqed.lean.proplogic.tracer import TraceError, trace_theorem, trace_theorems
+from burnqed.proplogic.repl import Repl
+from burnqed.theorems import Theorem, read_theorems, write_theorems
 
 
 def check_whole_file(repl: Repl, t: Theorem) -> None:

@@ -8,7 +8,7 @@ own fvars upward from 1, so the two never meet).
 
 Example::
 
-    >>> from burnqed.lean.proplogic.formula import pp
+    >>> from burnqed.proplogic.formula import pp
     >>> f = parse_formula("∀ (p q: Prop), p ∨ q → q ∨ p")
     >>> pp(f)
     '∀ (p q : Prop), p ∨ q → q ∨ p'
@@ -17,7 +17,7 @@ Example::
     >>> parse_tactic("intro y )")
     Traceback (most recent call last):
     ...
-    burnqed.lean.proplogic.syntax.ParseError: <Pantograph>:1:8: unexpected token ')'; expected end of input
+    burnqed.proplogic.syntax.ParseError: <Pantograph>:1:8: unexpected token ')'; expected end of input
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass
 from typing import NamedTuple, Union
 
-from burnqed.lean.proplogic.formula import (
+from burnqed.proplogic.formula import (
     FALSE,
     TRUE,
     And,

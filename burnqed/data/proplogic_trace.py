@@ -3,13 +3,13 @@
 Each theorem is started exactly as the Lean client starts a dataset theorem — ``frontend.process``
 on its statement with ``sorry`` as the body and ``sorrys: true`` — and each recorded tactic is sent
 with ``goal.tactic``.  The requests are protocol lines handled in-process by
-:meth:`~burnqed.lean.proplogic.repl.Repl.handle_line`, the same code the subprocess runs, so a pair
+:meth:`~burnqed.proplogic.repl.Repl.handle_line`, the same code the subprocess runs, so a pair
 records exactly what a search would see: ``state_before``/``state_after`` are the goals rendered
 by :func:`burnqed.lean.goals.render_goals` (``"no goals"`` after the last step).
 
 Example::
 
-    >>> from burnqed.lean.proplogic.generator import generate_theorems
+    >>> from burnqed.data.proplogic import generate_theorems
     >>> table = trace_theorems(generate_theorems(3, seed=0, min_depth=2, max_depth=2))
     >>> table.num_rows, table.column("depth").to_pylist()
     (6, [0, 1, 0, 1, 0, 1])
@@ -25,9 +25,9 @@ import pyarrow as pa
 from tqdm import tqdm
 
 from burnqed.data.schema import TACTIC_PAIR_SCHEMA
-from burnqed.data.theorems import Theorem
+from burnqed.theorems import Theorem
 from burnqed.lean.goals import Goal, render_goals
-from burnqed.lean.proplogic.repl import Repl
+from burnqed.proplogic.repl import Repl  # in-process: the data stage's one allowed reach into it
 
 log = logging.getLogger(__name__)
 

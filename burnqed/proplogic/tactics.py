@@ -15,7 +15,7 @@ inherits the tag (``Lean.Meta.appendParentTag``).
 Example::
 
     >>> import itertools
-    >>> from burnqed.lean.proplogic.syntax import parse_formula, parse_tactic
+    >>> from burnqed.proplogic.syntax import parse_formula, parse_tactic
     >>> engine = Engine(fresh=itertools.count(1).__next__)
     >>> goal = engine.start(parse_formula("∀ (p q : Prop), p ∧ q → q ∧ p"))
     >>> goals, _ = engine.run(parse_tactic("intro p q h"), [goal], "intro p q h")
@@ -36,8 +36,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from burnqed.lean.goals import Goal, Variable, render_goals
-from burnqed.lean.proplogic.formula import (
+from burnqed.proplogic.display import Goal, Variable, render_goals
+from burnqed.proplogic.formula import (
     FALSE,
     TRUE,
     And,
@@ -59,7 +59,7 @@ from burnqed.lean.proplogic.formula import (
     subst_many,
     unfold_not,
 )
-from burnqed.lean.proplogic.syntax import (
+from burnqed.proplogic.syntax import (
     Apply,
     Cases,
     Combinator,
@@ -165,7 +165,7 @@ def display_names(hyps: tuple[Hyp, ...]) -> dict[int, str]:
 
 
 def to_goal(goal: MGoal) -> Goal:
-    """The :class:`burnqed.lean.goals.Goal` of ``goal`` (shared with the Pantograph client)."""
+    """The :class:`~burnqed.proplogic.display.Goal` of ``goal``."""
     names = display_names(goal.hyps)
     variables = tuple(
         Variable(

@@ -1,7 +1,7 @@
 """The propositional REPL against Pantograph's protocol (reference/pantograph.md §3–§10).
 
 The session test replays the integration-test session of §10.2/§10.3 line by line through the real
-subprocess (``python -m burnqed.lean.proplogic``) and compares parsed JSON, with only the
+subprocess (``python -m burnqed.proplogic``) and compares parsed JSON, with only the
 ``_uniq.N`` numbers normalised.  The other tests drive :class:`Repl` in-process (same code path).
 """
 
@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from burnqed.lean.goals import Goal, render_goals
-from burnqed.lean.proplogic.formula import And, Forall, Iff, Imp, Not, Or, Var, pp
-from burnqed.lean.proplogic.repl import Repl
+from burnqed.proplogic.formula import And, Forall, Iff, Imp, Not, Or, Var, pp
+from burnqed.proplogic.repl import Repl
 
 UNIQ = re.compile(r"_uniq\.\d+")
 
@@ -176,7 +176,7 @@ SESSION: list[tuple[str, Any]] = [
 
 def _spawn(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "burnqed.lean.proplogic", *args],
+        [sys.executable, "-m", "burnqed.proplogic", *args],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -229,7 +229,7 @@ def test_startup_is_fast_and_imports_nothing_heavy() -> None:
     print(f"proplogic_repl_startup_s={startup:.3f}")
     assert startup < 2.0  # well under a second on an idle machine; loose for loaded CI
     out = subprocess.run(
-        [sys.executable, "-X", "importtime", "-c", "import burnqed.lean.proplogic.__main__"],
+        [sys.executable, "-X", "importtime", "-c", "import burnqed.proplogic.__main__"],
         capture_output=True,
         text=True,
         check=True,
@@ -244,7 +244,7 @@ def test_startup_is_fast_and_imports_nothing_heavy() -> None:
 
 def test_version_and_eof() -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "burnqed.lean.proplogic", "--version"],
+        [sys.executable, "-m", "burnqed.proplogic", "--version"],
         capture_output=True,
         text=True,
         check=True,

@@ -1,4 +1,4 @@
-"""``python -m burnqed.lean.proplogic [MODULES…] [--key=value…]``: the propositional Pantograph REPL.
+"""``python -m burnqed.proplogic [MODULES…] [--key=value…]``: the propositional Pantograph REPL.
 
 Behaves like Pantograph's ``repl`` binary (v0.3.4): positional arguments are modules to import
 (recorded, no effect), ``--key=value`` are Lean options (accepted), ``--version`` prints the
@@ -11,7 +11,7 @@ that is not JSON; ``debug_crash`` exits the process (status 3) without answering
 
 Example::
 
-    $ printf 'goal.start {"expr": "∀ (p : Prop), p → p"}\\n' | python -m burnqed.lean.proplogic Init
+    $ printf 'goal.start {"expr": "∀ (p : Prop), p → p"}\\n' | python -m burnqed.proplogic Init
     ready.
     {"root":"_uniq.1","stateId":0}
 """
@@ -21,7 +21,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from burnqed.lean.proplogic.repl import VERSION, Repl
+from burnqed.proplogic.repl import VERSION, Repl
 
 
 def main(argv: Sequence[str] | None = None) -> int:

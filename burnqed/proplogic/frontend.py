@@ -13,7 +13,7 @@ answers ``'t' depends on axioms: [sorryAx]`` or ``'t' does not depend on any axi
 
 Example::
 
-    >>> from burnqed.lean.proplogic.repl import Repl
+    >>> from burnqed.proplogic.repl import Repl
     >>> units = process_file(Repl(), "theorem t (p : Prop) : p → p := by\\n  intro h\\n  exact h\\n"
     ...                      "#print axioms t", file_name="<anonymous>", read_header=False,
     ...                      inherit_env=False, sorrys=False, new_constants=False)
@@ -25,10 +25,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from burnqed.lean.goals import render_goals
-from burnqed.lean.proplogic.syntax import (
+from burnqed.proplogic.display import render_goals
+from burnqed.proplogic.state import ProofState, TheoremInfo, message
+from burnqed.proplogic.syntax import (
     ParseError,
     UnknownIdentifier,
     parse_signature,
@@ -36,10 +37,21 @@ from burnqed.lean.proplogic.syntax import (
     parse_term,
     resolve,
 )
-from burnqed.lean.proplogic.tactics import CONSTANTS, Elab, MGoal, TacticFailure, to_goal
+from burnqed.proplogic.tactics import CONSTANTS, Elab, MGoal, TacticFailure, to_goal
 
-if TYPE_CHECKING:
-    from burnqed.lean.proplogic.repl import Repl, TheoremInfo
+
+class Repl(Protocol):
+    """What ``frontend.process`` needs of the REPL (:class:`burnqed.proplogic.repl.Repl`): its
+    environment, tactic engine and state table.  A protocol, so this module never imports the REPL
+    (which imports this one)."""
+
+    env: dict[str, TheoremInfo]
+    engine: Any  # burnqed.proplogic.tactics.Engine
+
+    def add_state(self, state: ProofState) -> int: ...
+
+    def goal_json(self, g: MGoal) -> dict[str, Any]: ...
+
 
 _COMMAND = re.compile(
     r"(?:/--|@\[|theorem\b|lemma\b|example\b|def\b|abbrev\b|open\b|import\b|set_option\b|"
@@ -155,8 +167,6 @@ class _Processor:
         severity: str = "error",
         kind: str = "[anonymous]",
     ) -> dict[str, Any]:
-        from burnqed.lean.proplogic.repl import message
-
         return message(
             data,
             severity=severity,
@@ -232,8 +242,6 @@ class _Processor:
             )
 
     def declaration(self, unit: dict[str, Any], start: int, code: str, keyword: str) -> None:
-        from burnqed.lean.proplogic.repl import ProofState, TheoremInfo
-
         msgs: list[dict[str, Any]] = unit["messages"]
         i = code.index(keyword) + len(keyword)
         name = None

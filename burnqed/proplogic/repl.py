@@ -25,11 +25,12 @@ import json
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from burnqed.lean.proplogic.formula import Formula, Var, pp
-from burnqed.lean.proplogic.syntax import (
+from burnqed.proplogic.formula import Formula, Var, pp
+from burnqed.proplogic.frontend import process_file
+from burnqed.proplogic.state import ProofState, TheoremInfo, message
+from burnqed.proplogic.syntax import (
     Exact,
     ParseError,
     UnknownIdentifier,
@@ -38,7 +39,7 @@ from burnqed.lean.proplogic.syntax import (
     parse_term,
     resolve,
 )
-from burnqed.lean.proplogic.tactics import (
+from burnqed.proplogic.tactics import (
     CONSTANTS,
     DebugGarbage,
     Engine,
@@ -238,46 +239,6 @@ def _json_parse_error(line: str, err: json.JSONDecodeError) -> str:
 
 # ---------------------------------------------------------------------------------------------
 # Proof states
-
-
-@dataclass(frozen=True)
-class ProofState:
-    goals: tuple[MGoal, ...]  # the visible goals, main goal first
-    dormant: tuple[MGoal, ...]  # goals set aside in manual mode (`goal.continue` resumes them)
-    root: int  # the root goal's mvar id
-    has_sorry: bool  # a sorry was used on the way here
-    parent: int | None  # the state this one was derived from
-
-
-@dataclass
-class TheoremInfo:
-    """A theorem added to the environment by ``frontend.process``."""
-
-    statement: Formula  # closed: binders as ∀ / →
-    uses_sorry: bool
-
-
-def message(
-    data: str,
-    *,
-    severity: str = "error",
-    file_name: str = "<Pantograph>",
-    pos: tuple[int, int] = (0, 0),
-    end_pos: tuple[int, int] | None = None,
-    kind: str = "[anonymous]",
-) -> dict[str, Any]:
-    """A Lean ``SerialMessage`` (positions are (line, column))."""
-    return {
-        "caption": "",
-        "data": data,
-        "endPos": None if end_pos is None else {"column": end_pos[1], "line": end_pos[0]},
-        "fileName": file_name,
-        "isSilent": False,
-        "keepFullRange": False,
-        "kind": kind,
-        "pos": {"column": pos[1], "line": pos[0]},
-        "severity": severity,
-    }
 
 
 class Repl:
@@ -623,8 +584,6 @@ class Repl:
 
     # -- frontend --
     def cmd_frontend_process(self, args: dict[str, Any]) -> dict[str, Any]:
-        from burnqed.lean.proplogic.frontend import process_file
-
         if ("file" in args) == ("fileName" in args):
             raise ProtocolError("arguments", "Exactly one of {fileName, file} must be supplied")
         if "file" in args:
