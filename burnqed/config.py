@@ -197,6 +197,16 @@ class ProplogicConfig:
     max_depth: int = 6
     variables: int = 4
     test_theorems: int = 100
+    # Proof depths of the held-out valid/test theorems (None: the training range).  The demo
+    # holds out *deeper* theorems than it trains on, so later iterations have something to learn.
+    held_out_min_depth: int | None = None
+    held_out_max_depth: int | None = None
+
+    @property
+    def held_out_depths(self) -> tuple[int, int]:
+        lo = self.min_depth if self.held_out_min_depth is None else self.held_out_min_depth
+        hi = self.max_depth if self.held_out_max_depth is None else self.held_out_max_depth
+        return lo, hi
 
 
 @dataclass(frozen=True)
@@ -221,6 +231,12 @@ class DataConfig(Section):
             p.min_depth <= p.max_depth,
             "proplogic.min_depth",
             f"must be <= proplogic.max_depth ({p.min_depth} > {p.max_depth})",
+        )
+        lo, hi = p.held_out_depths
+        self._require(
+            lo <= hi,
+            "proplogic.held_out_min_depth",
+            f"must be <= the held-out max depth ({lo} > {hi})",
         )
         names = [s["name"] for s in self.sources]
         self._require(
@@ -358,6 +374,17 @@ class SearchConfig(Section):
     attempts: int = 1
     checkpoint_every: int = 50
     shards: int = 1
+    pool_size: int | None = None
+    pool_min_depth: int = 1
+    probe_tactics: tuple[str, ...] = (
+        "norm_num",
+        "simp",
+        "linarith",
+        "omega",
+        "decide",
+        "rfl",
+        "trivial",
+    )
 
 
 @dataclass(frozen=True)

@@ -63,12 +63,15 @@ def generate_theorems(
     ]
 
 
-def _generate(n: int, cfg: ProplogicConfig, *, seed: int, prefix: str) -> list[Theorem]:
+def _generate(
+    n: int, cfg: ProplogicConfig, *, seed: int, prefix: str, held_out: bool = False
+) -> list[Theorem]:
+    lo, hi = cfg.held_out_depths if held_out else (cfg.min_depth, cfg.max_depth)
     return generate_theorems(
         n,
         seed=seed,
-        min_depth=cfg.min_depth,
-        max_depth=cfg.max_depth,
+        min_depth=lo,
+        max_depth=hi,
         variables=cfg.variables,
         prefix=prefix,
     )
@@ -96,6 +99,7 @@ def held_out_splits(cfg: ProplogicConfig, *, seed: int) -> dict[str, list[Theore
             cfg,
             seed=seed + (k + 1) * HELD_OUT_SEED_OFFSET,
             prefix=f"{TRAIN_PREFIX}_{split}",
+            held_out=True,
         )
         rows: list[Theorem] = []
         for t in candidates:
