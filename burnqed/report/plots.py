@@ -66,9 +66,11 @@ def budget_curves(
     ``markers`` ``{label: {"x", "y", "lo", "hi"}}`` draw the configured budgets with CI bars."""
     fig, ax = plt.subplots(figsize=FIGSIZE)
     drawn = False
+    colours = {}  # a curve's budget markers share its colour
     for label, c in curves.items():
         if len(c["x"]):
-            ax.step(list(c["x"]), [100 * y for y in c["y"]], where="post", label=label)
+            (line,) = ax.step(list(c["x"]), [100 * y for y in c["y"]], where="post", label=label)
+            colours[label] = line.get_color()
             drawn = True
     for label, m in (markers or {}).items():
         pts = [(x, y, lo, hi) for x, y, lo, hi in zip(m["x"], m["y"], m["lo"], m["hi"], strict=True)
@@ -78,7 +80,8 @@ def budget_curves(
             ax.errorbar(xs, [100 * y for y in ys],
                         yerr=[[100 * (y - lo) for y, lo in zip(ys, los, strict=True)],
                               [100 * (hi - y) for y, hi in zip(ys, his, strict=True)]],
-                        fmt="o", capsize=3, label=f"{label} at budgets (95% CI)")  # fmt: skip
+                        fmt="o", capsize=3, color=colours.get(label),
+                        label=f"{label} at budgets (95% CI)")  # fmt: skip
             drawn = True
     if drawn:
         ax.set_xscale("log")
@@ -97,8 +100,8 @@ def anytime_curves(
     fig, axes = plt.subplots(1, 3, figsize=FIGSIZE, sharey=True)
     for ax, (key, xlabel) in zip(axes, panels, strict=True):
         pts = anytime.get(key) or []
-        if pts:
-            ax.step([p[0] for p in pts], [100 * p[1] for p in pts], where="post")
+        if pts:  # from (0, 0): nothing is proved before any cost is paid
+            ax.step([0, *(p[0] for p in pts)], [0, *(100 * p[1] for p in pts)], where="post")
             ax.set_ylim(0, 100)
         else:
             ax.text(0.5, 0.5, "no data", transform=ax.transAxes, ha="center", va="center",

@@ -71,8 +71,17 @@ def energy_histogram(con: Any, bins: int) -> dict:
 
 
 def _curve(e: Mapping[str, Any] | None) -> dict:
+    """The node-budget step curve, from budget 1 (0 % before the first proof) to the largest."""
     pts = ((e or {}).get("anytime") or {}).get("nodes") or []
-    return {"x": [p[0] for p in pts], "y": [p[1] for p in pts]}
+    if not pts:
+        return {"x": [], "y": []}
+    xs, ys = [p[0] for p in pts], [p[1] for p in pts]
+    if xs[0] > 1:
+        xs, ys = [1, *xs], [0.0, *ys]
+    last = max(e.get("budgets") or [xs[-1]])
+    if last > xs[-1]:
+        xs, ys = [*xs, last], [*ys, ys[-1]]
+    return {"x": xs, "y": ys}
 
 
 def _markers(e: Mapping[str, Any]) -> dict:
@@ -227,10 +236,10 @@ def run_iteration(
         "## Trajectories",
         "",
         summary_markdown(stats),
-        "Time split: generation wait "
-        f"{fmt(t['generation_wait_s'], 1)} s, Lean {fmt(t['lean_s'], 1)} s, other expansion work "
-        f"{fmt(t['other_s'], 1)} s; value scoring is not timed separately in the trajectories "
-        "(it is part of the generation wait).",
+        "Time split: of "
+        f"{fmt(t['attempt_wall_s'], 1)} s of attempt wall time, {fmt(t['generation_wait_s'], 1)} s "
+        f"were spent waiting for generation; Lean calls took {fmt(t['lean_s'], 1)} s (summed: "
+        "calls of one expansion overlap); value scoring is not timed in the trajectories.",
         "",
         "![proof depth](proof_depth.png)",
         "",
@@ -283,7 +292,7 @@ def run_cross(
                         title="Solve rate by node budget, per iteration",
                         markers={_name(e): _markers(e) for _, e in loaded})  # fmt: skip
     per_it = [
-        {"label": r["label"], "rate": e["by_budget"][-1]["rate"], "ci95": e["by_budget"][-1]["ci95"],
+        {"label": _name(e), "rate": e["by_budget"][-1]["rate"], "ci95": e["by_budget"][-1]["ci95"],
          "cumulative_rate": r["cumulative_rate"]}
         for r, (_, e) in zip(c["rows"], loaded, strict=True)
     ]  # fmt: skip
