@@ -37,7 +37,7 @@ def synthetic_eval(label: str, solved: dict[int, list[str]], evaluated: int, exp
                 "ci95": [0.0, 1.0],
             }
             for b in budgets
-        ],  # fmt: skip
+        ],
         "solved_theorems": sorted(solved[budgets[-1]]),
         "benchmark": dict(BENCH),
     }

@@ -142,13 +142,13 @@ def test_every_plot_labels_its_axes_with_and_without_data(tmp_path):
             {"lean_s": [[0.1, 0.2]], "tokens": [[3, 0.2]], "wall_s": [[1, 0.2]]},
             tmp_path / "d.png",
             title="t",
-        ),  # fmt: skip
+        ),
         plots.histogram({}, tmp_path / "e.png", xlabel="x", ylabel="y", title="t"),
         plots.per_iteration([], tmp_path / "f.png"),
         plots.per_iteration(
             [{"label": "iter_0", "rate": 0.3, "ci95": [0.2, 0.4], "cumulative_rate": 0.3}],
             tmp_path / "g.png",
-        ),  # fmt: skip
+        ),
     ]
     for labels in labelled:
         assert labels and all(x and y for x, y in labels), labels
