@@ -118,7 +118,8 @@ def render_rich(result: Mapping[str, Any], *, width: int = 110) -> str:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=title(result))
+    heading = title(result)
+    table = Table(title=heading, min_width=len(heading) + 2)  # the status label never wraps
     for h in BUDGET_HEADERS:
         table.add_column(h, justify="right")
     for row in budget_rows(result):

@@ -156,3 +156,18 @@ def test_cli_eval_refuses_a_tampered_benchmark_naming_it(tmp_path, benchmark, re
     assert rc == 2
     err = capsys.readouterr().err
     assert str(benchmark) in err and "sha256 mismatch" in err
+
+
+def test_cli_eval_without_search_scores_an_interrupted_run_as_partial(
+    tmp_path, benchmark, repo_root
+):
+    theorems = list(read_theorems(benchmark))
+    toy_search(tmp_path / "iter_0" / "eval", theorems[:4], RandomToyPolicy(seed=3), max_nodes=9)
+    out = tmp_path / "iter_0" / "eval.json"
+    rc = cli_main(["eval", "--params", str(repo_root / "params.yaml"), "--model", "m",
+                   "--benchmark", str(benchmark), "--out", str(out), "--no-search"])  # fmt: skip
+    assert rc == 0
+    e = json.loads(out.read_text())
+    assert e["status"]["label"] == "partial 4/10" and e["label"] == "iter_0"
+    assert [b["budget"] for b in e["by_budget"]] == [100, 300, 600]  # params.yaml eval.budgets
+    assert all(b["theorems"] == 4 for b in e["by_budget"])
