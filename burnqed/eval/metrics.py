@@ -265,21 +265,28 @@ def score_trajectories(
         "per_theorem": per_theorem,
         "solved_theorems": solved_theorems,
         "errors": errors,
-        "previous": compare_with_previous(solved_theorems, previous),
+        "previous": compare_with_previous(
+            solved_theorems,
+            previous,
+            evaluated=[r["theorem"] for r in per_theorem if r["evaluated"]],
+        ),
     }
     con.close()
     return result
 
 
-def compare_with_previous(solved: Sequence[str], previous: Mapping[str, Any] | None) -> dict | None:
-    """Theorems solved now but not by ``previous`` (an eval JSON), and the reverse."""
+def compare_with_previous(
+    solved: Sequence[str], previous: Mapping[str, Any] | None, *, evaluated: Sequence[str]
+) -> dict | None:
+    """Theorems solved now but not by ``previous`` (an eval JSON), and the reverse among the
+    theorems evaluated now (one not evaluated now is not "lost": it is listed apart)."""
     if previous is None:
         return None
-    before = set(previous.get("solved_theorems", []))
-    now = set(solved)
+    before, now, seen = set(previous.get("solved_theorems", [])), set(solved), set(evaluated)
     return {
         "label": previous.get("label"),
         "status": previous.get("status", {}).get("label"),
         "newly_solved": sorted(now - before),
-        "no_longer_solved": sorted(before - now),
+        "no_longer_solved": sorted((before & seen) - now),
+        "previously_solved_not_evaluated_now": sorted(before - seen),
     }
