@@ -154,6 +154,14 @@ def summary_markdown(s: dict) -> str:
                 [[r["error_class"], str(r["n"])] for r in s["errors"]],
             ),
         ]
+    if s["attempt_errors"]:
+        lines += [
+            "",
+            markdown_table(
+                ["errored attempts: reason (not counted as results)", "attempts"],
+                [[r["reason"], str(r["attempts"])] for r in s["attempt_errors"]],
+            ),
+        ]
     if s.get("skipped_parts"):
         lines += ["", f"Skipped unreadable parts: {len(s['skipped_parts'])}"]
     return "\n".join(lines) + "\n"

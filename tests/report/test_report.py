@@ -154,3 +154,20 @@ def test_every_plot_labels_its_axes_with_and_without_data(tmp_path):
         assert labels and all(x and y for x, y in labels), labels
     for f in "abcdefg":
         assert_real_png(tmp_path / f"{f}.png")
+
+
+def test_cli_report_iteration_reports_an_errored_attempt_apart(tmp_path, bench, repo_root):
+    import dataclasses
+
+    theorems = [*read_theorems(bench)]
+    broken = dataclasses.replace(theorems[0], formal_statement="theorem x : ? := by\n")
+    bench2 = write_benchmark(tmp_path, [broken, *theorems[1:]], name="toy2")
+    cur = make_eval(tmp_path, bench2, "iter_0", RandomToyPolicy(seed=2))
+    out = tmp_path / "iter_0" / "report"
+    rc = cli_main(["report", "iteration", "--params", str(repo_root / "params.yaml"),
+                   "--eval", str(cur), "--out", str(out)])  # fmt: skip
+    assert rc == 0
+    md = (out / "report.md").read_text(encoding="utf-8")
+    assert "partial 7/8" in md.split("## Go/no-go")[0]
+    assert "errored attempts: reason (not counted as results) | attempts" in md
+    assert "| start" in md  # the reason the broken statement failed
