@@ -25,6 +25,8 @@ include: "rules/common.smk"
 include: "rules/data.smk"
 include: "rules/model.smk"
 include: "rules/search.smk"
+include: "rules/eval.smk"
+include: "rules/report.smk"
 
 
 rule all:
@@ -33,3 +35,4 @@ rule all:
         rules.data_all.input,
         "results/iter_0/search/manifest.json",
         "results/iter_0/search_noise/manifest.json",
+        "results/iter_0/report",

@@ -10,6 +10,8 @@ Example::
     burnqed --help
     burnqed data --configfile config/demo.yaml
     burnqed search --theorems data/benchmarks/proplogic_test.jsonl --model models/base --out results/dbg
+    burnqed eval --model models/iter_0/merged --out results/iter_0/eval.json
+    burnqed compare results/*/eval.json --out results/compare.md
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from collections.abc import Sequence
 from burnqed import __version__
 
 # Stage packages with a `command` module, in the order `--help` lists them.
-COMMANDS = ("data", "train", "search")
+COMMANDS = ("data", "train", "search", "eval", "report")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -403,6 +403,48 @@ class EvalConfig(Section):
         )
 
 
+# The report's go/no-go gates; each has `<gate>_target` and `<gate>_red_line` in ReportConfig.
+REPORT_GATES = (
+    "gain_vs_baseline",
+    "gain_vs_previous",
+    "ebm_gain",
+    "centroid_l2",
+    "probe_accuracy",
+    "ebm_rank1",
+    "unique_candidates",
+)
+
+
+@dataclass(frozen=True)
+class ReportConfig(Section):
+    """Go/no-go gates of the reports: each metric has a target (go at or above it) and a red line
+    (no-go below it); between the two the report says "watch"."""
+
+    section: ClassVar[str] = "report"
+    gain_vs_baseline_target: float = 0.0
+    gain_vs_baseline_red_line: float = -0.02
+    gain_vs_previous_target: float = 0.0
+    gain_vs_previous_red_line: float = -0.02
+    ebm_gain_target: float = 0.0
+    ebm_gain_red_line: float = -0.02
+    centroid_l2_target: float = 3.0
+    centroid_l2_red_line: float = 2.0
+    probe_accuracy_target: float = 0.8
+    probe_accuracy_red_line: float = 0.6
+    ebm_rank1_target: float = 0.5
+    ebm_rank1_red_line: float = 0.3
+    unique_candidates_target: float = 2.0
+    unique_candidates_red_line: float = 1.5
+    energy_bins: int = 40
+
+    def __post_init__(self) -> None:
+        for gate in REPORT_GATES:
+            target, red = getattr(self, f"{gate}_target"), getattr(self, f"{gate}_red_line")
+            self._require(
+                red <= target, f"{gate}_red_line", f"must be <= {gate}_target ({red} > {target})"
+            )
+
+
 @dataclass(frozen=True)
 class TinyBaseConfig:
     """The ``model.tiny`` section: the demo model's sizes and its from-scratch training budget.
@@ -538,6 +580,7 @@ SECTIONS: dict[str, type[Section]] = {
         PolicyConfig,
         SearchConfig,
         EvalConfig,
+        ReportConfig,
         ModelConfig,
         SFTConfig,
         EBMConfig,

@@ -1,0 +1,139 @@
+"""``burnqed eval``, ``burnqed compare``, ``burnqed summary``: evaluation by hand (the same ``run``
+functions the Snakemake rules call).
+
+Example::
+
+    burnqed eval --configfile config/demo.yaml --model models/iter_0/merged \\
+        --out results/iter_0/eval.json --previous results/baseline/eval.json
+    burnqed compare results/baseline/eval.json results/iter_*/eval.json --out results/compare.md
+    burnqed summary results/iter_0/search/shard_0
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    from burnqed.config import add_config_arguments
+
+    p = subparsers.add_parser(
+        "eval",
+        help="search a pinned benchmark once at the largest budget; solve rate at every budget",
+        description=(
+            "Evaluate a policy (and optional EBM) on data/benchmarks/<eval.benchmark>.jsonl: "
+            "one search at max(eval.budgets) with eval.pass_n attempts, scored at every budget."
+        ),
+    )
+    p.add_argument("--model", required=True, help="policy model: HF directory or served model id")
+    p.add_argument("--ebm", type=Path, default=None, metavar="DIR", help="EBM directory (optional)")
+    p.add_argument(
+        "--benchmark",
+        type=Path,
+        default=None,
+        metavar="JSONL",
+        help="benchmark file (default: data/benchmarks/<eval.benchmark>.jsonl)",
+    )
+    p.add_argument("--out", type=Path, required=True, metavar="JSON", help="eval JSON to write")
+    p.add_argument(
+        "--trajectories",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="search output directory (default: beside --out, named like it without .json)",
+    )
+    p.add_argument("--previous", type=Path, default=None, metavar="JSON", help="previous eval JSON")
+    p.add_argument("--label", default=None, help="row label (default: --out's directory name)")
+    p.add_argument("--temperature", type=float, default=None, help="sampling temperature")
+    p.add_argument("--resume", action="store_true", help="continue an interrupted search")
+    p.add_argument(
+        "--no-search",
+        action="store_true",
+        help="only score what --trajectories holds (an unfinished run is reported partial)",
+    )
+    p.add_argument("--seed", type=int, default=None, help="sampling seed (default: params seed)")
+    add_config_arguments(p)
+    p.set_defaults(func=main_eval)
+
+    c = subparsers.add_parser(
+        "compare",
+        help="compare eval JSONs across iterations (markdown + JSON)",
+        description="Iterations as rows, budgets as columns, cumulative, delta row, newly solved.",
+    )
+    c.add_argument("evals", nargs="+", type=Path, metavar="EVAL_JSON")
+    c.add_argument("--out", type=Path, default=None, metavar="MD", help="markdown to write")
+    c.add_argument("--json", type=Path, default=None, metavar="JSON", help="JSON to write")
+    c.set_defaults(func=main_compare)
+
+    s = subparsers.add_parser(
+        "summary",
+        help="trajectory statistics of any search output directory",
+        description="Statuses, proved rate, nodes, candidates per expansion, errors, time split.",
+    )
+    s.add_argument("directory", type=Path, metavar="DIR")
+    s.add_argument("--json", action="store_true", help="print JSON instead of markdown")
+    s.set_defaults(func=main_summary)
+
+
+def main_eval(args: argparse.Namespace) -> int:
+    from burnqed.config import load_config
+    from burnqed.data.benchmarks import BenchmarkError, HashMismatchError
+    from burnqed.eval.stage import run
+    from burnqed.search.stage import SearchTerminated
+
+    params = load_config(args)
+    benchmark = args.benchmark or Path("data/benchmarks") / f"{params['eval']['benchmark']}.jsonl"
+    trajectories = args.trajectories or args.out.with_suffix("")
+    try:
+        run(
+            model=args.model,
+            benchmark=benchmark,
+            trajectories=trajectories,
+            out=args.out,
+            cfg=params["eval"],
+            search=params["search"],
+            lean=params["lean"],
+            policy=params["policy"],
+            ebm=args.ebm,
+            previous=args.previous,
+            label=args.label,
+            seed=args.seed if args.seed is not None else int(params.get("seed", 0)),
+            temperature=args.temperature,
+            resume=args.resume,
+            run_search=not args.no_search,
+        )
+    except SearchTerminated as e:
+        return e.exit_code
+    except (BenchmarkError, HashMismatchError) as e:  # refused before any search
+        print(f"burnqed eval: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def main_compare(args: argparse.Namespace) -> int:
+    from burnqed.eval.compare import CompareError, compare, compare_markdown, load_evals, run
+    from burnqed.eval.stage import write_json
+
+    try:
+        if args.out is not None:
+            c = run(evals=args.evals, out_md=args.out, out_json=args.json)
+        else:
+            c = compare(load_evals(args.evals))
+            if args.json is not None:
+                write_json(args.json, c)
+    except CompareError as e:
+        print(f"burnqed compare: {e}", file=sys.stderr)
+        return 2
+    print(compare_markdown(c))
+    return 0
+
+
+def main_summary(args: argparse.Namespace) -> int:
+    from burnqed.eval.summary import summarise_dir, summary_markdown
+
+    s = summarise_dir(args.directory)
+    print(json.dumps(s, indent=2, default=str) if args.json else summary_markdown(s))
+    return 0

@@ -1,0 +1,168 @@
+# Eval stage (burnqed/eval/): the pinned benchmark data/benchmarks/<eval.benchmark>.jsonl searched
+# once at the largest budget (trajectories kept, resumable) and scored at every budget.
+# results/baseline/eval.json: the base model; results/iter_{i}/eval.json: iteration i (with its EBM
+# for i >= 1, plus the ablation without it, same theorems and seeds); results/compare.{md,json}.
+
+
+rule eval_baseline:
+    input:
+        model="models/base",
+        benchmark=expand(
+            "data/benchmarks/{name}.jsonl",
+            name=lookup(dpath="eval/benchmark", within=config),
+        ),
+        meta=expand(
+            "data/benchmarks/{name}.meta.json",
+            name=lookup(dpath="eval/benchmark", within=config),
+        ),
+    output:
+        trajectories=directory("results/baseline/eval"),
+        json="results/baseline/eval.json",
+    log:
+        "logs/eval/baseline.log",
+    conda:
+        "../workflow/envs/burnqed.yaml"
+    threads: 4
+    resources:
+        gpu=1,
+        mem_mb=32000,
+        runtime=720,
+    params:
+        cfg=lookup(dpath="eval", within=config),
+        search=lookup(dpath="search", within=config),
+        lean=lookup(dpath="lean", within=config),
+        policy=lookup(dpath="policy", within=config),
+        seed=lookup(dpath="seed", within=config),
+        label="baseline",
+        code=code_digest(
+            "eval",
+            "search",
+            "trajectory.py",
+            "theorems.py",
+            "lean",
+            "policy",
+            "data/prompt.py",
+            "data/benchmarks.py",
+        ),
+    script:
+        "../workflow/scripts/eval.py"
+
+
+rule eval:
+    input:
+        model="models/iter_{i}/merged",
+        ebm=branch(evaluate("{i} != '0'"), then="models/iter_{i}/ebm"),
+        benchmark=expand(
+            "data/benchmarks/{name}.jsonl",
+            name=lookup(dpath="eval/benchmark", within=config),
+        ),
+        meta=expand(
+            "data/benchmarks/{name}.meta.json",
+            name=lookup(dpath="eval/benchmark", within=config),
+        ),
+        # Newly solved theorems are counted against the iteration before (the baseline for 0).
+        previous=branch(
+            evaluate("{i} == '0'"),
+            then="results/baseline/eval.json",
+            otherwise=evaluate("'results/iter_%d/eval.json' % (int({i}) - 1)"),
+        ),
+    output:
+        trajectories=directory("results/iter_{i}/eval"),
+        json="results/iter_{i}/eval.json",
+    log:
+        "logs/eval/iter_{i}.log",
+    conda:
+        "../workflow/envs/burnqed.yaml"
+    threads: 4
+    resources:
+        gpu=1,
+        mem_mb=32000,
+        runtime=720,
+    params:
+        cfg=lookup(dpath="eval", within=config),
+        search=lookup(dpath="search", within=config),
+        lean=lookup(dpath="lean", within=config),
+        policy=lookup(dpath="policy", within=config),
+        seed=lookup(dpath="seed", within=config),
+        code=code_digest(
+            "eval",
+            "search",
+            "ebm",
+            "trajectory.py",
+            "theorems.py",
+            "lean",
+            "policy",
+            "data/prompt.py",
+            "data/benchmarks.py",
+        ),
+    script:
+        "../workflow/scripts/eval.py"
+
+
+# The EBM ablation: the same model, theorems, seeds and sampling temperature, without the EBM.
+rule eval_no_ebm:
+    input:
+        model="models/iter_{i}/merged",
+        benchmark=expand(
+            "data/benchmarks/{name}.jsonl",
+            name=lookup(dpath="eval/benchmark", within=config),
+        ),
+        meta=expand(
+            "data/benchmarks/{name}.meta.json",
+            name=lookup(dpath="eval/benchmark", within=config),
+        ),
+    output:
+        trajectories=directory("results/iter_{i}/eval_no_ebm"),
+        json="results/iter_{i}/eval_no_ebm.json",
+    log:
+        "logs/eval/iter_{i}_no_ebm.log",
+    conda:
+        "../workflow/envs/burnqed.yaml"
+    threads: 4
+    resources:
+        gpu=1,
+        mem_mb=32000,
+        runtime=720,
+    params:
+        cfg=lookup(dpath="eval", within=config),
+        search=lookup(dpath="search", within=config),
+        lean=lookup(dpath="lean", within=config),
+        policy=lookup(dpath="policy", within=config),
+        seed=lookup(dpath="seed", within=config),
+        temperature=lookup(dpath="search/temperature_with_ebm", within=config),
+        code=code_digest(
+            "eval",
+            "search",
+            "trajectory.py",
+            "theorems.py",
+            "lean",
+            "policy",
+            "data/prompt.py",
+            "data/benchmarks.py",
+        ),
+    script:
+        "../workflow/scripts/eval.py"
+
+
+rule compare:
+    input:
+        baseline="results/baseline/eval.json",
+        iterations=expand(
+            "results/iter_{i}/eval.json",
+            i=range(lookup(dpath="iterations", within=config)),
+        ),
+    output:
+        md="results/compare.md",
+        json="results/compare.json",
+    log:
+        "logs/eval/compare.log",
+    conda:
+        "../workflow/envs/burnqed.yaml"
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    params:
+        code=code_digest("eval"),
+    script:
+        "../workflow/scripts/eval_compare.py"

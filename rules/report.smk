@@ -1,0 +1,67 @@
+# Report stage (burnqed/report/): markdown + PNG reports from DuckDB SQL over the eval trajectories
+# and eval JSONs, go/no-go gates (params.yaml `report`) at the top.  results/iter_{i}/report/ per
+# iteration; results/report/ across iterations.  EBM metrics and the ablation exist for i >= 1.
+
+
+rule report:
+    input:
+        eval="results/iter_{i}/eval.json",
+        trajectories="results/iter_{i}/eval",
+        baseline="results/baseline/eval.json",
+        previous=branch(
+            evaluate("{i} == '0'"),
+            then="results/baseline/eval.json",
+            otherwise=evaluate("'results/iter_%d/eval.json' % (int({i}) - 1)"),
+        ),
+        no_ebm=branch(evaluate("{i} != '0'"), then="results/iter_{i}/eval_no_ebm.json"),
+        ebm_metrics=branch(
+            evaluate("{i} != '0'"), then="results/iter_{i}/ebm_metrics.json"
+        ),
+        ebm=branch(evaluate("{i} != '0'"), then="models/iter_{i}/ebm"),
+    output:
+        directory("results/iter_{i}/report"),
+    log:
+        "logs/report/iter_{i}.log",
+    conda:
+        "../workflow/envs/burnqed.yaml"
+    threads: 1
+    resources:
+        mem_mb=8000,
+        runtime=30,
+    params:
+        cfg=lookup(dpath="report", within=config),
+        code=code_digest("report", "eval", "trajectory.py"),
+    script:
+        "../workflow/scripts/report_iteration.py"
+
+
+rule report_cross:
+    input:
+        baseline="results/baseline/eval.json",
+        iterations=expand(
+            "results/iter_{i}/eval.json",
+            i=range(lookup(dpath="iterations", within=config)),
+        ),
+        no_ebm=expand(
+            "results/iter_{i}/eval_no_ebm.json",
+            i=range(1, lookup(dpath="iterations", within=config)),
+        ),
+        ebm_metrics=expand(
+            "results/iter_{i}/ebm_metrics.json",
+            i=range(1, lookup(dpath="iterations", within=config)),
+        ),
+    output:
+        directory("results/report"),
+    log:
+        "logs/report/cross.log",
+    conda:
+        "../workflow/envs/burnqed.yaml"
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=10,
+    params:
+        cfg=lookup(dpath="report", within=config),
+        code=code_digest("report", "eval"),
+    script:
+        "../workflow/scripts/report_cross.py"

@@ -1,0 +1,175 @@
+"""The eval stage: budgets from one run equal separate runs, the JSON describes itself, partial and
+errored evals are labelled and kept out of the denominator, a benchmark not the pinned one is refused."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+
+import pytest
+
+from burnqed.cli import main as cli_main
+from burnqed.data.benchmarks import HashMismatchError
+from burnqed.eval.compare import compare, compare_markdown
+from burnqed.eval.metrics import score_trajectories
+from burnqed.eval.stage import check_benchmark, run
+from burnqed.eval.table import eval_markdown, render_rich
+from burnqed.theorems import read_theorems
+from burnqed.trajectory import read_summary
+from tests.eval.conftest import LEAN, POLICY, SEARCH, toy_search, write_benchmark
+from tests.search.fakes import RandomToyPolicy, ToyEnv, toy_theorem, toy_theorems
+
+BUDGETS = [1, 3, 6, 12, 25, 40]
+
+
+def test_budget_curve_from_one_run_equals_separate_runs_per_budget(tmp_path):
+    theorems = toy_theorems(14, seed=7, low=5, high=20)
+    names = [t.name for t in theorems]
+    toy_search(tmp_path / "full", theorems, RandomToyPolicy(seed=11), max_nodes=BUDGETS[-1])
+    m = score_trajectories(tmp_path / "full", expected=names, budgets=BUDGETS, pass_n=1)
+    solved_by_budget = {}
+    for row in m["by_budget"]:
+        b = row["budget"]
+        out = tmp_path / f"b{b}"
+        toy_search(out, theorems, RandomToyPolicy(seed=11), max_nodes=b)
+        sep = read_summary(out).table.to_pylist()
+        proved = {r["theorem"] for r in sep if r["status"] == "proved" and r["verified"]}
+        assert row["solved"] == len(proved), b
+        assert row["theorems"] == 14
+        assert row["avg_nodes"] == pytest.approx(sum(r["nodes_expanded"] for r in sep) / 14), b
+        solved_by_budget[b] = proved
+    assert set(m["solved_theorems"]) == solved_by_budget[BUDGETS[-1]]
+    rates = [solved_by_budget[b] for b in BUDGETS]
+    assert all(a <= b for a, b in itertools.pairwise(rates))  # nested sets
+    assert len(rates[0]) < len(rates[-1])  # the budgets matter in this test
+    per = {r["theorem"]: r for r in m["per_theorem"]}
+    for b in BUDGETS:  # the smallest budget at proof agrees with the separate runs too
+        for name in solved_by_budget[b]:
+            assert per[name]["budget_at_proof"] <= b
+    # The anytime node curve ends at the cumulative rate.
+    assert m["anytime"]["nodes"][-1][1] == pytest.approx(m["cumulative"]["rate"])
+
+
+def test_run_writes_a_self_describing_eval_with_every_budget(tmp_path, benchmark, fake_backends):
+    policy = RandomToyPolicy(seed=3)
+    before = {"toy0000", "toy0001", "toy0002"}
+    prev = {"solved_theorems": [*before, "not-any-more"], "label": "baseline", "status": {}}
+    (tmp_path / "prev.json").write_text(json.dumps(prev))
+    with fake_backends(policy, ToyEnv()) as opened:
+        result = run(
+            model=tmp_path / "model",
+            benchmark=benchmark,
+            trajectories=tmp_path / "iter_0" / "eval",
+            out=tmp_path / "iter_0" / "eval.json",
+            cfg={"budgets": [2, 6, 12], "pass_n": 3, "num_candidates": 4, "benchmark": "toy_test"},
+            search=SEARCH,
+            lean=LEAN,
+            policy=POLICY,
+            previous=tmp_path / "prev.json",
+            seed=5,
+        )
+    assert opened["model"] == str(tmp_path / "model")
+    on_disk = json.loads((tmp_path / "iter_0" / "eval.json").read_text())
+    assert on_disk == json.loads(json.dumps(result))
+    assert result["label"] == "iter_0" and result["status"]["label"] == "complete 10/10"
+    summary = read_summary(tmp_path / "iter_0" / "eval").table
+    assert summary.num_rows == 30 and max(summary.column("nodes_expanded").to_pylist()) <= 12
+    assert {p.n for p in policy.calls} == {4}  # eval.num_candidates, not search's
+    assert [b["budget"] for b in result["by_budget"]] == [2, 6, 12]
+    assert [p["k"] for p in result["pass_at_k"]] == [1, 2, 3]
+    solved = [b["solved"] for b in result["by_budget"]]
+    assert solved == sorted(solved) and result["cumulative"]["solved"] == solved[-1]
+    now = set(result["solved_theorems"])
+    assert 0 < len(now) < 10 and now != before
+    assert result["previous"]["newly_solved"] == sorted(now - before)
+    assert result["previous"]["no_longer_solved"] == sorted(before - now)
+    assert result["previous"]["previously_solved_not_evaluated_now"] == ["not-any-more"]
+    prov = result["provenance"]
+    assert prov["config"]["search"]["max_nodes"] == 12 and prov["config"]["search"]["attempts"] == 3
+    assert prov["seeds"]["seed"] == 5 and prov["sampling"]["seed"] == 5
+    assert prov["model"]["sha256"] is None  # not a local directory here
+    assert result["benchmark"]["sha256"] == check_benchmark(benchmark)["sha256"]
+    assert prov["versions"]["duckdb"] and prov["search_manifest"]["attempts"] == 30
+    rows = {r["theorem"]: r for r in result["per_theorem"]}
+    assert set(rows) == {t.name for t in read_theorems(benchmark)}
+    for name in result["solved_theorems"]:
+        r = rows[name]
+        assert r["proof"] and r["budget_at_proof"] in (2, 6, 12)
+        assert r["budget_at_proof"] > r["first_proof_expansion"]
+
+
+def test_partial_eval_is_labelled_partial_everywhere(tmp_path, benchmark):
+    theorems = list(read_theorems(benchmark))
+    toy_search(tmp_path / "eval", theorems[:6], RandomToyPolicy(seed=3), max_nodes=20)
+    m = score_trajectories(
+        tmp_path / "eval", expected=[t.name for t in theorems], budgets=[5, 20], pass_n=1
+    )
+    assert m["status"]["label"] == "partial 6/10" and not m["status"]["complete"]
+    assert m["status"]["attempts_missing"] == 4
+    assert all(b["theorems"] == 6 for b in m["by_budget"])  # missing ones are not failures
+    e = {"kind": "burnqed eval", "label": "iter_0", **m, "benchmark": {"sha256": "x"}}
+    assert "partial 6/10" in eval_markdown(e)
+    assert "partial 6/10" in render_rich(e)
+    assert "iter_0 (partial 6/10)" in compare_markdown(compare([(tmp_path / "eval.json", e)]))
+
+
+def test_errored_attempts_are_reported_apart_from_the_denominator(tmp_path):
+    broken = dataclasses.replace(
+        toy_theorem("broken", 3), formal_statement="theorem broken : ? := by\n"
+    )
+    theorems = [*toy_theorems(5, seed=2, low=3, high=8), broken]
+    toy_search(tmp_path / "eval", theorems, RandomToyPolicy(seed=1), max_nodes=30, attempts=2)
+    m = score_trajectories(
+        tmp_path / "eval", expected=[t.name for t in theorems], budgets=[30], pass_n=2
+    )
+    st = m["status"]
+    assert st["label"] == "partial 5/6" and st["attempts_errored"] == 2
+    assert st["attempts_finished"] == 10 and st["attempts_missing"] == 0
+    assert m["by_budget"][0]["theorems"] == 5
+    assert {(e["theorem"], e["attempt"]) for e in m["errors"]} == {("broken", 0), ("broken", 1)}
+    assert "broken" not in m["solved_theorems"]
+
+
+def test_a_benchmark_that_is_not_the_pinned_one_is_refused(tmp_path, benchmark, fake_backends):
+    with benchmark.open("a", encoding="utf-8") as f:  # one extra theorem: a different file
+        f.write(json.dumps(toy_theorem("extra", 3).to_json()) + "\n")
+    policy = RandomToyPolicy()
+    with fake_backends(policy, ToyEnv()), pytest.raises(HashMismatchError, match="sha256 mismatch"):
+        run(model="m", benchmark=benchmark, trajectories=tmp_path / "t", out=tmp_path / "e.json",
+            cfg={"budgets": [4], "pass_n": 1, "num_candidates": 2, "benchmark": "toy_test"},
+            search=SEARCH, lean=LEAN, policy=POLICY)  # fmt: skip
+    assert policy.calls == [] and not (tmp_path / "e.json").exists()  # refused before searching
+
+
+def test_a_benchmark_built_from_another_source_than_the_registry_pin_is_refused(tmp_path):
+    jsonl = write_benchmark(tmp_path, toy_theorems(2), name="minif2f_test")
+    meta = json.loads((tmp_path / "minif2f_test.meta.json").read_text())
+    meta.update(benchmark="minif2f", source_sha256="0" * 64)  # hash of the jsonl still matches
+    (tmp_path / "minif2f_test.meta.json").write_text(json.dumps(meta))
+    with pytest.raises(HashMismatchError, match="registry pins benchmark 'minif2f'"):
+        check_benchmark(jsonl)
+
+
+def test_cli_eval_refuses_a_tampered_benchmark_naming_it(tmp_path, benchmark, repo_root, capsys):
+    benchmark.write_text(benchmark.read_text().replace("reach", "reach 1 +"))
+    rc = cli_main(["eval", "--params", str(repo_root / "params.yaml"), "--model", "m",
+                   "--benchmark", str(benchmark), "--out", str(tmp_path / "e.json")])  # fmt: skip
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert str(benchmark) in err and "sha256 mismatch" in err
+
+
+def test_cli_eval_without_search_scores_an_interrupted_run_as_partial(
+    tmp_path, benchmark, repo_root
+):
+    theorems = list(read_theorems(benchmark))
+    toy_search(tmp_path / "iter_0" / "eval", theorems[:4], RandomToyPolicy(seed=3), max_nodes=9)
+    out = tmp_path / "iter_0" / "eval.json"
+    rc = cli_main(["eval", "--params", str(repo_root / "params.yaml"), "--model", "m",
+                   "--benchmark", str(benchmark), "--out", str(out), "--no-search"])  # fmt: skip
+    assert rc == 0
+    e = json.loads(out.read_text())
+    assert e["status"]["label"] == "partial 4/10" and e["label"] == "iter_0"
+    assert [b["budget"] for b in e["by_budget"]] == [100, 300, 600]  # params.yaml eval.budgets
+    assert all(b["theorems"] == 4 for b in e["by_budget"])

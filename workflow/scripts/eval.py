@@ -1,0 +1,26 @@
+from pathlib import Path
+
+import torch
+
+from burnqed.eval.stage import run
+from burnqed.logs import to_log_file
+
+torch.set_num_threads(snakemake.threads)  # the in-process policy backend (CPU demo)
+with to_log_file(snakemake.log[0]):
+    i, o, p = snakemake.input, snakemake.output, snakemake.params
+    run(
+        model=i.model,
+        benchmark=Path(i.benchmark[0]),
+        trajectories=Path(o.trajectories),
+        out=Path(o.json),
+        cfg=p.cfg,
+        search=p.search,
+        lean=p.lean,
+        policy=p.policy,
+        ebm=Path(i.ebm) if i.get("ebm") else None,
+        previous=Path(i.previous) if i.get("previous") else None,
+        label=p.get("label"),
+        seed=p.seed,
+        temperature=p.get("temperature"),
+        log_dir=Path(snakemake.log[0]).with_suffix(".repl"),  # this job's REPL stderr logs
+    )
