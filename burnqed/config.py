@@ -358,6 +358,7 @@ class SearchConfig(Section):
     attempts: int = 1
     checkpoint_every: int = 50
     shards: int = 1
+    max_error_fraction: float = 0.05
 
 
 @dataclass(frozen=True)

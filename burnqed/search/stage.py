@@ -7,8 +7,18 @@ owns the output directory: resume, checkpoints, the manifest written last, and S
 finished attempts, then raise :class:`SearchTerminated`; the CLI exits 143).
 
 Output (``out/``): ``nodes/part-*.parquet``, ``summary/part-*.parquet`` (burnqed.trajectory) and
-``manifest.json`` — counts, solve rate, config, model, provenance — written only when every attempt
-is done, so a directory without it is unfinished.
+``manifest.json`` — counts, solve rate, errors, config, model, provenance — written only when every
+attempt has a row, so a directory without it is unfinished.
+
+Infrastructure errors are not results.  An attempt with status ``error`` (the REPL kept dying, the
+policy server stayed down, the statement would not start) is left out of ``solve_rate``, whose
+denominator is ``results`` (attempts that ran to proved/failed/timeout); the manifest lists the
+errors apart (``errors``: count, fraction, count per reason class, each attempt with its reason).
+``--resume`` keeps every finished attempt and retries exactly the ``error`` ones (their new rows
+supersede the old ones: the rule is in :mod:`burnqed.trajectory`).  When errors exceed
+``search.max_error_fraction`` of the attempts, the manifest is written all the same (marked
+``error_limit_exceeded``) and :class:`TooManyErrors` is raised: ``burnqed search`` exits 1, the
+Snakemake job fails (run it again with ``--resume`` once the infrastructure is fixed).
 
 Example::
 
@@ -42,7 +52,7 @@ from burnqed.policy import SamplingParams, TacticGenerator
 from burnqed.search.engine import ProofEnvironment, SearchResult, search_all
 from burnqed.search.value import ValueModel
 from burnqed.theorems import Theorem, read_theorems
-from burnqed.trajectory import TrajectoryWriter, finished_attempts
+from burnqed.trajectory import SUMMARY_DIR, TrajectoryWriter, finished_attempts, read_summary
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +63,39 @@ class SearchTerminated(RuntimeError):
     """SIGTERM/SIGINT arrived; finished attempts were flushed.  Exit status 143 by convention."""
 
     exit_code = 143
+
+
+class TooManyErrors(RuntimeError):
+    """More than ``search.max_error_fraction`` of the attempts ended in an infrastructure error;
+    everything finished is kept and the manifest says which attempts failed and why."""
+
+    exit_code = 1
+
+
+# Attempts listed one by one in the manifest's `errors` (the count per reason class is complete).
+MAX_LISTED_ERRORS = 100
+
+
+def error_report(summary: Any, max_error_fraction: float) -> dict:
+    """The manifest's ``errors`` entry for summary rows (an Arrow table of SUMMARY_SCHEMA)."""
+    rows = [
+        r
+        for r in summary.select(["theorem", "attempt", "status", "reasons"]).to_pylist()
+        if r["status"] == "error"
+    ]
+    # The reason class is what precedes the first colon: "start", "ReplError", "HTTPError", ...
+    classes = Counter((r["reasons"][0] if r["reasons"] else "?").split(":", 1)[0] for r in rows)
+    fraction = len(rows) / max(summary.num_rows, 1)
+    return {
+        "count": len(rows),
+        "fraction": fraction,
+        "max_fraction": max_error_fraction,
+        "by_reason": dict(classes),
+        "attempts": [
+            {"theorem": r["theorem"], "attempt": r["attempt"], "reason": "; ".join(r["reasons"])}
+            for r in sorted(rows, key=lambda r: (r["theorem"], r["attempt"]))[:MAX_LISTED_ERRORS]
+        ],
+    }
 
 
 def default_expansions_per_step(cfg: SearchConfig) -> int:
@@ -113,8 +156,11 @@ async def search_to_dir(
     """
     out = Path(out)
     done: set[tuple[str, int]] = set()
+    retried = 0
     if resume:
         done, skipped = finished_attempts(out)
+        if (out / SUMMARY_DIR).is_dir():
+            retried = read_summary(out).table.column("status").to_pylist().count("error")
         if skipped:
             log.warning(
                 "resume: %d unreadable part(s) skipped; their attempts are redone", len(skipped)
@@ -130,11 +176,12 @@ async def search_to_dir(
         raise ValueError(f"theorem name {dup!r} occurs more than once in the theorem file")
     todo = [(t.name, a) for t in theorems for a in range(cfg.attempts) if (t.name, a) not in done]
     log.info(
-        "search: %d theorems × %d attempts, %d already finished, %d to do → %s",
+        "search: %d theorems × %d attempts, %d already finished, %d to do (%d errors retried) → %s",
         len(theorems),
         cfg.attempts,
         len(theorems) * cfg.attempts - len(todo),
         len(todo),
+        retried,
         out,
     )
     k = expansions_per_step or default_expansions_per_step(cfg)
@@ -173,22 +220,33 @@ async def search_to_dir(
             )
     finally:
         bar.close()
-    total, skipped = finished_attempts(out)
+    read = read_summary(out)
+    summary, skipped = read.table, read.skipped
     expected = {(t.name, a) for t in theorems for a in range(cfg.attempts)}
-    missing = expected - total
+    missing = expected - set(
+        zip(
+            summary.column("theorem").to_pylist(),
+            summary.column("attempt").to_pylist(),
+            strict=True,
+        )
+    )
     if missing:
         raise RuntimeError(
             f"{out}: {len(missing)} attempts missing after the run (e.g. {min(missing)})"
         )
-    from burnqed.trajectory import read_summary
-
-    summary = read_summary(out).table
     statuses = Counter(summary.column("status").to_pylist())
+    errors = error_report(summary, cfg.max_error_fraction)
+    results = summary.num_rows - errors["count"]
+    exceeded = errors["fraction"] > cfg.max_error_fraction
     manifest = {
         "attempts": summary.num_rows,
         "theorems": len(theorems),
         "statuses": dict(statuses),
-        "solve_rate": statuses.get("proved", 0) / max(summary.num_rows, 1),
+        # Errors are not results: the denominator is the attempts that ran to an outcome.
+        "results": results,
+        "solve_rate": statuses.get("proved", 0) / results if results else None,
+        "errors": errors,
+        "error_limit_exceeded": exceeded,
         "node_rows": sum(summary.column("nodes_total").to_pylist()),
         "expansions_per_step": k,
         "sampling": {
@@ -207,6 +265,20 @@ async def search_to_dir(
     tmp = out / f".{MANIFEST}.tmp"
     tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     os.replace(tmp, out / MANIFEST)
+    if errors["count"]:
+        log.warning(
+            "%d of %d attempts ended in an infrastructure error (%s); `--resume` retries them",
+            errors["count"],
+            summary.num_rows,
+            errors["by_reason"],
+        )
+    if exceeded:
+        raise TooManyErrors(
+            f"{out}: {errors['count']} of {summary.num_rows} attempts ended in an infrastructure "
+            f"error ({errors['fraction']:.1%} > search.max_error_fraction "
+            f"{cfg.max_error_fraction:.1%}; {errors['by_reason']}); finished attempts are kept, "
+            "rerun with --resume to retry the errors"
+        )
     log.info("search done: %s", dict(statuses))
     return manifest
 
@@ -315,21 +387,32 @@ def gather_shards(*, shards: Sequence[Path], out: Path) -> dict:
     """Combine the manifests of a sharded search (``…/search/shard_K/manifest.json``) into ``out``:
     totals over the shards plus each shard's own manifest, so one file says how the search went.
     A shard without a manifest is unfinished and is an error naming it."""
-    per_shard, statuses = {}, Counter()
+    per_shard, statuses, by_reason = {}, Counter(), Counter()
     for d in shards:
         path = Path(d) / MANIFEST
         if not path.is_file():
             raise FileNotFoundError(f"{path}: shard unfinished (no manifest)")
         m = json.loads(path.read_text(encoding="utf-8"))
+        if m.get("error_limit_exceeded"):
+            raise RuntimeError(
+                f"{path}: too many infrastructure errors ({m['errors']['count']} of "
+                f"{m['attempts']} attempts); resume the shard before gathering"
+            )
         per_shard[str(d)] = m
         statuses.update(m["statuses"])
+        by_reason.update((m.get("errors") or {}).get("by_reason", {}))
     attempts = sum(m["attempts"] for m in per_shard.values())
+    n_errors = statuses.get("error", 0)
+    results = attempts - n_errors
     manifest = {
         "shards": sorted(per_shard),
         "attempts": attempts,
         "theorems": sum(m["theorems"] for m in per_shard.values()),
         "statuses": dict(statuses),
-        "solve_rate": statuses.get("proved", 0) / max(attempts, 1),
+        # Errors are not results (see the module docstring): they are counted apart.
+        "results": results,
+        "solve_rate": statuses.get("proved", 0) / results if results else None,
+        "errors": {"count": n_errors, "by_reason": dict(by_reason)},
         "node_rows": sum(m["node_rows"] for m in per_shard.values()),
         "per_shard": per_shard,
     }
@@ -338,9 +421,10 @@ def gather_shards(*, shards: Sequence[Path], out: Path) -> dict:
     tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     os.replace(tmp, out)
     log.info(
-        "gathered %d shard(s): %s, solve rate %.3f",
+        "gathered %d shard(s): %s, solve rate %s (%d errors apart)",
         len(shards),
         dict(statuses),
-        manifest["solve_rate"],
+        "n/a" if results == 0 else f"{manifest['solve_rate']:.3f}",
+        n_errors,
     )
     return manifest
