@@ -36,6 +36,7 @@ import logging
 import math
 import os
 import platform
+import re
 import signal
 import subprocess
 import sys
@@ -46,7 +47,7 @@ from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
-from burnqed.config import LeanConfig, PolicyConfig, SearchConfig
+from burnqed.config import InputError, LeanConfig, PolicyConfig, SearchConfig
 from burnqed.data.prompt import STOP
 from burnqed.policy import SamplingParams, TacticGenerator
 from burnqed.search.engine import ProofEnvironment, SearchResult, search_all
@@ -113,6 +114,74 @@ def shard_theorems(theorems: Sequence[Theorem], shard: tuple[int, int] | None) -
     if not (n >= 1 and 0 <= i < n):
         raise ValueError(f"shard must be (i, n) with 0 <= i < n, got {shard}")
     return list(theorems[i::n])
+
+
+# `theorem <name> … :=` (then `by`, or nothing): the shape the search completes with tactics.
+_STATEMENT = re.compile(r"\A\s*(?:theorem|lemma)\s+[^\s:({\[]+[\s\S]*:=\s*(?:by\s*)?\Z")
+
+
+def read_theorem_file(path: Path) -> list[Theorem]:
+    """The theorems of ``path``, checked before anything expensive starts: the file exists and
+    parses, each statement reads ``theorem <name> … := by``, no name repeats.  A problem raises
+    :class:`~burnqed.config.InputError` (or ``TheoremFileError``) naming the file and line."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"{path}: {'not a file' if path.exists() else 'no such theorem file'}")
+    try:
+        with path.open(encoding="utf-8") as f:  # the lines read_theorems reads, for their numbers
+            lines = [n for n, line in enumerate(f, 1) if line.strip()]
+    except UnicodeDecodeError as e:
+        raise InputError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+    theorems = list(read_theorems(path))
+    if not theorems:
+        raise InputError(f"{path}: no theorems in the file")
+    first: dict[str, int] = {}
+    for lineno, t in zip(lines, theorems, strict=True):
+        if not _STATEMENT.match(t.formal_statement):
+            raise InputError(
+                f"{path}:{lineno}: formal_statement must read `theorem <name> … := by`, got "
+                f"{t.formal_statement.strip()[:80]!r}"
+            )
+        if t.name in first:
+            raise InputError(
+                f"{path}:{lineno}: theorem name {t.name!r} repeats line {first[t.name]}"
+            )
+        first[t.name] = lineno
+    return theorems
+
+
+def check_out_dir(out: Path, *, resume: bool) -> None:
+    """``out`` can take this run's parts: a (creatable, writable) directory, and one without parts
+    unless resuming.  Raises :class:`~burnqed.config.InputError` naming it."""
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise InputError(
+            f"{out}: exists and is not a directory (--out names a trajectory directory)"
+        )
+    if not resume and any(any((out / d).glob("part-*.parquet")) for d in ("nodes", SUMMARY_DIR)):
+        raise InputError(
+            f"{out}: already holds trajectory parts; pass --resume to continue it, or remove it"
+        )
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise InputError(f"{out}: cannot create the output directory ({e.strerror})") from None
+    if not os.access(out, os.W_OK | os.X_OK):
+        raise InputError(f"{out}: the output directory is not writable")
+
+
+def check_repl(cfg: LeanConfig) -> str:
+    """``lean.repl_command --version`` answers a version burnqed speaks; returns its text."""
+    from burnqed.lean.client import read_version
+    from burnqed.lean.errors import ReplError
+
+    try:
+        return asyncio.run(read_version(cfg)).text
+    except (ReplError, OSError) as e:
+        text = str(e)
+        if "lean.repl_command" not in text:
+            text = f"lean.repl_command {list(cfg.repl_command)}: {text}"
+        raise InputError(text) from e
 
 
 def _git_commit() -> str | None:
@@ -327,11 +396,18 @@ def run(
     shard: tuple[int, int] | None = None,
     log_dir: Path | None = None,
 ) -> dict:
-    """The search stage (see the module docstring); returns the manifest."""
+    """The search stage (see the module docstring); returns the manifest.
+
+    The theorem file, the output directory and the REPL (``--version``) are checked first, then
+    the model directory (:func:`~burnqed.policy.backend.open_generator`), before any weights load
+    or server starts: bad input raises :class:`~burnqed.config.InputError` naming it."""
     search_cfg = SearchConfig.from_dict(cfg)
     lean_cfg = LeanConfig.from_dict(lean)
     policy_cfg = PolicyConfig.from_dict(policy)
-    pool_theorems = shard_theorems(list(read_theorems(theorems)), shard)
+    # Inputs first, in milliseconds: a typo must not wait for a 7B load or a server launch.
+    pool_theorems = shard_theorems(read_theorem_file(Path(theorems)), shard)
+    check_out_dir(Path(out), resume=resume)
+    repl_version = check_repl(lean_cfg)
     if temperature is None:
         temperature = search_cfg.temperature_with_ebm if ebm else search_cfg.temperature
     sampling = SamplingParams(
@@ -351,10 +427,9 @@ def run(
         "git_commit": _git_commit(),
         "python": platform.python_version(),
         "lean": lean_cfg.to_dict(),
+        "repl_version": repl_version,
         "policy_backend": policy_cfg.backend,
     }
-    Path(out).mkdir(parents=True, exist_ok=True)
-
     from burnqed.lean.pool import LeanPool
     from burnqed.policy.backend import open_generator
 
