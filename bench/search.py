@@ -136,20 +136,17 @@ class SimSession:
         self.root = SimState(0, f"⊢ {theorem.name} : root", 0, False)
         self.name = theorem.name
         self.generation = env.generation[worker]  # the worker process its states live in
-        self.rebuilt: set[int] = set()  # states (by id) already rebuilt in that process
+        self.live: set[int] = {id(self.root)}  # states (by id) that exist in that process
 
     def _replay_s(self, state: SimState) -> float:
         """After a restart: the calls that rebuild ``state`` (start + missing steps), as the pool
         replays a path on the first use of a state in the new process."""
         env = self.env
-        if self.generation == env.generation[self.worker]:
-            if id(state) in self.rebuilt or state.parent is None:
-                return 0.0
-        else:
-            self.generation, self.rebuilt = env.generation[self.worker], set()
+        if self.generation != env.generation[self.worker]:
+            self.generation, self.live = env.generation[self.worker], set()
         cost, s = 0.0, state
-        while s is not None and id(s) not in self.rebuilt:
-            self.rebuilt.add(id(s))
+        while s is not None and id(s) not in self.live:
+            self.live.add(id(s))
             cost += env.latency.body(self.name, s.text, "replay", self.generation)
             env.replays += 1
             s = s.parent
@@ -169,7 +166,10 @@ class SimSession:
         depth = state.depth + 1
         solved = u > 1 - 0.002 * min(depth, 8)  # deeper states close more often
         text = "no goals" if solved else f"⊢ {self.name} : {state.text[-12:]}{tactic}{u:.6f}"
-        return SimSuccess(SimState(depth, text, depth, solved, state, tactic), (), lat)
+        new = SimState(depth, text, depth, solved, state, tactic)
+        if self.generation == env.generation[self.worker]:
+            self.live.add(id(new))  # made in the current process (else: before its restart)
+        return SimSuccess(new, (), lat)
 
     async def close(self) -> None:
         self.env.sessions[self.worker] -= 1
@@ -468,7 +468,7 @@ def main() -> None:
     p.add_argument(
         "--scale",
         type=float,
-        default=0.004,
+        default=0.01,
         help="time factor multiplying every simulated time (keeps the bench to a few minutes; "
         "the distribution's shape and the ratios hold)",
     )
