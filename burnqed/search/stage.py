@@ -18,7 +18,8 @@ errors apart (``errors``: count, fraction, count per reason class, each attempt 
 supersede the old ones: the rule is in :mod:`burnqed.trajectory`).  When errors exceed
 ``search.max_error_fraction`` of the attempts, the manifest is written all the same (marked
 ``error_limit_exceeded``) and :class:`TooManyErrors` is raised: ``burnqed search`` exits 1, the
-Snakemake job fails (run it again with ``--resume`` once the infrastructure is fixed).
+Snakemake job fails (run it again with ``--resume`` once the infrastructure is fixed; Snakemake
+deletes a failed job's output directory unless run with ``--keep-incomplete``).
 
 Example::
 
