@@ -354,6 +354,7 @@ def _fake_result(tree: SearchTree, i: int):
 
 _VARS = "abcdefghkmnpqrstuvwxyz"
 _OPS = (" + ", " - ", " * ", " / ", " ^ ")
+_SUB = "₀₁₂₃₄₅₆₇₈₉"
 
 
 def _expr(rng: random.Random, depth: int = 0) -> str:
@@ -368,7 +369,7 @@ def _goal(rng: random.Random, theorem: int, node: int) -> str:
     hyps = [f"{names} : ℝ"]
     for j in range(rng.randint(2, 6)):
         rel = rng.choice(("=", "<", "≤", "≠"))
-        hyps.append(f"h�{j} : {_expr(rng)} {rel} {_expr(rng)}")
+        hyps.append(f"h{_SUB[j]} : {_expr(rng)} {rel} {_expr(rng)}")
     hyps.append(f"hn : n = {theorem * 1_000_003 + node}")  # the distinct part, as a `have` adds
     text = "\n".join(hyps) + f"\n⊢ {_expr(rng)} = {_expr(rng)}"
     while len(text) < 200:
