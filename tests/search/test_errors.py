@@ -170,3 +170,48 @@ def test_errors_are_apart_fail_the_stage_and_resume_retries_exactly_them(
         zip(nodes.column("theorem").to_pylist(), nodes.column("attempt").to_pylist(), strict=True)
     )
     assert keys <= set(second)
+
+
+class DownServer:
+    """A policy server that answers its first ``up`` calls, then refuses connections."""
+
+    model_id = "fake-down"
+
+    def __init__(self, up: int) -> None:
+        from tests.search.fakes import RandomToyPolicy
+
+        self.policy, self.up = RandomToyPolicy(seed=1, allow_cheat=False), up
+
+    def generate(self, prompts: Sequence[str], params: SamplingParams) -> list[Generation]:
+        if self.up == 0:
+            raise ConnectionError("policy server: connection refused")
+        self.up -= 1
+        return self.policy.generate(prompts, params)
+
+
+def test_a_server_that_goes_down_fails_the_stage_with_its_errors_apart(tmp_path):
+    import asyncio
+
+    from burnqed.config import SearchConfig
+    from burnqed.search.stage import TooManyErrors, search_to_dir
+    from tests.search.fakes import ToyEnv, toy_theorems
+
+    cfg = SearchConfig(max_nodes=6, num_candidates=2, concurrency=1, max_error_fraction=0.25)
+    out = tmp_path / "out"
+    with pytest.raises(TooManyErrors, match=r"infrastructure error.*--resume"):
+        asyncio.run(
+            search_to_dir(
+                toy_theorems(6, seed=2, low=2, high=4),
+                DownServer(up=3),
+                ToyEnv(),
+                cfg,
+                out,
+                sampling=SamplingParams(n=2),
+            )
+        )
+    manifest = json.loads((out / "manifest.json").read_text())
+    errors = manifest["errors"]
+    assert errors["count"] >= 2 and errors["by_reason"] == {"ConnectionError": errors["count"]}
+    assert errors["fraction"] > 0.25 and manifest["error_limit_exceeded"]
+    assert manifest["results"] == 6 - errors["count"]
+    assert manifest["statuses"].get("error") == errors["count"]
