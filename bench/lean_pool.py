@@ -5,19 +5,28 @@ varies), each proved the way a search would meet it — at every state two wrong
 errors) before the right tactic.  The same requests run
 
 - ``direct``: one REPL process, a synchronous loop (write a line, read a line, ``json.loads``),
-  one theorem after another;
+  one theorem after another — one request in flight;
+- ``direct_pipelined``: the same raw loop, but ``--concurrency`` theorems interleaved and up to
+  ``min(--concurrency, PIPELINE_DEPTH)`` requests written ahead of their replies — exactly the
+  number the pool keeps in flight with that many sessions on one worker;
 - ``pool1c``: a :class:`LeanPool` with 1 worker and ``--concurrency`` sessions at once (guard, goal
-  parsing, rendering, bookkeeping included) → ``pool_vs_direct_ratio`` (target ≥ 0.9 per worker);
-- ``pool1``: the same pool, one session at a time → ``pool_vs_direct_ratio_single_session``;
+  parsing, rendering, bookkeeping included);
+- ``pool1``: the same pool, one session at a time;
 - ``pool2``: ``--concurrency`` sessions over 2 workers → ``scaling_2_workers`` (``pool2`` over
   ``pool1c`` throughput; bounded by the machine's cores: the REPLs and this process share them).
 
-The headline ratio uses several sessions on one worker because that is how searches use the pool
-(``search.concurrency`` 32 over 6 workers: about 5 sessions per REPL).  Then the client pipelines
-their requests and the REPL never waits for Python.  One session alone cannot pipeline — each step
-needs the previous reply — so with the propositional REPL, whose tactics take ~0.15 ms, that figure
-is bounded by Python's round trip per request; with real Lean (milliseconds to seconds per tactic)
-the round trip is noise.  Both are printed so neither is mistaken for the other.
+Like for like, the two headline ratios (target ≥ 0.9 with real Lean; the propositional REPL answers
+in ~0.15 ms, so Python's cost per request dominates both and they read lower):
+
+- ``pool_vs_direct_pipelined_ratio`` = ``direct_pipelined`` / ``pool1c`` time: several sessions on
+  one worker — how searches use the pool (``search.concurrency`` 32 over 6 workers, ~5 sessions
+  per REPL) — against a raw loop with the same requests in flight;
+- ``pool_vs_direct_ratio_single_session`` = ``direct`` / ``pool1``: one request in flight on both
+  sides.  With the propositional REPL, whose tactics take ~0.15 ms, it is bounded by Python's
+  round trip per request; with real Lean (milliseconds to seconds per tactic) that is noise.
+
+``pool_vs_direct_unpipelined_ratio`` (``direct`` / ``pool1c``) is printed as an extra figure only:
+it credits the pool with pipelining that the unpipelined loop does not do.
 
 Each figure is the best of ``--repeats`` runs (REPL start-up excluded).  Parameters are printed
 first, figures last, one ``name=value`` per line.
@@ -36,6 +45,8 @@ import os
 import subprocess
 import sys
 import time
+from collections import deque
+from collections.abc import Generator
 from dataclasses import dataclass
 
 from burnqed.config import LeanConfig
@@ -98,35 +109,63 @@ class DirectLoop:
         self.stdin.flush()
         return json.loads(self.stdout.readline())
 
-    def run(self, tasks: list[Task]) -> float:
-        """Seconds for the workload (the same requests the pool sends)."""
+    def run(self, tasks: list[Task], *, concurrency: int = 1, depth: int = 1) -> float:
+        """Seconds for the workload (the same requests the pool sends): ``concurrency`` theorems
+        interleaved, up to ``depth`` requests written ahead of their replies (1, 1: one at a time)."""
+        todo = iter(tasks)
+        ready: deque[tuple[Generator, tuple[str, dict]]] = deque()  # each theorem's next request
+        inflight: deque[Generator] = deque()  # written, reply unread (the REPL answers in order)
+
+        def start() -> None:
+            task = next(todo, None)
+            if task is not None:
+                gen = _requests(task)
+                ready.append((gen, next(gen)))
+
         t0 = time.perf_counter()
-        for task in tasks:
-            payload = {
-                "file": theorem_file(task.theorem, ["sorry"]),
-                "readHeader": False,
-                "inheritEnv": False,
-                "sorrys": True,
-                "typeErrorsAsGoals": False,
-                "newConstants": False,
-            }
-            units = self.call("frontend.process", payload)["units"]
-            sid = next(u["goalStateId"] for u in units if "goalStateId" in u)
-            ids = [sid]
-            for candidates in task.steps:
-                for tac in candidates:
-                    r = self.call("goal.tactic", {"stateId": sid, "tactic": tac})
-                    if "nextStateId" in r:
-                        sid = r["nextStateId"]
-                        ids.append(sid)
-            if not r.get("goals") == []:
-                raise SystemExit(f"workload broken: {task.theorem.name} not proved")
-            self.call("goal.delete", {"stateIds": ids})
+        for _ in range(concurrency):
+            start()
+        while ready or inflight:
+            while ready and len(inflight) < depth:
+                gen, (cmd, payload) = ready.popleft()
+                self.stdin.write(f"{cmd} {json.dumps(payload, ensure_ascii=False)}\n".encode())
+                inflight.append(gen)
+            self.stdin.flush()
+            gen = inflight.popleft()
+            reply = json.loads(self.stdout.readline())
+            try:
+                ready.append((gen, gen.send(reply)))
+            except StopIteration:
+                start()
         return time.perf_counter() - t0
 
     def close(self) -> None:
         self.proc.kill()
         self.proc.wait()
+
+
+def _requests(task: Task) -> Generator[tuple[str, dict], dict, None]:
+    """The requests of one theorem, each sent after the previous one's reply (``send``)."""
+    payload = {
+        "file": theorem_file(task.theorem, ["sorry"]),
+        "readHeader": False,
+        "inheritEnv": False,
+        "sorrys": True,
+        "typeErrorsAsGoals": False,
+        "newConstants": False,
+    }
+    units = (yield ("frontend.process", payload))["units"]
+    sid = next(u["goalStateId"] for u in units if "goalStateId" in u)
+    ids, r = [sid], {}
+    for candidates in task.steps:
+        for tac in candidates:
+            r = yield ("goal.tactic", {"stateId": sid, "tactic": tac})
+            if "nextStateId" in r:
+                sid = r["nextStateId"]
+                ids.append(sid)
+    if r.get("goals") != []:
+        raise SystemExit(f"workload broken: {task.theorem.name} not proved")
+    yield ("goal.delete", {"stateIds": ids})
 
 
 async def _prove(pool: LeanPool, task: Task) -> bool:
@@ -161,12 +200,16 @@ async def measure(base: LeanConfig, tasks: list[Task], concurrency: int, repeats
     hits them alike, and every REPL lives across rounds, so their caches are equally warm."""
     two = LeanConfig.from_dict({**base.to_dict(), "workers": 2})
     direct = DirectLoop(base)
-    times: dict[str, list[float]] = {"direct": [], "pool1": [], "pool1c": [], "pool2": []}
+    depth = min(concurrency, PIPELINE_DEPTH)  # what the pool's client keeps in flight
+    times: dict[str, list[float]] = {
+        k: [] for k in ("direct", "direct_pipelined", "pool1", "pool1c", "pool2")
+    }
     try:
         async with LeanPool(base) as one, LeanPool(two) as both:
             for round_ in range(repeats + 1):  # round 0 warms up and is not counted
                 t = {
                     "direct": direct.run(tasks),  # synchronous: the pools sit idle meanwhile
+                    "direct_pipelined": direct.run(tasks, concurrency=concurrency, depth=depth),
                     "pool1": await run_pool(one, tasks, 1),
                     "pool1c": await run_pool(one, tasks, concurrency),
                     "pool2": await run_pool(both, tasks, concurrency),
@@ -210,21 +253,26 @@ def main(argv: list[str] | None = None) -> None:
     print(f"repeats={args.repeats}")
     print(f"concurrency={args.concurrency}")
     print(f"pipeline_depth={PIPELINE_DEPTH}")
+    print(f"direct_pipelined_in_flight={min(args.concurrency, PIPELINE_DEPTH)}")
     print(f"cpu_count={os.cpu_count()}")
 
     best = asyncio.run(measure(base, tasks, args.concurrency, args.repeats))
-    direct, pool1, pool1c, pool2 = best["direct"], best["pool1"], best["pool1c"], best["pool2"]
+    direct, piped = best["direct"], best["direct_pipelined"]
+    pool1, pool1c, pool2 = best["pool1"], best["pool1c"], best["pool2"]
 
     print(f"direct_apps_per_s={n / direct:.1f}")
+    print(f"direct_pipelined_apps_per_s={n / piped:.1f}")
     print(f"pool_1_worker_single_session_apps_per_s={n / pool1:.1f}")
     print(f"pool_1_worker_apps_per_s={n / pool1c:.1f}")
     print(f"pool_2_workers_apps_per_s={n / pool2:.1f}")
     # Python's round trip per application when one session waits for each reply; with real Lean
     # (ms per tactic) it is what a lone session pays on top of Lean.
     print(f"pool_overhead_us_per_app_single_session={(pool1 - direct) / n * 1e6:.0f}")
-    print(f"pool_vs_direct_ratio_single_session={direct / pool1:.3f}")
-    print(f"pool_vs_direct_ratio={direct / pool1c:.3f}")  # headline: concurrent sessions, 1 worker
+    print(f"pool_vs_direct_unpipelined_ratio={direct / pool1c:.3f}")  # extra: not like for like
     print(f"scaling_2_workers={pool1c / pool2:.3f}")
+    # Headlines, like for like: the same requests in flight on both sides.
+    print(f"pool_vs_direct_ratio_single_session={direct / pool1:.3f}")
+    print(f"pool_vs_direct_pipelined_ratio={piped / pool1c:.3f}")
 
 
 if __name__ == "__main__":

@@ -2,27 +2,47 @@
 
 Workload: synthetic theorems whose proof trees are fixed by hashing (each tactic fails, repeats a
 state, opens a new state or closes the proof with fixed probabilities), searched by the real engine
-(``burnqed.search.search_all``) with the shipped defaults for concurrency, batch size, candidates and
-Lean workers.  Simulated costs: a generation call of ``n`` prompts takes ``a + b·n`` seconds and runs
-one at a time (one GPU); each Lean call takes ``l`` seconds on one of ``workers`` workers.
+(``burnqed.search.search_all``) with the shipped defaults for concurrency, batch size, candidates,
+Lean workers, tactic timeout and node budget.  Simulated costs, all multiplied by ``--scale`` (a
+time factor that keeps the run to a few minutes on 2 cores; every cost shrinks alike, so the shape
+and the ratios hold):
 
-Figures (printed last, one ``name=value`` per line):
+- generation: a call of ``n`` prompts takes ``a + b·n`` seconds, one call at a time (one GPU);
+- Lean: each tactic call runs on the worker its session is pinned to, one call at a time per
+  worker (a REPL is single-threaded), for a **heavy-tailed** time: log-normal with median
+  ``--lean-median`` and 99th percentile ``--lean-p99`` (σ = ln(p99/median)/2.326), and with
+  probability ``--lean-hang`` a call that runs until the tactic timeout (``lean.tactic_timeout_s``;
+  real Lean has tactics that loop).  A draw above the timeout is a timeout too.  A timed-out worker
+  restarts (``--repl-start`` seconds, its whole timeline blocked — head-of-line blocking for every
+  session pinned there), and each of its sessions then replays, on first use of each state, the
+  tactic path the new process lacks (start + one call per step not yet rebuilt), as
+  ``burnqed.lean.pool`` does;
+- ``verify`` is a fresh-process whole-file check: ``--repl-start`` seconds to start a REPL plus
+  the proof's tactics, one verification at a time (the pool's verification slot).
+
+Figures (parameters first, then one ``name=value`` per line):
 
 - ``ideal_bound_fraction``: the ideal time over the measured time.  The ideal is the busier
-  resource's total work with perfect overlap: all expansions generated in full batches
-  (``ceil(E / batch_generate_size) · (a + b · batch_generate_size)``) or all Lean calls spread over
-  the workers (``calls · l / workers``), whichever is larger.  Target ≥ 0.9.
+  resource's unavoidable work with perfect overlap: all expansions generated in full batches
+  (``ceil(E / batch_generate_size) · (a + b · batch_generate_size)``) or all Lean work — every
+  tactic call's drawn time plus a restart per timeout — spread evenly over the workers, whichever
+  is larger.  Replays, the pinning of sessions to workers and verification are overheads the
+  measured time includes and the ideal does not.  Target ≥ 0.9 (aim 0.95).
 - ``speedup_vs_sequential``: expansions per second over one-request-at-a-time search (concurrency 1,
-  batches of 1, one Lean call at a time) on the same theorems.  Target ≥ 5.
+  batches of 1, one Lean worker) on the first ``--sequential-theorems`` of the same theorems, same
+  latency draws.  Target ≥ 5.
 - ``overhead_expansions_per_s``: expansions per second with zero-latency backends (pure engine
   overhead).  Target ≥ 2,000 on 2 cores.
-- ``write_1m_rows_s``: seconds to write 1M node rows through ``TrajectoryWriter``.
-- ``checkpoint_growth_ratio``: the cost of one checkpoint after 1M rows over one after 10K rows.
-  Target ≤ 1.5 (append-only parts: a checkpoint must not grow with what is already written).
+- ``write_1m_rows_s``: seconds spent in ``TrajectoryWriter.add`` + ``checkpoint`` for 1M node rows
+  of distinct trees (every attempt its own states, 200–700 characters like miniF2F goals), in
+  checkpoints of 10K rows (the trees are built outside the timed region).
+- ``checkpoint_growth_ratio``: the cost of one 10K-row checkpoint written after 1M rows (median of
+  the last 5) over one written after 10K rows (median over 5 fresh directories).  Target ≤ 1.5
+  (append-only parts: a checkpoint must not grow with what is already written).
 
 Run::
 
-    python bench/search.py            # ~1 minute on 2 cores
+    python bench/search.py            # a few minutes on 2 cores
     python bench/search.py --quick    # smaller workload, for a smoke test
 """
 
@@ -32,11 +52,13 @@ import argparse
 import asyncio
 import hashlib
 import math
+import random
 import statistics
 import tempfile
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
+from statistics import NormalDist
 
 from burnqed.config import LeanConfig, SearchConfig
 from burnqed.lean.pool import TacticFailure, Verdict
@@ -58,11 +80,46 @@ def _u(*parts: object) -> float:
 
 
 @dataclass(frozen=True)
+class Latency:
+    """Lean's time per tactic call: log-normal body, a fraction of hangs, the tactic timeout."""
+
+    median_s: float
+    p99_s: float
+    hang: float  # probability that a call runs until the timeout
+    timeout_s: float
+
+    @property
+    def sigma(self) -> float:
+        return math.log(self.p99_s / self.median_s) / NormalDist().inv_cdf(0.99)
+
+    def draw(self, *key: object) -> float:
+        """The time of the call named by ``key`` (deterministic); ``timeout_s`` if it times out."""
+        if _u(*key, "hang") < self.hang:
+            return self.timeout_s
+        return self.body(*key)
+
+    def body(self, *key: object) -> float:
+        """A call that does not hang (replays and verification re-run tactics that succeeded)."""
+        if not self.median_s:
+            return 0.0
+        z = NormalDist().inv_cdf(min(max(_u(*key, "lat"), 1e-12), 1 - 1e-12))
+        return min(self.median_s * math.exp(self.sigma * z), self.timeout_s)
+
+    def describe(self) -> str:
+        return (
+            f"lognormal(median={self.median_s:g} s, p99={self.p99_s:g} s, sigma={self.sigma:.3f}) "
+            f"+ {self.hang:.2%} hangs to the {self.timeout_s:g} s tactic timeout"
+        )
+
+
+@dataclass(frozen=True)
 class SimState:
     sid: int
     text: str
     depth: int
     solved: bool
+    parent: SimState | None = None
+    tactic: str = ""
 
 
 @dataclass(frozen=True)
@@ -78,53 +135,105 @@ class SimSession:
         self.worker = worker
         self.root = SimState(0, f"⊢ {theorem.name} : root", 0, False)
         self.name = theorem.name
+        self.generation = env.generation[worker]  # the worker process its states live in
+        self.live: set[int] = {id(self.root)}  # states (by id) that exist in that process
+
+    def _replay_s(self, state: SimState) -> float:
+        """After a restart: the calls that rebuild ``state`` (start + missing steps), as the pool
+        replays a path on the first use of a state in the new process."""
+        env = self.env
+        if self.generation != env.generation[self.worker]:
+            self.generation, self.live = env.generation[self.worker], set()
+        cost, s = 0.0, state
+        while s is not None and id(s) not in self.live:
+            self.live.add(id(s))
+            cost += env.latency.body(self.name, s.text, "replay", self.generation)
+            env.replays += 1
+            s = s.parent
+        return cost
 
     async def apply(self, state: SimState, tactic: str) -> SimSuccess | TacticFailure:
-        await self.env.call(self.worker)
+        env = self.env
+        lat = env.latency.draw(self.name, state.text, tactic)
+        await env.call(self.worker, self._replay_s(state), lat)
+        if lat >= env.latency.timeout_s:
+            return TacticFailure("timeout", f"timeout after {lat:g} s", lat)
         u = _u(self.name, state.text, tactic)
         if u < 0.4:
-            return TacticFailure("error", "tactic failed", self.env.latency_s)
+            return TacticFailure("error", "tactic failed", lat)
         if u < 0.5:  # a transposition: back to the parent's state family
-            return SimSuccess(state, (), self.env.latency_s)
+            return SimSuccess(state, (), lat)
         depth = state.depth + 1
         solved = u > 1 - 0.002 * min(depth, 8)  # deeper states close more often
         text = "no goals" if solved else f"⊢ {self.name} : {state.text[-12:]}{tactic}{u:.6f}"
-        return SimSuccess(SimState(depth, text, depth, solved), (), self.env.latency_s)
+        new = SimState(depth, text, depth, solved, state, tactic)
+        if self.generation == env.generation[self.worker]:
+            self.live.add(id(new))  # made in the current process (else: before its restart)
+        return SimSuccess(new, (), lat)
 
     async def close(self) -> None:
         self.env.sessions[self.worker] -= 1
 
 
 class SimEnv:
-    """``workers`` Lean workers, ``latency_s`` per call, each session pinned to one worker.
+    """``workers`` Lean workers with heavy-tailed calls, each session pinned to one worker.
 
     As in ``burnqed.lean.pool``: a session lives on the least-loaded worker (Pantograph states are
     per-process) and a worker runs one call at a time.  Each worker keeps its own timeline (a call
-    starts when the worker is free and ends exactly ``latency_s`` later), as a REPL process does:
+    starts when the worker is free and ends exactly its drawn time later), as a REPL process does:
     the event loop's wake-up latency delays when a search sees a result, not the worker's next call.
+    A timeout adds a restart to the worker's timeline and voids its sessions' states (replays).
     """
 
-    def __init__(self, latency_s: float, workers: int) -> None:
-        self.latency_s = latency_s
+    def __init__(self, latency: Latency, workers: int, repl_start_s: float) -> None:
+        self.latency = latency
+        self.repl_start_s = repl_start_s
         self.free_at = [0.0] * workers
         self.sessions = [0] * workers
+        self.generation = [0] * workers  # bumped by each restart
         self.calls = 0
+        self.work_s = 0.0  # unavoidable Lean work: drawn call times + restarts
+        self.timeouts = 0
+        self.replays = 0
+        self.replay_s = 0.0
+        self.verifications = 0
+        self.verify_s = 0.0
+        self._verify_slot = asyncio.Semaphore(1)
 
-    async def call(self, worker: int) -> None:
+    async def call(self, worker: int, replay_s: float, lean_s: float) -> None:
         self.calls += 1
-        if not self.latency_s:
+        self.work_s += lean_s
+        self.replay_s += replay_s
+        busy = replay_s + lean_s
+        if lean_s >= self.latency.timeout_s:  # the client kills the REPL; a new one starts
+            self.timeouts += 1
+            self.work_s += self.repl_start_s
+            self.generation[worker] += 1
+            busy += self.repl_start_s
+        if not busy:
             return
         now = time.perf_counter()
-        end = max(now, self.free_at[worker]) + self.latency_s
+        end = max(now, self.free_at[worker]) + busy
         self.free_at[worker] = end
         await asyncio.sleep(end - now)
 
     async def start(self, theorem: Theorem) -> SimSession:
         worker = min(range(len(self.sessions)), key=self.sessions.__getitem__)
         self.sessions[worker] += 1
+        start_s = self.latency.body(theorem.name, "start")
+        await self.call(worker, 0.0, start_s)
         return SimSession(self, theorem, worker)
 
     async def verify(self, theorem: Theorem, tactics: list[str]) -> Verdict:
+        """A fresh REPL process checks the whole file: start-up plus the proof's tactics."""
+        async with self._verify_slot:
+            cost = self.repl_start_s + sum(
+                self.latency.body(theorem.name, "verify", i, t) for i, t in enumerate(tactics)
+            )
+            self.verifications += 1
+            self.verify_s += cost
+            if cost:
+                await asyncio.sleep(cost)
         return Verdict(ok=True, reasons=(), file="", axioms=())
 
 
@@ -173,31 +282,39 @@ async def _search(ths, cfg, gen, env, k):
     return results, time.perf_counter() - t0
 
 
-def bench_throughput(args, cfg: SearchConfig, workers: int):
-    a, b, lean = args.gen_a * args.scale, args.gen_b * args.scale, args.lean * args.scale
+def bench_throughput(args, cfg: SearchConfig, workers: int, latency: Latency):
+    a, b = args.gen_a * args.scale, args.gen_b * args.scale
+    start = args.repl_start * args.scale
     k = args.expansions_per_step or default_expansions_per_step(cfg)
     ths = theorems(args.theorems)
-    gen, env = SimGenerator(a, b), SimEnv(lean, workers)
+    gen, env = SimGenerator(a, b), SimEnv(latency, workers, start)
     results, wall = asyncio.run(_search(ths, cfg, gen, env, k))
     expansions = sum(r.nodes_expanded for r in results)
     gen_ideal = math.ceil(expansions / cfg.batch_generate_size) * (a + b * cfg.batch_generate_size)
-    lean_ideal = env.calls * lean / workers
+    lean_ideal = env.work_s / workers
     ideal = max(gen_ideal, lean_ideal)
     proved = sum(r.status == "proved" for r in results)
     print(
-        f"# concurrent: {len(ths)} theorems, {expansions} expansions, {env.calls} Lean calls, "
-        f"{proved} proved, wall {wall:.2f} s; ideal {ideal:.2f} s (generation {gen_ideal:.2f} s, "
-        f"Lean {lean_ideal:.2f} s); {len(gen.batches)} generation batches of mean "
-        f"{statistics.mean(gen.batches):.1f}"
+        f"# concurrent: {len(ths)} theorems, {expansions} expansions, {env.calls} Lean calls "
+        f"({env.timeouts} timeouts → restarts, {env.replays} replayed calls, "
+        f"{env.replay_s:.2f} s replaying), {proved} proved ({env.verifications} verifications, "
+        f"{env.verify_s:.2f} s), wall {wall:.2f} s; ideal {ideal:.2f} s (generation "
+        f"{gen_ideal:.2f} s, Lean {lean_ideal:.2f} s); {len(gen.batches)} generation batches of "
+        f"mean {statistics.mean(gen.batches):.1f}",
+        flush=True,
     )
 
     # One request at a time: one search, batches of one prompt, one Lean worker.
     seq_cfg = replace(cfg, concurrency=1, batch_generate_size=1)
     seq_ths = ths[: args.sequential_theorems]
-    sgen, senv = SimGenerator(a, b), SimEnv(lean, 1)
+    sgen, senv = SimGenerator(a, b), SimEnv(latency, 1, start)
     sres, swall = asyncio.run(_search(seq_ths, seq_cfg, sgen, senv, 1))
     sexp = sum(r.nodes_expanded for r in sres)
-    print(f"# sequential: {len(seq_ths)} theorems, {sexp} expansions, wall {swall:.2f} s")
+    print(
+        f"# sequential: {len(seq_ths)} theorems, {sexp} expansions, {senv.calls} Lean calls "
+        f"({senv.timeouts} timeouts), wall {swall:.2f} s",
+        flush=True,
+    )
     speedup = (expansions / wall) / (sexp / swall)
     return ideal / wall, speedup
 
@@ -207,7 +324,8 @@ def bench_overhead(args, cfg: SearchConfig) -> float:
     k = default_expansions_per_step(cfg)
     best = 0.0
     for _ in range(args.repeats):
-        results, wall = asyncio.run(_search(ths, cfg, SimGenerator(0, 0), SimEnv(0, 1), k))
+        env = SimEnv(Latency(0.0, 0.0, 0.0, math.inf), 1, 0.0)
+        results, wall = asyncio.run(_search(ths, cfg, SimGenerator(0, 0), env, k))
         best = max(best, sum(r.nodes_expanded for r in results) / wall)
     return best
 
@@ -234,21 +352,46 @@ def _fake_result(tree: SearchTree, i: int):
     )
 
 
-def _tree(nodes: int) -> SearchTree:
-    """A realistic tree of ``nodes`` nodes: 8 children per expansion, Lean-like state text."""
-    tree = SearchTree(root_state=None, root_text="p q r : Prop\nh : p ∧ q\n⊢ (p → r) → q ∧ r")
+_VARS = "abcdefghkmnpqrstuvwxyz"
+_OPS = (" + ", " - ", " * ", " / ", " ^ ")
+_SUB = "₀₁₂₃₄₅₆₇₈₉"
+
+
+def _expr(rng: random.Random, depth: int = 0) -> str:
+    if depth > 2 or rng.random() < 0.3:
+        return rng.choice(_VARS) if rng.random() < 0.6 else str(rng.randint(0, 999))
+    return f"({_expr(rng, depth + 1)}{rng.choice(_OPS)}{_expr(rng, depth + 1)})"
+
+
+def _goal(rng: random.Random, theorem: int, node: int) -> str:
+    """A miniF2F-like goal, 200–700 characters, distinct for every (theorem, node)."""
+    names = " ".join(sorted(rng.sample(_VARS, rng.randint(2, 6))))
+    hyps = [f"{names} : ℝ"]
+    for j in range(rng.randint(2, 6)):
+        rel = rng.choice(("=", "<", "≤", "≠"))
+        hyps.append(f"h{_SUB[j]} : {_expr(rng)} {rel} {_expr(rng)}")
+    hyps.append(f"hn : n = {theorem * 1_000_003 + node}")  # the distinct part, as a `have` adds
+    text = "\n".join(hyps) + f"\n⊢ {_expr(rng)} = {_expr(rng)}"
+    while len(text) < 200:
+        text = text.replace("⊢ ", f"h{len(text)} : 0 < {_expr(rng)}\n⊢ ", 1)
+    return text[:700]
+
+
+def _tree(nodes: int, theorem: int) -> SearchTree:
+    """A tree of ``nodes`` distinct states: 8 children per expansion, Lean-like goals."""
+    rng = random.Random(theorem)
+    tree = SearchTree(root_state=None, root_text=_goal(rng, theorem, 0))
     frontier = [tree.root]
     while len(tree.nodes) < nodes:
         parent = frontier.pop(0)
         tree.begin_expansion(parent, step=parent.node_id)
         for c in range(min(8, nodes - len(tree.nodes))):
-            text = f"p q r : Prop\nh : p ∧ q\nh{len(tree.nodes)} : p → r\n⊢ q ∧ r ∨ s{c}"
             child = tree.add_state(
                 parent,
-                f"apply h{c}",
-                -0.5,
+                f"nlinarith [sq_nonneg ({_expr(rng)}), h₀, h{c}]",
+                -0.5 * rng.random(),
                 state=None,
-                text=text,
+                text=_goal(rng, theorem, len(tree.nodes)),
                 solved=False,
                 lean_s=0.01,
                 priority=-1.0,
@@ -258,43 +401,77 @@ def _tree(nodes: int) -> SearchTree:
     return tree
 
 
-def bench_writer(args) -> tuple[float, float]:
-    per_tree = 500
-    tree = _tree(per_tree)
-    trees_per_checkpoint = 20  # 10K rows per checkpoint
-    total_rows = args.write_rows
+PER_TREE = 500  # node rows per attempt
+CHECKPOINT_ROWS = 10_000  # rows per checkpoint; also the "early" point of the growth ratio
+
+
+def _checkpoint(w: TrajectoryWriter, first: int) -> tuple[float, float]:
+    """Build (untimed) and write (timed) one checkpoint of distinct trees; (add s, checkpoint s)."""
+    trees = [_tree(PER_TREE, first + j) for j in range(CHECKPOINT_ROWS // PER_TREE)]
+    t0 = time.perf_counter()
+    for j, tree in enumerate(trees):
+        w.add(_fake_result(tree, first + j))
+    t1 = time.perf_counter()
+    w.checkpoint()
+    return t1 - t0, time.perf_counter() - t1
+
+
+def bench_writer(args) -> tuple[float, float, float, float]:
+    """(s per 1M rows, growth ratio, early checkpoint s, late checkpoint s)."""
+    per_ckpt = CHECKPOINT_ROWS // PER_TREE
+    early = []
+    for r in range(5):  # a checkpoint written after 10K rows, in 5 fresh directories
+        with tempfile.TemporaryDirectory() as d:
+            w = TrajectoryWriter(Path(d), checkpoint_every=10**9)
+            _checkpoint(w, 10**8 * (r + 1))
+            early.append(_checkpoint(w, 10**8 * (r + 1) + per_ckpt)[1])
     with tempfile.TemporaryDirectory() as d:
         w = TrajectoryWriter(Path(d), checkpoint_every=10**9)
-        times: list[float] = []
-        t0 = time.perf_counter()
-        i = 0
-        while w.rows_written < total_rows:
-            for _ in range(trees_per_checkpoint):
-                w.add(_fake_result(tree, i))
-                i += 1
-            c0 = time.perf_counter()
-            w.checkpoint()
-            times.append(time.perf_counter() - c0)
-        write_s = (time.perf_counter() - t0) * 1_000_000 / w.rows_written
-    # A checkpoint's cost after 10K rows (the first few) vs after 1M rows (the last few).
-    early = statistics.median(times[1:6])
+        spent, times, i = 0.0, [], 0
+        while w.rows_written < args.write_rows:
+            add_s, ckpt_s = _checkpoint(w, i)
+            i += per_ckpt
+            spent += add_s + ckpt_s
+            times.append(ckpt_s)
+        write_s = spent * 1_000_000 / w.rows_written
+        distinct = len({t for t in read_states(Path(d))})
+        if distinct != w.rows_written:
+            raise SystemExit(f"writer bench: {distinct} distinct states of {w.rows_written} rows")
     late = statistics.median(times[-5:])
-    return write_s, late / early
+    return write_s, late / statistics.median(early), statistics.median(early), late
+
+
+def read_states(out: Path) -> list[str]:
+    import pyarrow.parquet as pq
+
+    return [
+        s for part in sorted((out / "nodes").glob("part-*.parquet"))
+        for s in pq.read_table(part, columns=["state"]).column("state").to_pylist()
+    ]  # fmt: skip
 
 
 def main() -> None:
+    lean_defaults = LeanConfig()
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="a small workload (smoke test)")
     p.add_argument("--theorems", type=int, default=244)  # miniF2F valid: 244
     p.add_argument("--sequential-theorems", type=int, default=12)
     p.add_argument("--gen-a", type=float, default=0.5, help="generation call fixed cost, s")
     p.add_argument("--gen-b", type=float, default=0.02, help="generation cost per prompt, s")
-    p.add_argument("--lean", type=float, default=0.1, help="Lean cost per tactic call, s")
+    p.add_argument("--lean-median", type=float, default=0.1, help="median Lean call, s")
+    p.add_argument("--lean-p99", type=float, default=2.5, help="99th percentile Lean call, s")
+    p.add_argument(
+        "--lean-hang", type=float, default=0.002, help="fraction of calls that hit the timeout"
+    )
+    p.add_argument(
+        "--repl-start", type=float, default=5.0, help="seconds to start a REPL (restart, verify)"
+    )
     p.add_argument(
         "--scale",
         type=float,
-        default=0.02,
-        help="multiply every simulated latency (keeps the bench short; ratios hold)",
+        default=0.01,
+        help="time factor multiplying every simulated time (keeps the bench to a few minutes; "
+        "the distribution's shape and the ratios hold)",
     )
     p.add_argument("--write-rows", type=int, default=1_000_000)
     p.add_argument("--repeats", type=int, default=3)
@@ -306,20 +483,37 @@ def main() -> None:
     cfg = SearchConfig()  # the shipped defaults (params.yaml mirrors them)
     if args.concurrency:
         cfg = replace(cfg, concurrency=args.concurrency)
-    workers = LeanConfig().workers
+    workers = lean_defaults.workers
     k = args.expansions_per_step or default_expansions_per_step(cfg)
+    sc = args.scale
+    latency = Latency(
+        args.lean_median * sc,
+        args.lean_p99 * sc,
+        args.lean_hang,
+        lean_defaults.tactic_timeout_s * sc,
+    )
+    unscaled = Latency(
+        args.lean_median, args.lean_p99, args.lean_hang, lean_defaults.tactic_timeout_s
+    )
+    print(f"time_scale={sc:g}  # every simulated time below is multiplied by this when run")
+    print(f"lean_latency={unscaled.describe()}")
+    print(f"lean_workers={workers}")
+    print(f"repl_start_s={args.repl_start:g}  # restart after a timeout; fresh-process verify")
+    print(f"generation_s=a + b*n, a={args.gen_a:g}, b={args.gen_b:g}  # one call at a time")
     print(
-        f"# simulated generation: a={args.gen_a} s + b={args.gen_b} s/prompt; Lean {args.lean} "
-        f"s/call on {workers} workers; latencies scaled ×{args.scale}"
+        f"search=theorems {args.theorems}, max_nodes {cfg.max_nodes}, num_candidates "
+        f"{cfg.num_candidates}, concurrency {cfg.concurrency}, batch_generate_size "
+        f"{cfg.batch_generate_size}, expansions_per_step {k}"
     )
     print(
-        f"# search: {args.theorems} theorems, max_nodes={cfg.max_nodes}, num_candidates="
-        f"{cfg.num_candidates}, concurrency={cfg.concurrency}, batch_generate_size="
-        f"{cfg.batch_generate_size}, expansions_per_step={k}"
+        f"writer=1 checkpoint per {CHECKPOINT_ROWS} rows, {PER_TREE} rows per attempt", flush=True
     )
-    fraction, speedup = bench_throughput(args, cfg, workers)
+    fraction, speedup = bench_throughput(args, cfg, workers, latency)
     overhead = bench_overhead(args, cfg)
-    write_s, growth = bench_writer(args)
+    write_s, growth, early, late = bench_writer(args)
+    print(
+        f"# checkpoint of {CHECKPOINT_ROWS} rows: {early:.3f} s after 10K rows, {late:.3f} s after 1M"
+    )
     print(f"ideal_bound_fraction={fraction:.3f}")
     print(f"speedup_vs_sequential={speedup:.2f}")
     print(f"overhead_expansions_per_s={overhead:.0f}")

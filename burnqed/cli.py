@@ -4,6 +4,8 @@ Each stage package has a ``command`` module with ``add_parser(subparsers)`` that
 options and sets ``func``; the function loads and validates the config (``--params`` plus
 ``--configfile`` overlays, exactly as the workflow does) and calls the stage's ``run``.
 Command modules import only light modules at import time, so ``burnqed --help`` is fast.
+Bad input (:class:`~burnqed.config.ConfigError`, :class:`~burnqed.config.InputError`, a bad theorem
+file) prints one line naming the file, key or line and exits 2; ``--debug`` shows the traceback.
 
 Example::
 
@@ -35,14 +37,25 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"burnqed {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        help="on an input error, show the traceback (default: one line naming the file/key/line)",
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
         importlib.import_module(f"burnqed.{name}.command").add_parser(sub)
     return parser
 
 
+def one_line(e: BaseException) -> str:
+    """An error message as one line (a quoted Lean or JSON message may span several)."""
+    return " | ".join(line.strip() for line in str(e).splitlines() if line.strip())
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    from burnqed.config import ConfigError
+    from burnqed.config import ConfigError, InputError
+    from burnqed.theorems import TheoremFileError
 
     args = build_parser().parse_args(argv)
     logging.basicConfig(
@@ -52,7 +65,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except ConfigError as e:
-        print(f"burnqed: configuration error: {e}", file=sys.stderr)
+        if args.debug:
+            raise
+        print(f"burnqed: configuration error: {one_line(e)}", file=sys.stderr)
+        return 2
+    except (InputError, TheoremFileError) as e:
+        # Bad input is the user's to fix: one line naming the file/key/line (SPEC §5), exit 2.
+        if args.debug:
+            raise
+        print(f"burnqed {args.command}: {one_line(e)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

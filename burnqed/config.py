@@ -32,6 +32,11 @@ class ConfigError(ValueError):
     """Invalid configuration; the message names the file and the key."""
 
 
+class InputError(ValueError):
+    """Bad input the user must fix (a file, a directory, a program to run); the message names it —
+    file, key or line — and ``burnqed`` prints it as one line and exits 2 (``--debug``: traceback)."""
+
+
 # --------------------------------------------------------------------------------------------
 # Loading and schema validation
 
@@ -385,6 +390,7 @@ class SearchConfig(Section):
         "rfl",
         "trivial",
     )
+    max_error_fraction: float = 0.05
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,17 @@ Readers return Arrow tables (or DuckDB views over them) plus the list of parts t
 truncated, corrupt, orphaned or inconsistent — each named, with the reason; skipping is logged, never
 silent and never fatal.
 
+**Retried errors (the one rule every reader applies).**  An attempt whose summary row has status
+``error`` did not run to a result (a REPL that kept dying, a policy server that stayed down, a
+statement that would not start); ``--resume`` runs it again and, parts being append-only, writes
+its new row in a later part.  So for each (theorem, attempt) the row of the *latest* part wins,
+provided every earlier row of it is an ``error`` row; a superseded row's node rows (the partial tree
+of the failed try) are dropped with it.  A later row for an attempt that already has a non-error
+row is a duplicate: that later part is skipped and reported, as above — a finished attempt is never
+redone.  :func:`read_summary`, :func:`read_nodes`, :func:`open_duckdb` and
+:func:`finished_attempts` all go through :func:`_valid_checkpoints`, which applies the rule, so no
+reader ever counts an attempt twice.
+
 Example::
 
     >>> import tempfile, pathlib
@@ -314,14 +325,29 @@ def _check_schema(table: pa.Table, schema: pa.Schema) -> str | None:
 @dataclass(frozen=True)
 class _Checkpoint:
     part: str
-    summary: pa.Table
+    summary: pa.Table  # only the rows still in effect (superseded error rows removed)
     nodes_path: Path
+    superseded: frozenset[tuple[str, int]] = frozenset()  # attempts retried in a later part
+
+
+def _keys(table: pa.Table) -> list[tuple[str, int]]:
+    return list(
+        zip(table.column("theorem").to_pylist(), table.column("attempt").to_pylist(), strict=True)
+    )
+
+
+def _without(table: pa.Table, keys: frozenset[tuple[str, int]]) -> pa.Table:
+    """``table`` minus the rows of the (theorem, attempt) pairs in ``keys``."""
+    if not keys:
+        return table
+    return table.filter(pa.array([k not in keys for k in _keys(table)], type=pa.bool_()))
 
 
 def _valid_checkpoints(
     out: Path, *, read_nodes_fully: bool
 ) -> tuple[list[_Checkpoint], list[str], dict[str, pa.Table]]:
-    """Part pairs that are readable, agree with each other and repeat no (theorem, attempt)."""
+    """Part pairs that are readable, agree with each other and repeat no finished (theorem,
+    attempt); rows retried after an ``error`` are resolved by the rule in the module docstring."""
     out = Path(out)
     nodes_dir, summary_dir = out / NODES_DIR, out / SUMMARY_DIR
     if not out.is_dir():
@@ -329,7 +355,8 @@ def _valid_checkpoints(
     skipped: list[str] = []
     valid: list[_Checkpoint] = []
     node_tables: dict[str, pa.Table] = {}
-    seen: dict[tuple[str, int], str] = {}
+    seen: dict[tuple[str, int], tuple[str, str]] = {}  # attempt → (part, status) of its row
+    superseded: dict[str, set[tuple[str, int]]] = {}  # part → its attempts retried later
     summary_ids = set(_part_ids(summary_dir))
     for pid in _part_ids(nodes_dir):
         if pid not in summary_ids:
@@ -372,27 +399,31 @@ def _valid_checkpoints(
                 f"{npath}: {rows} node rows but its summary announces {expected}; with {spath}"
             )
             continue
-        keys = list(
-            zip(
-                summary.column("theorem").to_pylist(),
-                summary.column("attempt").to_pylist(),
-                strict=True,
-            )
-        )
-        clash = next((k for k in keys if k in seen), None)
+        keys = _keys(summary)
+        # Only an earlier `error` row may be superseded (a retry); anything else is a duplicate.
+        clash = next((k for k in keys if k in seen and seen[k][1] != "error"), None)
         if clash is None and len(set(keys)) != len(keys):
             clash = next(k for k in keys if keys.count(k) > 1)
         if clash is not None:
+            where = seen[clash][0] if clash in seen else part
             skipped.append(
-                f"{spath}: attempt {clash[0]}#{clash[1]} already in {seen.get(clash, part)}; "
-                f"skipped with {npath}"
+                f"{spath}: attempt {clash[0]}#{clash[1]} already in {where}; skipped with {npath}"
             )
             continue
-        for k in keys:
-            seen[k] = part
+        for k, status in zip(keys, summary.column("status").to_pylist(), strict=True):
+            if k in seen:
+                superseded.setdefault(seen[k][0], set()).add(k)
+            seen[k] = (part, status)
         valid.append(_Checkpoint(part, summary, npath))
         if read_nodes_fully:
             node_tables[part] = nodes
+    resolved = []
+    for c in valid:
+        drop = frozenset(superseded.get(c.part, ()))
+        resolved.append(_Checkpoint(c.part, _without(c.summary, drop), c.nodes_path, drop))
+        if drop and c.part in node_tables:
+            node_tables[c.part] = _without(node_tables[c.part], drop)
+    valid = resolved
     for s in skipped:
         log.warning("trajectory part skipped: %s", s)
     return valid, skipped, node_tables
@@ -418,19 +449,15 @@ def read_nodes(out: str | Path) -> TrajectoryRead:
 
 
 def finished_attempts(out: str | Path) -> tuple[set[tuple[str, int]], list[str]]:
-    """(theorem, attempt) pairs already written to ``out`` (what ``--resume`` skips) + skipped parts."""
+    """(theorem, attempt) pairs of ``out`` that ran to a result — every status but ``error`` — which
+    is what ``--resume`` skips (it retries the ``error`` ones) + skipped parts."""
     if not Path(out).is_dir():
         return set(), []
     valid, skipped, _ = _valid_checkpoints(Path(out), read_nodes_fully=False)
     done: set[tuple[str, int]] = set()
     for c in valid:
-        done.update(
-            zip(
-                c.summary.column("theorem").to_pylist(),
-                c.summary.column("attempt").to_pylist(),
-                strict=True,
-            )
-        )
+        statuses = c.summary.column("status").to_pylist()
+        done.update(k for k, s in zip(_keys(c.summary), statuses, strict=True) if s != "error")
     return done, skipped
 
 

@@ -108,7 +108,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def _reporting_data_errors(func: Callable[[argparse.Namespace], int]):
     """Bad input (a malformed file, a wrong hash, a missing raw file) is a one-line message and
-    exit status 1, not a traceback: the message already names the file and record."""
+    exit status 2, not a traceback (``burnqed --debug``: the traceback): the message already
+    names the file and record."""
 
     @functools.wraps(func)
     def wrapper(args: argparse.Namespace) -> int:
@@ -126,8 +127,10 @@ def _reporting_data_errors(func: Callable[[argparse.Namespace], int]):
             SchemaError,
             TheoremFileError,
         ) as e:
+            if getattr(args, "debug", False):
+                raise
             print(f"burnqed data: {e}", file=sys.stderr)
-            return 1
+            return 2
 
     return wrapper
 

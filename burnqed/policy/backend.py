@@ -52,6 +52,12 @@ def open_generator(
     ``embedding_server_command`` when no ``embedding_server_url`` is set.  ``log_to`` receives the
     launched servers' output (default: this module's logger).
     """
+    from burnqed.policy.model_files import check_model_dir, is_path_like
+
+    # A broken or absent model directory fails here, naming the file, before torch is imported,
+    # weights are read or a server is launched (the in-process backend checks again itself).
+    if cfg.server_url is None and is_path_like(model):
+        check_model_dir(model)
     if cfg.backend == "transformers":
         from burnqed.policy.transformers_backend import TransformersGenerator
 

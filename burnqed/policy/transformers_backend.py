@@ -44,6 +44,7 @@ from burnqed.policy import (
     dedup_candidates,
     trim_completion,
 )
+from burnqed.policy.model_files import check_model_dir, is_path_like
 
 log = logging.getLogger(__name__)
 
@@ -102,13 +103,19 @@ class TransformersGenerator:
         self.max_batch = max_batch  # sequences per forward batch (prompts × n, or texts)
         self.device = torch.device(_resolve_device(device))
         torch_dtype = _resolve_dtype(dtype, self.device)
-        self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        # Never a hub lookup: a path-like argument must be a valid directory (checked here, naming
+        # the broken file), and a hub id resolves from the local cache only.
+        if is_path_like(model_dir):
+            check_model_dir(model_dir)
+        self.tokenizer = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
         # Left padding: every prompt then ends at the same position, where generation starts and
         # where last-token pooling reads.
         self.tokenizer.padding_side = "left"
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
-        self.model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch_dtype)
+        self.model = AutoModelForCausalLM.from_pretrained(
+            model_dir, dtype=torch_dtype, local_files_only=True
+        )
         self.model.to(self.device).eval()
         eos = self.model.generation_config.eos_token_id
         if eos is None:

@@ -2,7 +2,9 @@
 
 Options override the ``search`` section of the validated parameters (``--params`` + ``--configfile``
 overlays); the result is checked like any configuration.  SIGTERM/SIGINT flush the finished attempts
-and exit with status 143; ``--resume`` then continues where it stopped.
+and exit with status 143; ``--resume`` then continues where it stopped.  More infrastructure errors
+than ``search.max_error_fraction`` exit with status 1 (finished attempts kept; ``--resume`` retries
+the errors).
 
 Example::
 
@@ -13,6 +15,7 @@ Example::
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 
@@ -66,7 +69,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument(
         "--resume",
         action="store_true",
-        help="skip (theorem, attempt) pairs already written to --out",
+        help="continue --out: keep its finished (theorem, attempt) pairs, retry its errors",
     )
     p.add_argument(
         "--shard",
@@ -84,7 +87,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 def main(args: argparse.Namespace) -> int:
     from burnqed.config import load_config, validate_params
-    from burnqed.search.stage import SearchTerminated, run
+    from burnqed.search.stage import SearchTerminated, TooManyErrors, run
 
     params = load_config(args)
     search = dict(params.get("search") or {})
@@ -110,5 +113,8 @@ def main(args: argparse.Namespace) -> int:
             log_dir=args.log_dir,
         )
     except SearchTerminated as e:
+        return e.exit_code
+    except TooManyErrors as e:
+        print(f"burnqed search: {e}", file=sys.stderr)
         return e.exit_code
     return 0

@@ -7,8 +7,19 @@ owns the output directory: resume, checkpoints, the manifest written last, and S
 finished attempts, then raise :class:`SearchTerminated`; the CLI exits 143).
 
 Output (``out/``): ``nodes/part-*.parquet``, ``summary/part-*.parquet`` (burnqed.trajectory) and
-``manifest.json`` — counts, solve rate, config, model, provenance — written only when every attempt
-is done, so a directory without it is unfinished.
+``manifest.json`` — counts, solve rate, errors, config, model, provenance — written only when every
+attempt has a row, so a directory without it is unfinished.
+
+Infrastructure errors are not results.  An attempt with status ``error`` (the REPL kept dying, the
+policy server stayed down, the statement would not start) is left out of ``solve_rate``, whose
+denominator is ``results`` (attempts that ran to proved/failed/timeout); the manifest lists the
+errors apart (``errors``: count, fraction, count per reason class, each attempt with its reason).
+``--resume`` keeps every finished attempt and retries exactly the ``error`` ones (their new rows
+supersede the old ones: the rule is in :mod:`burnqed.trajectory`).  When errors exceed
+``search.max_error_fraction`` of the attempts, the manifest is written all the same (marked
+``error_limit_exceeded``) and :class:`TooManyErrors` is raised: ``burnqed search`` exits 1, the
+Snakemake job fails (run it again with ``--resume`` once the infrastructure is fixed; Snakemake
+deletes a failed job's output directory unless run with ``--keep-incomplete``).
 
 Example::
 
@@ -26,6 +37,7 @@ import logging
 import math
 import os
 import platform
+import re
 import signal
 import subprocess
 import sys
@@ -36,13 +48,13 @@ from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
-from burnqed.config import LeanConfig, PolicyConfig, SearchConfig
+from burnqed.config import InputError, LeanConfig, PolicyConfig, SearchConfig
 from burnqed.data.prompt import STOP
 from burnqed.policy import SamplingParams, TacticGenerator
 from burnqed.search.engine import ProofEnvironment, SearchResult, search_all
 from burnqed.search.value import ValueModel
 from burnqed.theorems import Theorem, read_theorems
-from burnqed.trajectory import TrajectoryWriter, finished_attempts
+from burnqed.trajectory import SUMMARY_DIR, TrajectoryWriter, finished_attempts, read_summary
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +65,39 @@ class SearchTerminated(RuntimeError):
     """SIGTERM/SIGINT arrived; finished attempts were flushed.  Exit status 143 by convention."""
 
     exit_code = 143
+
+
+class TooManyErrors(RuntimeError):
+    """More than ``search.max_error_fraction`` of the attempts ended in an infrastructure error;
+    everything finished is kept and the manifest says which attempts failed and why."""
+
+    exit_code = 1
+
+
+# Attempts listed one by one in the manifest's `errors` (the count per reason class is complete).
+MAX_LISTED_ERRORS = 100
+
+
+def error_report(summary: Any, max_error_fraction: float) -> dict:
+    """The manifest's ``errors`` entry for summary rows (an Arrow table of SUMMARY_SCHEMA)."""
+    rows = [
+        r
+        for r in summary.select(["theorem", "attempt", "status", "reasons"]).to_pylist()
+        if r["status"] == "error"
+    ]
+    # The reason class is what precedes the first colon: "start", "ReplError", "HTTPError", ...
+    classes = Counter((r["reasons"][0] if r["reasons"] else "?").split(":", 1)[0] for r in rows)
+    fraction = len(rows) / max(summary.num_rows, 1)
+    return {
+        "count": len(rows),
+        "fraction": fraction,
+        "max_fraction": max_error_fraction,
+        "by_reason": dict(classes),
+        "attempts": [
+            {"theorem": r["theorem"], "attempt": r["attempt"], "reason": "; ".join(r["reasons"])}
+            for r in sorted(rows, key=lambda r: (r["theorem"], r["attempt"]))[:MAX_LISTED_ERRORS]
+        ],
+    }
 
 
 def default_expansions_per_step(cfg: SearchConfig) -> int:
@@ -70,6 +115,74 @@ def shard_theorems(theorems: Sequence[Theorem], shard: tuple[int, int] | None) -
     if not (n >= 1 and 0 <= i < n):
         raise ValueError(f"shard must be (i, n) with 0 <= i < n, got {shard}")
     return list(theorems[i::n])
+
+
+# `theorem <name> … :=` (then `by`, or nothing): the shape the search completes with tactics.
+_STATEMENT = re.compile(r"\A\s*(?:theorem|lemma)\s+[^\s:({\[]+[\s\S]*:=\s*(?:by\s*)?\Z")
+
+
+def read_theorem_file(path: Path) -> list[Theorem]:
+    """The theorems of ``path``, checked before anything expensive starts: the file exists and
+    parses, each statement reads ``theorem <name> … := by``, no name repeats.  A problem raises
+    :class:`~burnqed.config.InputError` (or ``TheoremFileError``) naming the file and line."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"{path}: {'not a file' if path.exists() else 'no such theorem file'}")
+    try:
+        with path.open(encoding="utf-8") as f:  # the lines read_theorems reads, for their numbers
+            lines = [n for n, line in enumerate(f, 1) if line.strip()]
+    except UnicodeDecodeError as e:
+        raise InputError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+    theorems = list(read_theorems(path))
+    if not theorems:
+        raise InputError(f"{path}: no theorems in the file")
+    first: dict[str, int] = {}
+    for lineno, t in zip(lines, theorems, strict=True):
+        if not _STATEMENT.match(t.formal_statement):
+            raise InputError(
+                f"{path}:{lineno}: formal_statement must read `theorem <name> … := by`, got "
+                f"{t.formal_statement.strip()[:80]!r}"
+            )
+        if t.name in first:
+            raise InputError(
+                f"{path}:{lineno}: theorem name {t.name!r} repeats line {first[t.name]}"
+            )
+        first[t.name] = lineno
+    return theorems
+
+
+def check_out_dir(out: Path, *, resume: bool) -> None:
+    """``out`` can take this run's parts: a (creatable, writable) directory, and one without parts
+    unless resuming.  Raises :class:`~burnqed.config.InputError` naming it."""
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise InputError(
+            f"{out}: exists and is not a directory (--out names a trajectory directory)"
+        )
+    if not resume and any(any((out / d).glob("part-*.parquet")) for d in ("nodes", SUMMARY_DIR)):
+        raise InputError(
+            f"{out}: already holds trajectory parts; pass --resume to continue it, or remove it"
+        )
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise InputError(f"{out}: cannot create the output directory ({e.strerror})") from None
+    if not os.access(out, os.W_OK | os.X_OK):
+        raise InputError(f"{out}: the output directory is not writable")
+
+
+def check_repl(cfg: LeanConfig) -> str:
+    """``lean.repl_command --version`` answers a version burnqed speaks; returns its text."""
+    from burnqed.lean.client import read_version
+    from burnqed.lean.errors import ReplError
+
+    try:
+        return asyncio.run(read_version(cfg)).text
+    except (ReplError, OSError) as e:
+        text = str(e)
+        if "lean.repl_command" not in text:
+            text = f"lean.repl_command {list(cfg.repl_command)}: {text}"
+        raise InputError(text) from e
 
 
 def _git_commit() -> str | None:
@@ -113,8 +226,11 @@ async def search_to_dir(
     """
     out = Path(out)
     done: set[tuple[str, int]] = set()
+    retried = 0
     if resume:
         done, skipped = finished_attempts(out)
+        if (out / SUMMARY_DIR).is_dir():
+            retried = read_summary(out).table.column("status").to_pylist().count("error")
         if skipped:
             log.warning(
                 "resume: %d unreadable part(s) skipped; their attempts are redone", len(skipped)
@@ -130,11 +246,12 @@ async def search_to_dir(
         raise ValueError(f"theorem name {dup!r} occurs more than once in the theorem file")
     todo = [(t.name, a) for t in theorems for a in range(cfg.attempts) if (t.name, a) not in done]
     log.info(
-        "search: %d theorems × %d attempts, %d already finished, %d to do → %s",
+        "search: %d theorems × %d attempts, %d already finished, %d to do (%d errors retried) → %s",
         len(theorems),
         cfg.attempts,
         len(theorems) * cfg.attempts - len(todo),
         len(todo),
+        retried,
         out,
     )
     k = expansions_per_step or default_expansions_per_step(cfg)
@@ -173,22 +290,33 @@ async def search_to_dir(
             )
     finally:
         bar.close()
-    total, skipped = finished_attempts(out)
+    read = read_summary(out)
+    summary, skipped = read.table, read.skipped
     expected = {(t.name, a) for t in theorems for a in range(cfg.attempts)}
-    missing = expected - total
+    missing = expected - set(
+        zip(
+            summary.column("theorem").to_pylist(),
+            summary.column("attempt").to_pylist(),
+            strict=True,
+        )
+    )
     if missing:
         raise RuntimeError(
             f"{out}: {len(missing)} attempts missing after the run (e.g. {min(missing)})"
         )
-    from burnqed.trajectory import read_summary
-
-    summary = read_summary(out).table
     statuses = Counter(summary.column("status").to_pylist())
+    errors = error_report(summary, cfg.max_error_fraction)
+    results = summary.num_rows - errors["count"]
+    exceeded = errors["fraction"] > cfg.max_error_fraction
     manifest = {
         "attempts": summary.num_rows,
         "theorems": len(theorems),
         "statuses": dict(statuses),
-        "solve_rate": statuses.get("proved", 0) / max(summary.num_rows, 1),
+        # Errors are not results: the denominator is the attempts that ran to an outcome.
+        "results": results,
+        "solve_rate": statuses.get("proved", 0) / results if results else None,
+        "errors": errors,
+        "error_limit_exceeded": exceeded,
         "node_rows": sum(summary.column("nodes_total").to_pylist()),
         "expansions_per_step": k,
         "sampling": {
@@ -207,6 +335,20 @@ async def search_to_dir(
     tmp = out / f".{MANIFEST}.tmp"
     tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     os.replace(tmp, out / MANIFEST)
+    if errors["count"]:
+        log.warning(
+            "%d of %d attempts ended in an infrastructure error (%s); `--resume` retries them",
+            errors["count"],
+            summary.num_rows,
+            errors["by_reason"],
+        )
+    if exceeded:
+        raise TooManyErrors(
+            f"{out}: {errors['count']} of {summary.num_rows} attempts ended in an infrastructure "
+            f"error ({errors['fraction']:.1%} > search.max_error_fraction "
+            f"{cfg.max_error_fraction:.1%}; {errors['by_reason']}); finished attempts are kept, "
+            "rerun with --resume to retry the errors"
+        )
     log.info("search done: %s", dict(statuses))
     return manifest
 
@@ -255,11 +397,18 @@ def run(
     shard: tuple[int, int] | None = None,
     log_dir: Path | None = None,
 ) -> dict:
-    """The search stage (see the module docstring); returns the manifest."""
+    """The search stage (see the module docstring); returns the manifest.
+
+    The theorem file, the output directory and the REPL (``--version``) are checked first, then
+    the model directory (:func:`~burnqed.policy.backend.open_generator`), before any weights load
+    or server starts: bad input raises :class:`~burnqed.config.InputError` naming it."""
     search_cfg = SearchConfig.from_dict(cfg)
     lean_cfg = LeanConfig.from_dict(lean)
     policy_cfg = PolicyConfig.from_dict(policy)
-    pool_theorems = shard_theorems(list(read_theorems(theorems)), shard)
+    # Inputs first, in milliseconds: a typo must not wait for a 7B load or a server launch.
+    pool_theorems = shard_theorems(read_theorem_file(Path(theorems)), shard)
+    check_out_dir(Path(out), resume=resume)
+    repl_version = check_repl(lean_cfg)
     if temperature is None:
         temperature = search_cfg.temperature_with_ebm if ebm else search_cfg.temperature
     sampling = SamplingParams(
@@ -279,10 +428,9 @@ def run(
         "git_commit": _git_commit(),
         "python": platform.python_version(),
         "lean": lean_cfg.to_dict(),
+        "repl_version": repl_version,
         "policy_backend": policy_cfg.backend,
     }
-    Path(out).mkdir(parents=True, exist_ok=True)
-
     from burnqed.lean.pool import LeanPool
     from burnqed.policy.backend import open_generator
 
@@ -315,21 +463,32 @@ def gather_shards(*, shards: Sequence[Path], out: Path) -> dict:
     """Combine the manifests of a sharded search (``…/search/shard_K/manifest.json``) into ``out``:
     totals over the shards plus each shard's own manifest, so one file says how the search went.
     A shard without a manifest is unfinished and is an error naming it."""
-    per_shard, statuses = {}, Counter()
+    per_shard, statuses, by_reason = {}, Counter(), Counter()
     for d in shards:
         path = Path(d) / MANIFEST
         if not path.is_file():
             raise FileNotFoundError(f"{path}: shard unfinished (no manifest)")
         m = json.loads(path.read_text(encoding="utf-8"))
+        if m.get("error_limit_exceeded"):
+            raise RuntimeError(
+                f"{path}: too many infrastructure errors ({m['errors']['count']} of "
+                f"{m['attempts']} attempts); resume the shard before gathering"
+            )
         per_shard[str(d)] = m
         statuses.update(m["statuses"])
+        by_reason.update((m.get("errors") or {}).get("by_reason", {}))
     attempts = sum(m["attempts"] for m in per_shard.values())
+    n_errors = statuses.get("error", 0)
+    results = attempts - n_errors
     manifest = {
         "shards": sorted(per_shard),
         "attempts": attempts,
         "theorems": sum(m["theorems"] for m in per_shard.values()),
         "statuses": dict(statuses),
-        "solve_rate": statuses.get("proved", 0) / max(attempts, 1),
+        # Errors are not results (see the module docstring): they are counted apart.
+        "results": results,
+        "solve_rate": statuses.get("proved", 0) / results if results else None,
+        "errors": {"count": n_errors, "by_reason": dict(by_reason)},
         "node_rows": sum(m["node_rows"] for m in per_shard.values()),
         "per_shard": per_shard,
     }
@@ -338,9 +497,10 @@ def gather_shards(*, shards: Sequence[Path], out: Path) -> dict:
     tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     os.replace(tmp, out)
     log.info(
-        "gathered %d shard(s): %s, solve rate %.3f",
+        "gathered %d shard(s): %s, solve rate %s (%d errors apart)",
         len(shards),
         dict(statuses),
-        manifest["solve_rate"],
+        "n/a" if results == 0 else f"{manifest['solve_rate']:.3f}",
+        n_errors,
     )
     return manifest

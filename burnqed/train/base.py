@@ -163,8 +163,10 @@ def _build_tiny(out: Path, cfg: TinyBaseConfig, pairs: Path, val: Path | None, s
             layers=cfg.layers, heads=cfg.heads, intermediate_size=cfg.intermediate_size,
             max_position_embeddings=cfg.max_length, seed=seed,
         )  # fmt: skip
-        model = AutoModelForCausalLM.from_pretrained(staging, dtype=torch.float32)
-        tokenizer = AutoTokenizer.from_pretrained(staging)
+        model = AutoModelForCausalLM.from_pretrained(
+            staging, dtype=torch.float32, local_files_only=True
+        )
+        tokenizer = AutoTokenizer.from_pretrained(staging, local_files_only=True)
         with MetricsLog(staging / METRICS_FILE) as metrics:
             result = train_from_scratch(model, tokenizer, examples, cfg, seed=seed, metrics=metrics)
             held_out = None

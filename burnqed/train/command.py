@@ -109,6 +109,8 @@ def _reporting_data_errors(run: Callable[[argparse.Namespace], None]) -> Callabl
         try:
             run(args)
         except TrainingDataError as e:
+            if getattr(args, "debug", False):
+                raise
             print(f"burnqed train {args.train_command}: {e}", file=sys.stderr)
             return 2
         return 0

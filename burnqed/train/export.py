@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from burnqed.data.prompt import format_prompt, parse_completion
+from burnqed.policy.model_files import check_model_dir
 from burnqed.train.artifacts import provenance, quiet_progress_bars, staged_dir, write_json
 from burnqed.train.examples import TrainingDataError
 
@@ -80,17 +81,18 @@ def merge_adapter(
                                (adapter, "adapter", "adapter_config.json")):  # fmt: skip
         if not (path / marker).exists():
             raise TrainingDataError(f"{path}: not a {what} directory (no {marker})")
+    check_model_dir(base)  # a broken base fails here naming the file, not inside transformers
     started = time.time()
     quiet_progress_bars()
     cuda = torch.cuda.is_available()
-    tokenizer = AutoTokenizer.from_pretrained(base)
+    tokenizer = AutoTokenizer.from_pretrained(base, local_files_only=True)
     prompt = format_prompt(SAMPLE_STATE)
     enc = tokenizer(prompt, return_tensors="pt", add_special_tokens=False)
 
     # dtype "auto": the checkpoint's own (bf16 for the real models, float32 for the tiny one) —
     # never 4-bit, whatever the adapter was trained on.
     model = AutoModelForCausalLM.from_pretrained(
-        base, dtype="auto", device_map={"": 0} if cuda else None
+        base, dtype="auto", device_map={"": 0} if cuda else None, local_files_only=True
     )
     dtype = str(model.dtype).removeprefix("torch.")
     model = PeftModel.from_pretrained(model, str(adapter))
@@ -146,9 +148,9 @@ def _check_merged(path: Path, enc: Any, reference: Any, *, dtype: str, cuda: boo
 
     try:
         model = AutoModelForCausalLM.from_pretrained(
-            path, dtype="auto", device_map={"": 0} if cuda else None
+            path, dtype="auto", device_map={"": 0} if cuda else None, local_files_only=True
         )
-        tokenizer = AutoTokenizer.from_pretrained(path)
+        tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
     except Exception as e:  # any load failure means the export is unusable
         raise MergeError(f"{path}: the merged model does not reload: {e}") from e
     model.eval()

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from burnqed.config import ConfigError, SFTConfig
 from burnqed.data.benchmarks import sha256_file
+from burnqed.policy.model_files import check_model_dir
 from burnqed.train.artifacts import (
     MetricsLog,
     provenance,
@@ -109,6 +110,7 @@ def train_sft(
         raise TrainingDataError(
             f"{base}: not a model directory (no config.json); build models/base first"
         )
+    check_model_dir(base)  # bad config.json, truncated weights, no tokenizer: named here
     if plan.warm_start is not None and not (plan.warm_start / "adapter_config.json").exists():
         raise TrainingDataError(
             f"{plan.warm_start}: not an adapter directory (no adapter_config.json)"
@@ -184,7 +186,10 @@ def load_base_model(base: Path, *, quantization: str, cuda: bool) -> PreTrainedM
 
     if quantization == "none":
         return AutoModelForCausalLM.from_pretrained(
-            base, dtype="auto" if cuda else torch.float32, device_map={"": 0} if cuda else None
+            base,
+            dtype="auto" if cuda else torch.float32,
+            device_map={"": 0} if cuda else None,
+            local_files_only=True,  # a path never falls back to a hub lookup
         )
     if quantization != "nf4":
         raise ConfigError(f"sft.quantization: expected nf4 or none, got {quantization!r}")
@@ -202,6 +207,7 @@ def load_base_model(base: Path, *, quantization: str, cuda: bool) -> PreTrainedM
         ),
         dtype=compute,
         device_map={"": 0} if cuda else {"": "cpu"},
+        local_files_only=True,
     )
     # Casts the non-quantized layers (norms, embeddings) to float32 for stable training and,
     # with checkpointing, makes the inputs require grad so the adapter still gets gradients.
@@ -211,7 +217,7 @@ def load_base_model(base: Path, *, quantization: str, cuda: bool) -> PreTrainedM
 def _load_tokenizer(base: Path):
     from transformers import AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(base)
+    tokenizer = AutoTokenizer.from_pretrained(base, local_files_only=True)
     if tokenizer.pad_token is None:
         # Padding is masked out of the loss; EOS as pad is the usual choice for decoder-only models.
         tokenizer.pad_token = tokenizer.eos_token

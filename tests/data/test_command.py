@@ -65,7 +65,7 @@ def test_fetch_from_a_local_file_and_refusal(minif2f_path, tmp_path, capsys):
     tampered.write_bytes(minif2f_path.read_bytes() + b"\n")
     other = tmp_path / "other.jsonl"
     assert (
-        data_cli(["data", "fetch", "minif2f", "--from", str(tampered), "--dest", str(other)]) == 1
+        data_cli(["data", "fetch", "minif2f", "--from", str(tampered), "--dest", str(other)]) == 2
     )
     err = capsys.readouterr().err
     assert PINNED in err and sha256_file(tampered) in err and "tampered.jsonl" in err

@@ -39,3 +39,16 @@ def test_unfinished_shard_is_named(tmp_path):
     with pytest.raises(FileNotFoundError, match=r"shard_1.*unfinished"):
         gather_shards(shards=[a, missing], out=tmp_path / MANIFEST)
     assert not (tmp_path / MANIFEST).exists()
+
+
+def test_errors_are_counted_apart_and_an_over_limit_shard_is_refused(tmp_path):
+    a = shard(tmp_path, 0, {"proved": 3, "failed": 1, "error": 2})
+    m = gather_shards(shards=[a], out=tmp_path / MANIFEST)
+    assert m["attempts"] == 6 and m["results"] == 4 and m["errors"]["count"] == 2
+    assert m["solve_rate"] == pytest.approx(0.75)  # 3 of the 4 results, not 3 of 6 attempts
+    bad = shard(tmp_path, 1, {"error": 4})
+    manifest = json.loads((bad / MANIFEST).read_text())
+    manifest.update(error_limit_exceeded=True, errors={"count": 4, "by_reason": {"ReplError": 4}})
+    (bad / MANIFEST).write_text(json.dumps(manifest))
+    with pytest.raises(RuntimeError, match=r"shard_1.*infrastructure errors.*resume"):
+        gather_shards(shards=[a, bad], out=tmp_path / "gathered.json")

@@ -172,6 +172,7 @@ def _fake_backends(monkeypatch, policy, env):
     pool.LeanPool = Pool
     monkeypatch.setitem(sys.modules, "burnqed.policy.backend", backend)
     monkeypatch.setitem(sys.modules, "burnqed.lean.pool", pool)
+    monkeypatch.setattr("burnqed.search.stage.check_repl", lambda cfg: "fake")  # no REPL at all
     yield opened
 
 

@@ -150,3 +150,36 @@ def test_a_resumed_writer_removes_an_uncommitted_nodes_part(tmp_path):
             w.add(r)
     s = read_summary(tmp_path)
     assert s.skipped == [] and s.table.num_rows == 4
+
+
+def test_a_retried_error_row_is_superseded_by_the_later_one_in_every_reader(tmp_path):
+    import dataclasses
+
+    results = _search(n=3)
+    a, b, c = results
+    assert a.tree is not None and a.nodes_total > 1
+    # Attempt `a` first ends in an infrastructure error with a partial tree, then is retried.
+    a_error = dataclasses.replace(a, status="error", proof=None, verified=False,
+                                  proof_expansion=None, reasons=("ReplError: worker died",))  # fmt: skip
+    with TrajectoryWriter(tmp_path, checkpoint_every=10) as w:
+        w.add(a_error)
+        w.add(b)
+    assert finished_attempts(tmp_path)[0] == {(b.theorem, 0)}  # `--resume` retries `a`
+    with TrajectoryWriter(tmp_path, checkpoint_every=10) as w:
+        w.add(a)
+        w.add(c)
+    s, n = read_summary(tmp_path), read_nodes(tmp_path)
+    assert s.skipped == [] and n.skipped == []
+    assert sorted(s.table.column("theorem").to_pylist()) == sorted(r.theorem for r in results)
+    assert s.table.column("status").to_pylist().count("error") == 0
+    assert n.table.num_rows == sum(r.nodes_total for r in results)  # a's partial tree dropped
+    con, skipped = open_duckdb(tmp_path)
+    assert skipped == []
+    assert con.sql("select count(*) from summary").fetchall()[0][0] == 3
+    assert con.sql("select count(*) from nodes").fetchall()[0][0] == n.table.num_rows
+    assert finished_attempts(tmp_path)[0] == {(r.theorem, 0) for r in results}
+    # A finished attempt is never redone: a later row for `b` (not an error) is a duplicate.
+    with TrajectoryWriter(tmp_path, checkpoint_every=10) as w:
+        w.add(b)
+    s = read_summary(tmp_path)
+    assert s.table.num_rows == 3 and any("already in" in x for x in s.skipped)
