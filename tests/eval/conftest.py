@@ -64,7 +64,10 @@ def toy_search(
     env: ToyEnv | None = None,
 ) -> dict:
     """One search into ``out`` with one expansion per step (so a smaller budget is a prefix)."""
-    cfg = SearchConfig.from_dict({**SEARCH, "max_nodes": max_nodes, "attempts": attempts})
+    # Errors are what some tests plant: the search must not fail on them (the eval reports them).
+    cfg = SearchConfig.from_dict(
+        {**SEARCH, "max_nodes": max_nodes, "attempts": attempts, "max_error_fraction": 1.0}
+    )
     return asyncio.run(
         search_to_dir(
             theorems, policy, env or ToyEnv(), cfg, out,
@@ -104,6 +107,7 @@ def fake_backends(monkeypatch) -> Callable:
         pool.LeanPool = Pool
         monkeypatch.setitem(sys.modules, "burnqed.policy.backend", backend)
         monkeypatch.setitem(sys.modules, "burnqed.lean.pool", pool)
+        monkeypatch.setattr("burnqed.search.stage.check_repl", lambda cfg: "fake")  # no REPL at all
         yield opened
 
     return install
