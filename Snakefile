@@ -33,3 +33,8 @@ rule all:
         rules.data_all.input,
         "results/iter_0/search/manifest.json",
         "results/iter_0/search_noise/manifest.json",
+        expand(
+            "models/iter_{i}/merged",
+            i=range(lookup(dpath="iterations", within=config)),
+        ),
+        "results/baseline/search/manifest.json",

@@ -57,10 +57,7 @@ ruleorder: proplogic_benchmark_split > benchmark_split
 rule tactic_pairs:
     input:
         # Decontamination: no statement of the evaluation benchmark(s) may be trained on.
-        eval_benchmarks=expand(
-            "data/benchmarks/{name}.jsonl",
-            name=lookup(dpath="eval/benchmark", within=config),
-        ),
+        eval_benchmarks=eval_benchmark_files(config),
     output:
         train="data/tactic_pairs/train.parquet",
         val="data/tactic_pairs/val.parquet",
@@ -83,10 +80,7 @@ rule tactic_pairs:
 rule search_pool:
     input:
         benchmarks=search_pool_benchmarks(config),
-        eval_benchmarks=expand(
-            "data/benchmarks/{name}.jsonl",
-            name=lookup(dpath="eval/benchmark", within=config),
-        ),
+        eval_benchmarks=eval_benchmark_files(config),
     output:
         pool="data/theorems/search_pool.jsonl",
         report="data/theorems/search_pool.report.json",

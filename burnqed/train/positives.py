@@ -105,10 +105,10 @@ def _read_one(label: str, directory: Path) -> tuple[pa.Table, dict[str, int], li
         con, skip = open_duckdb(d)
         try:
             skipped += skip
-            row = con.execute(_COUNTS_SQL).fetchone()
+            row = con.execute(_COUNTS_SQL).fetchall()[0]
             for k, v in zip(counts, row, strict=True):
                 counts[k] += int(v or 0)
-            tables.append(con.execute(_STEPS_SQL).to_arrow_table())
+            tables.append(con.sql(_STEPS_SQL).to_arrow_table())
         finally:
             con.close()
     n = sum(t.num_rows for t in tables)

@@ -124,14 +124,13 @@ def train_sft(
         raise TrainingDataError(
             f"{plan.warm_start}: not an adapter directory (no adapter_config.json)"
         )
-    index = BenchmarkIndex.load(eval_benchmarks) if eval_benchmarks else None
     base_examples = read_examples(
         train, limit=plan.base_pair_limit, seed=seed, what="SFT train pairs"
     )
     val_examples = read_examples(val, what="SFT validation pairs")
     mix = build_mix(
-        base_examples, trajectories, sft, iteration=iteration, seed=seed, index=index,
-        decontamination=decontamination,
+        base_examples, trajectories, sft, iteration=iteration, seed=seed,
+        eval_benchmarks=eval_benchmarks, decontamination=decontamination,
     )  # fmt: skip
     cuda = torch.cuda.is_available()
     started = time.time()
@@ -247,17 +246,19 @@ def build_mix(
     *,
     iteration: int,
     seed: int,
-    index: BenchmarkIndex | None = None,
+    eval_benchmarks: Sequence[Path] = (),
     decontamination: str = "refuse",
 ) -> SFTMix:
     """Base examples + the positive steps of ``trajectories`` (iterations > 0) × ``positive_upsample``,
-    with a theorem-split trajectory validation set; benchmark statements refused or dropped."""
+    with a theorem-split trajectory validation set; statements of ``eval_benchmarks`` refused or
+    dropped from the steps (the base pairs were checked by the data stage)."""
     if iteration == 0 or not trajectories:
         if iteration > 0:
             log.warning(
                 "iteration %d: no trajectories given; training on base pairs only", iteration
             )
         return SFTMix(list(base_examples), [], len(base_examples), 0, 0, 0, None, None)
+    index = BenchmarkIndex.load(eval_benchmarks) if eval_benchmarks else None
     positives = read_positive_steps(trajectories)
     table, check = positives.table, None
     if index is not None:
