@@ -139,6 +139,9 @@ def train_sft(
     model = load_base_model(base, quantization=sft.quantization, cuda=cuda)
     tokenizer = _load_tokenizer(base)
     check_target_modules(model, sft.target_modules)
+    boundary = check_prompt_boundaries(
+        tokenizer, [*mix.train, *val_examples, *mix.trajectory_val], add_eos=True
+    )
     eval_sets = {"pairs": val_examples}
     if mix.trajectory_val:
         eval_sets["trajectory"] = mix.trajectory_val
@@ -174,6 +177,7 @@ def train_sft(
             "train_examples": len(mix.train),
             "base_pairs": len(base_examples),
             "val": str(val), "val_sha256": sha256_file(val), "val_examples": len(val_examples),
+            "prompt_boundary_mismatches": boundary,
             **mix.to_json(),
         }  # fmt: skip
         write_json(staging / SUMMARY_FILE, {**summary, **provenance()})
@@ -466,6 +470,36 @@ def _load_tokenizer(base: Path):
         # Padding is masked out of the loss; EOS as pad is the usual choice for decoder-only models.
         tokenizer.pad_token = tokenizer.eos_token
     return tokenizer
+
+
+def check_prompt_boundaries(
+    tokenizer: Any, examples: Sequence[Mapping[str, str]], *, add_eos: bool = True
+) -> int:
+    """Count (and report) the examples whose prompt does not end at a token boundary.
+
+    trl tokenizes the prompt and prompt + completion separately and masks as many leading labels
+    as the prompt has tokens; when the prompt's last token merges with the completion's first, the
+    two tokenizations disagree and the mask is off (trl only warns, once).  The one prompt format
+    ends with a newline to avoid this (:mod:`burnqed.data.prompt`); this check says when a
+    tokenizer or a hand-made example breaks it: a warning naming the first such example.
+    """
+    unique = list({(e["prompt"], e["completion"]): e for e in examples}.values())
+    if not unique:
+        return 0
+    eos = tokenizer.eos_token if add_eos and tokenizer.eos_token else ""
+    prompts = tokenizer([e["prompt"] for e in unique], add_special_tokens=False)["input_ids"]
+    full = tokenizer(
+        [e["prompt"] + e["completion"] + eos for e in unique], add_special_tokens=False
+    )["input_ids"]
+    bad = [e for e, p, f in zip(unique, prompts, full, strict=True) if f[: len(p)] != p]
+    if bad:
+        log.warning(
+            "%d of %d examples: the prompt does not end at a token boundary (its last token "
+            "merges with the completion), so the completion-only loss mask is off there; first: "
+            "prompt ending %r, completion %r",
+            len(bad), len(unique), bad[0]["prompt"][-30:], bad[0]["completion"][:30],
+        )  # fmt: skip
+    return len(bad)
 
 
 def check_target_modules(model: PreTrainedModel, targets: tuple[str, ...]) -> None:
