@@ -3,26 +3,38 @@
 trl's ``SFTTrainer`` on a prompt/completion dataset (loss on the completion only — the prompt's labels
 are -100; ``reference/training-stack.md`` §2), a peft LoRA adapter on ``sft.target_modules``, either on
 the full-precision base (``sft.quantization: none``) or on a 4-bit NF4 base (``nf4``: QLoRA with
-bitsandbytes).  Cosine schedule with linear warm-up; validation loss every ``eval_steps``; the
-checkpoint with the lowest validation loss is the one saved.  Beside the adapter:
+bitsandbytes).  Cosine schedule with linear warm-up.
 
-- ``training_summary.json`` — steps, train / eval loss history, best step and its loss, wall time,
+Iteration 0 trains a fresh adapter on the tactic pairs.  Iteration ``i > 0`` (:func:`plan_sft`,
+:func:`build_mix`) warm-starts from adapter ``i-1`` (checked equal to it before the first step),
+with learning rate × ``lr_decay``^i and ``later_max_steps``, on a seeded subsample of the base pairs
+(``base_pair_subsample``) plus the positive steps of the earlier searches' verified proofs
+(:mod:`.positives`) × ``positive_upsample``; a theorem-split share of those steps
+(``trajectory_val_fraction``) is a second validation set, decontaminated against the evaluation
+benchmark (:mod:`burnqed.data.decontam`).
+
+Both validation losses (base pairs, trajectory steps) are measured before training (step 0) and
+every ``eval_steps``; the adapter of every evaluated step is kept and the one ``sft.select_by``
+chooses (:func:`select_step`) is saved.  Beside the adapter:
+
+- ``training_summary.json`` — steps, train loss, both validation-loss curves, the selected step and
+  why, both losses before and after (``validation``), the warm-start check, the data mix (base pairs,
+  positive steps per source iteration, skipped trajectory parts, decontamination), wall time,
   trainable parameters, data hashes, versions, git commit;
 - ``hyperparameters.json`` — the ``sft`` section, the base model, the effective values of this
-  iteration (learning rate, steps, warm start), the seed;
+  iteration (learning rate, steps, warm start, upsampling, criterion), the seed;
 - ``metrics.jsonl`` — every logged step as it happened.
-
-Iteration 0 trains a fresh adapter.  Iterations > 0 (a later issue) slot in through :func:`plan_sft`:
-warm start from the previous adapter, learning rate × ``lr_decay``^i, ``later_max_steps``, a seeded
-subsample of the base pairs (positive trajectory steps are to be mixed in by the caller's data).
 
 Example::
 
     from pathlib import Path
     from burnqed.train.sft import train_sft
     train_sft(base=Path("models/base"), train=Path("data/tactic_pairs/train.parquet"),
-              val=Path("data/tactic_pairs/val.parquet"), out=Path("models/iter_0/adapter"),
-              cfg={...the sft section...}, seed=0)
+              val=Path("data/tactic_pairs/val.parquet"), out=Path("models/iter_1/adapter"),
+              cfg={...the sft section...}, iteration=1,
+              previous_adapter=Path("models/iter_0/adapter"),
+              trajectories=[Path("results/iter_0/search"), Path("results/iter_0/search_noise")],
+              eval_benchmarks=[Path("data/benchmarks/minif2f_test.jsonl")], seed=0)
 """
 
 from __future__ import annotations
