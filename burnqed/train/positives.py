@@ -24,6 +24,7 @@ Example::
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -39,6 +40,7 @@ from burnqed.trajectory import SUMMARY_DIR, open_duckdb
 log = logging.getLogger(__name__)
 
 RESULTS = Path("results")
+MANIFEST = "manifest.json"  # written by the search stage when a search (or its gather) is complete
 
 _STEPS_SQL = """
 select c.theorem, p.state as state_before, c.tactic, coalesce(c.state, '') as state_after,
@@ -75,12 +77,23 @@ def label_of(directory: Path) -> str:
 
 
 def _part_dirs(directory: Path) -> list[Path]:
-    """The trajectory directories of a search: itself, or its ``shard_*`` directories."""
+    """The trajectory directories of a search: itself, or its shards — those its ``manifest.json``
+    lists (so a stale shard of an earlier, differently sharded run is not read), else ``shard_*``."""
     if (directory / SUMMARY_DIR).is_dir():
         return [directory]
-    shards = sorted(d for d in directory.glob("shard_*") if (d / SUMMARY_DIR).is_dir())
-    if not shards and not directory.is_dir():
+    if not directory.is_dir():
         raise FileNotFoundError(f"{directory}: no such search directory (run its search first)")
+    listed = []
+    manifest = directory / MANIFEST
+    if manifest.is_file():
+        try:
+            listed = json.loads(manifest.read_text(encoding="utf-8")).get("shards") or []
+        except json.JSONDecodeError:
+            log.warning("%s: not valid JSON; reading every shard_* directory", manifest)
+    shards = [directory / Path(s).name for s in listed] or sorted(directory.glob("shard_*"))
+    missing = [d for d in shards if not (d / SUMMARY_DIR).is_dir()]
+    if missing:
+        raise FileNotFoundError(f"{missing[0]}: listed shard has no trajectory parts (summary/)")
     if not shards:
         log.warning("%s: no trajectory parts (no summary/ here or in shard_*/)", directory)
     return shards

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from burnqed.train.positives import (
@@ -69,6 +71,12 @@ def test_shards_are_read_and_a_corrupt_part_is_skipped_and_reported(tmp_path):
     assert set(steps.table.column("theorem").to_pylist()) == {"a", "b"}
     assert len(steps.skipped) == 1 and "part-000001" in steps.skipped[0]
     assert steps.to_json()["skipped_parts"] == steps.skipped
+    # The gathered manifest names the shards: a stale shard of another run is not read.
+    write_search(search / "shard_7", [Proof("c", C)])
+    assert "c" in set(read_positive_steps([search]).table.column("theorem").to_pylist())
+    shards = ["results/iter_0/search/shard_0", "results/iter_0/search/shard_1"]
+    (search / "manifest.json").write_text(json.dumps({"shards": shards}), encoding="utf-8")
+    assert set(read_positive_steps([search]).table.column("theorem").to_pylist()) == {"a", "b"}
 
 
 def test_a_missing_search_is_named(tmp_path):
