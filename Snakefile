@@ -36,3 +36,8 @@ rule all:
         "results/iter_0/search/manifest.json",
         "results/iter_0/search_noise/manifest.json",
         "results/iter_0/report",
+        expand(
+            "models/iter_{i}/merged",
+            i=range(lookup(dpath="iterations", within=config)),
+        ),
+        "results/baseline/search/manifest.json",

@@ -227,6 +227,7 @@ class DataConfig(Section):
     tokenizer: str = "deepseek-ai/DeepSeek-Prover-V2-7B"
     val_fraction: float = 0.02
     proplogic: ProplogicConfig = field(default_factory=ProplogicConfig)
+    decontamination: str = "refuse"
 
     def __post_init__(self) -> None:
         if isinstance(self.proplogic, Mapping):
@@ -553,6 +554,9 @@ class SFTConfig(Section):
     base_pair_subsample: int = 10000
     positive_upsample: int = 10
     eval_steps: int = 100
+    trajectory_val_fraction: float = 0.1
+    select_by: str = "plateau"
+    plateau_tolerance: float = 0.01
 
 
 @dataclass(frozen=True)

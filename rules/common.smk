@@ -4,10 +4,9 @@ from hashlib import sha256
 from pathlib import Path
 
 
-# Iterations >= 1 need the EBM and the trajectory-mixing SFT stages; until those rules exist, the
-# iteration wildcard only matches 0 so nothing runs an iteration the spec does not describe.
+# Expert iteration i: any non-negative integer (`iterations` in params.yaml says how many are built).
 wildcard_constraints:
-    i="0",
+    i="[0-9]+",
 
 
 @cache  # several rules digest the same packages: read each set of files once per parse
@@ -22,6 +21,26 @@ def code_digest(*packages):
         for f in [path] if path.is_file() else sorted(path.glob("**/*.py")):
             h.update(f.read_bytes())
     return h.hexdigest()[:16]
+
+
+def sft_warm_start(wildcards):
+    """SFT inputs beyond the pairs at iteration i >= 1: adapter i-1 and the finished searches it
+    learns from (results/iter_j/search for j < i, and iteration 0's noise search)."""
+    i = int(wildcards.i)
+    if i == 0:
+        return {}
+    searches = [f"results/iter_{j}/search/manifest.json" for j in range(i)]
+    return {
+        "previous_adapter": f"models/iter_{i - 1}/adapter",
+        "searches": [*searches, "results/iter_0/search_noise/manifest.json"],
+    }
+
+
+def eval_benchmark_files(config):
+    """The evaluation benchmark file(s) (eval.benchmark): what training data is decontaminated against."""
+    names = config["eval"]["benchmark"]
+    names = [names] if isinstance(names, str) else names
+    return [f"data/benchmarks/{n}.jsonl" for n in names]
 
 
 def search_pool_benchmarks(config):

@@ -1,4 +1,6 @@
-# Model stage (burnqed/train/): the base model, iteration-0 SFT (LoRA / QLoRA) and the merged export.
+# Model stage (burnqed/train/): the base model, SFT of every iteration (LoRA / QLoRA; from iteration 1
+# warm-started from adapter i-1 on the tactic pairs plus the proofs of the searches before i) and the
+# merged export.
 
 
 rule base_model:
@@ -30,9 +32,11 @@ rule base_model:
 
 rule sft:
     input:
+        unpack(sft_warm_start),
         base="models/base",
         train="data/tactic_pairs/train.parquet",
         val="data/tactic_pairs/val.parquet",
+        eval_benchmarks=eval_benchmark_files(config),
     output:
         directory("models/iter_{i}/adapter"),
     log:
@@ -46,8 +50,15 @@ rule sft:
         runtime=720,
     params:
         cfg=lookup(dpath="sft", within=config),
+        decontamination=lookup(dpath="data/decontamination", within=config),
         seed=lookup(dpath="seed", within=config),
-        code=code_digest("train", "data/prompt.py"),
+        code=code_digest(
+            "train",
+            "data/prompt.py",
+            "data/decontam.py",
+            "data/schema.py",
+            "trajectory.py",
+        ),
     script:
         "../workflow/scripts/model_sft.py"
 
@@ -64,6 +75,8 @@ rule merge:
         "../workflow/envs/burnqed.yaml"
     threads: 2
     resources:
+        # The merge runs on the GPU when there is one (a 7B base in bf16 is 15 GB).
+        gpu=1,
         mem_mb=64000,
         runtime=60,
     params:

@@ -73,6 +73,40 @@ rule search_noise_shard:
         "../workflow/scripts/search_shard.py"
 
 
+# The baseline: the raw base model (no fine-tuning) searched like an iteration, so every report can
+# show the gain over it (the evaluation of the baseline is results/baseline/eval.json).
+rule search_baseline_shard:
+    input:
+        model="models/base",
+        theorems="data/theorems/search_pool.jsonl",
+    output:
+        directory("results/baseline/search/shard_{shard}"),
+    log:
+        "logs/search/baseline_shard_{shard}.log",
+    conda:
+        "../workflow/envs/burnqed.yaml"
+    threads: 4
+    resources:
+        gpu=1,
+        mem_mb=32000,
+        runtime=720,
+    params:
+        search=lookup(dpath="search", within=config),
+        lean=lookup(dpath="lean", within=config),
+        policy=lookup(dpath="policy", within=config),
+        seed=lookup(dpath="seed", within=config),
+        code=code_digest(
+            "search",
+            "trajectory.py",
+            "theorems.py",
+            "lean",
+            "policy",
+            "data/prompt.py",
+        ),
+    script:
+        "../workflow/scripts/search_shard.py"
+
+
 rule search:
     input:
         expand(
@@ -99,6 +133,22 @@ rule search_noise:
         "results/iter_0/search_noise/manifest.json",
     log:
         "logs/search/iter_0_noise_gather.log",
+    conda:
+        "../workflow/envs/burnqed.yaml"
+    script:
+        "../workflow/scripts/search_gather.py"
+
+
+rule search_baseline:
+    input:
+        expand(
+            "results/baseline/search/shard_{shard}",
+            shard=range(lookup(dpath="search/shards", within=config)),
+        ),
+    output:
+        "results/baseline/search/manifest.json",
+    log:
+        "logs/search/baseline_gather.log",
     conda:
         "../workflow/envs/burnqed.yaml"
     script:

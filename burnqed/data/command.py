@@ -114,6 +114,7 @@ def _reporting_data_errors(func: Callable[[argparse.Namespace], int]):
     @functools.wraps(func)
     def wrapper(args: argparse.Namespace) -> int:
         from burnqed.data.benchmarks import BenchmarkError, HashMismatchError
+        from burnqed.data.decontam import ContaminationError
         from burnqed.data.readers import DataFormatError
         from burnqed.data.schema import SchemaError
         from burnqed.theorems import TheoremFileError
@@ -126,6 +127,8 @@ def _reporting_data_errors(func: Callable[[argparse.Namespace], int]):
             DataFormatError,
             SchemaError,
             TheoremFileError,
+            ContaminationError,
+            FileNotFoundError,
         ) as e:
             if getattr(args, "debug", False):
                 raise
@@ -143,6 +146,13 @@ def _config(args: argparse.Namespace) -> tuple[DataConfig, int]:
     return DataConfig.from_dict(params.get("data")), int(params.get("seed", 0))
 
 
+def _eval_benchmarks(args: argparse.Namespace) -> list[Path]:
+    """The evaluation benchmark file(s) (``eval.benchmark``) the data is decontaminated against."""
+    names = load_config(args).get("eval", {}).get("benchmark") or []
+    names = [names] if isinstance(names, str) else list(names)
+    return [args.data_dir / "benchmarks" / f"{n}.jsonl" for n in names]
+
+
 @_reporting_data_errors
 def _run_all(args: argparse.Namespace) -> int:
     from burnqed.data.stage import run
@@ -156,6 +166,7 @@ def _run_all(args: argparse.Namespace) -> int:
         benchmarks_dir=d / "benchmarks",
         pairs_dir=d / "tactic_pairs",
         search_pool=d / "theorems" / "search_pool.jsonl",
+        eval_benchmarks=_eval_benchmarks(args),
     )
     return 0
 
@@ -195,6 +206,7 @@ def _pairs(args: argparse.Namespace) -> int:
         cfg=cfg,
         seed=seed,
         report=d / "filter_report.json",
+        eval_benchmarks=_eval_benchmarks(args),
     )
     return 0
 
@@ -209,5 +221,7 @@ def _pool(args: argparse.Namespace) -> int:
         benchmarks_dir=args.data_dir / "benchmarks",
         out=args.data_dir / "theorems" / "search_pool.jsonl",
         seed=seed,
+        eval_benchmarks=_eval_benchmarks(args),
+        report=args.data_dir / "theorems" / "search_pool.report.json",
     )
     return 0

@@ -5,9 +5,14 @@ Outputs (paths as the workflow lays them out; every one written atomically):
 - ``data/tactic_pairs/train.parquet``, ``val.parquet`` — tactic pairs
   (:data:`~burnqed.data.schema.TACTIC_PAIR_SCHEMA`, zstd), split by theorem name;
 - ``data/tactic_pairs/filter_report.json`` — rows read per source, each filter's drop counts, the
-  split sizes, the config and seed;
+  decontamination check against the evaluation benchmark(s), the split sizes, the config and seed;
 - ``data/benchmarks/<name>_<split>.jsonl`` + ``.meta.json`` — see :mod:`burnqed.data.benchmarks`;
-- ``data/theorems/search_pool.jsonl`` — the statements searched for new training data.
+- ``data/theorems/search_pool.jsonl`` — the statements searched for new training data (and, when
+  asked, ``search_pool.report.json``: theorems per entry and the decontamination check).
+
+Decontamination (:mod:`burnqed.data.decontam`): given the evaluation benchmark file(s), no theorem
+stating one of their statements reaches the tactic pairs or the search pool; ``data.decontamination``
+says whether such data is refused (the stage fails, naming them) or dropped (counted and named).
 
 :func:`run` does all of it; :func:`build_tactic_pairs`, :func:`build_search_pool` and
 :func:`~burnqed.data.benchmarks.build_benchmarks` are the pieces the Snakemake rules and the
@@ -36,6 +41,7 @@ import pyarrow.parquet as pq
 from burnqed import __version__
 from burnqed.config import DataConfig
 from burnqed.data.benchmarks import REGISTRY, benchmark_paths, build_benchmarks
+from burnqed.data.decontam import BenchmarkIndex, check_pairs, check_theorems
 from burnqed.data.filters import FilterStep, filter_pairs, load_token_counter, split_by_theorem
 from burnqed.data.readers import PAIR_READERS, STATEMENT_READERS, DataFormatError
 from burnqed.data.schema import TACTIC_PAIR_SCHEMA, validate_tactic_pairs
@@ -54,11 +60,20 @@ class TacticPairSummary:
     train_theorems: int
     val_rows: int
     val_theorems: int
+    decontamination: dict | None = None  # DecontaminationCheck.to_json(); None: not checked
 
     def to_json(self) -> dict:
         d = asdict(self)
         d["filters"] = [f.to_json() for f in self.filters]
         return d
+
+
+def _benchmark_index(eval_benchmarks: Sequence[Path]) -> BenchmarkIndex | None:
+    """The statements to keep out of training data; None (and a warning) when none are given."""
+    if not eval_benchmarks:
+        log.warning("no evaluation benchmark given: decontamination is not checked")
+        return None
+    return BenchmarkIndex.load(eval_benchmarks)
 
 
 # --------------------------------------------------------------------------------------------
@@ -135,10 +150,13 @@ def build_tactic_pairs(
     seed: int,
     report: Path | None = None,
     sources: Sequence[Mapping] | None = None,
+    eval_benchmarks: Sequence[Path] = (),
 ) -> TacticPairSummary:
-    """Read every source (``cfg.sources`` unless ``sources`` is given), filter, split by theorem and
-    write ``out_train``/``out_val`` (and ``report``, the JSON filter report)."""
+    """Read every source (``cfg.sources`` unless ``sources`` is given), filter, decontaminate
+    against ``eval_benchmarks``, split by theorem and write ``out_train``/``out_val`` (and
+    ``report``, the JSON filter report)."""
     sources = cfg.sources if sources is None else sources
+    index = _benchmark_index(eval_benchmarks)  # a missing benchmark fails before the reading
     tables, source_rows = [], {}
     for spec in sources:
         table = read_source_pairs(spec, cfg=cfg, seed=seed)
@@ -159,6 +177,12 @@ def build_tactic_pairs(
     kept, steps = filter_pairs(
         pairs, banned_words=cfg.banned_words, max_tokens=cfg.max_tokens, count_tokens=count_tokens
     )
+    decontamination = None
+    if index is not None:
+        kept, check = check_pairs(
+            kept, index, mode=cfg.decontamination, what="tactic pairs", where=str(out_train)
+        )
+        decontamination = check.to_json()
     train, val = split_by_theorem(kept, val_fraction=cfg.val_fraction, seed=seed)
     _write_parquet(train, Path(out_train))
     _write_parquet(val, Path(out_val))
@@ -169,6 +193,7 @@ def build_tactic_pairs(
         train_theorems=len(set(train.column("theorem").to_pylist())),
         val_rows=val.num_rows,
         val_theorems=len(set(val.column("theorem").to_pylist())),
+        decontamination=decontamination,
     )
     if report is not None:
         report = Path(report)
@@ -196,17 +221,24 @@ def build_search_pool(
     seed: int,
     benchmarks_dir: Path | None = None,
     benchmark_files: Sequence[Path] = (),
+    eval_benchmarks: Sequence[Path] = (),
+    report: Path | None = None,
 ) -> int:
     """Write the ``cfg.search_pool`` statements to ``out`` (JSONL); return how many.
+
+    Statements of ``eval_benchmarks`` are refused or dropped (``cfg.decontamination``); ``report``
+    (JSON) records the theorems per entry and that check.
 
     Entries are ``{benchmark, split}`` (the file ``<benchmark>_<split>.jsonl`` among
     ``benchmark_files``, else in ``benchmarks_dir``; so build benchmarks first) or ``{source}`` (a
     ``data.sources`` entry whose format has statements).  A name seen twice keeps its first
     statement; a clash with a *different* statement is logged as a warning.
     """
+    index = _benchmark_index(eval_benchmarks)
     given = {Path(f).name: Path(f) for f in benchmark_files}
     sources = {s["name"]: s for s in cfg.sources}
     pool: dict[str, Theorem] = {}
+    per_entry: dict[str, int] = {}
     for i, entry in enumerate(cfg.search_pool):
         if "benchmark" in entry:
             split = entry.get("split", "")
@@ -248,8 +280,29 @@ def build_search_pool(
                 what,
             )
         log.info("search pool: %d theorems from %s", added, what)
-    n = write_theorems(Path(out), pool.values())
+        per_entry[what] = added
+    theorems = list(pool.values())
+    decontamination = None
+    if index is not None:
+        theorems, check = check_theorems(
+            theorems, index, mode=cfg.decontamination, what="search pool", where=str(out)
+        )
+        decontamination = check.to_json()
+    n = write_theorems(Path(out), theorems)
     log.info("search pool: %d theorems → %s", n, out)
+    if report is not None:
+        body = {
+            "theorems": n,
+            "per_entry": per_entry,
+            "decontamination": decontamination,
+            "seed": seed,
+            "config": cfg.to_dict(),
+            "created_by": f"burnqed {__version__}",
+        }
+        report = Path(report)
+        tmp = report.with_name(report.name + ".tmp")
+        tmp.write_text(json.dumps(body, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        tmp.replace(report)
     return n
 
 
@@ -286,8 +339,10 @@ def run(
     benchmarks_dir: Path = Path("data/benchmarks"),
     pairs_dir: Path = Path("data/tactic_pairs"),
     search_pool: Path = Path("data/theorems/search_pool.jsonl"),
+    eval_benchmarks: Sequence[Path] = (),
 ) -> None:
-    """Benchmarks, then tactic pairs, then the search pool (which may read the benchmarks)."""
+    """Benchmarks, then tactic pairs, then the search pool (which may read the benchmarks); both
+    decontaminated against ``eval_benchmarks`` (built first, when they are among the benchmarks)."""
     build_all_benchmarks(cfg=cfg, seed=seed, raw_dir=raw_benchmarks_dir, out_dir=benchmarks_dir)
     pairs_dir = Path(pairs_dir)
     build_tactic_pairs(
@@ -296,7 +351,14 @@ def run(
         cfg=cfg,
         seed=seed,
         report=pairs_dir / "filter_report.json",
+        eval_benchmarks=eval_benchmarks,
     )
+    search_pool = Path(search_pool)
     build_search_pool(
-        cfg=cfg, benchmarks_dir=Path(benchmarks_dir), out=Path(search_pool), seed=seed
+        cfg=cfg,
+        benchmarks_dir=Path(benchmarks_dir),
+        out=search_pool,
+        seed=seed,
+        eval_benchmarks=eval_benchmarks,
+        report=search_pool.with_name(search_pool.stem + ".report.json"),
     )

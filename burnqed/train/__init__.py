@@ -5,7 +5,8 @@ artifact                       function                                        m
 =============================  ==============================================  =====================
 ``models/base/``               ``build_base(out=, cfg=, pairs=, seed=)``       :mod:`.base`
 ``models/iter_{i}/adapter/``   ``train_sft(base=, train=, val=, out=, cfg=,    :mod:`.sft`
-                               iteration=, previous_adapter=, seed=)``
+                               iteration=, previous_adapter=,                  (:mod:`.positives`)
+                               trajectories=, eval_benchmarks=, seed=)``
 ``models/iter_{i}/merged/``    ``merge_adapter(base=, adapter=, out=)``        :mod:`.export`
 =============================  ==============================================  =====================
 

@@ -78,6 +78,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                    help="adapter directory (default: models/iter_I/adapter)")  # fmt: skip
     s.add_argument("--previous-adapter", type=Path, metavar="DIR",
                    help="adapter to warm-start from at I > 0 (default: models/iter_{I-1}/adapter)")  # fmt: skip
+    s.add_argument("--trajectories", type=Path, nargs="*", metavar="DIR",
+                   help="searches whose verified proofs are mixed in at I > 0 (default: "
+                   "results/iter_J/search for J < I and results/iter_0/search_noise)")  # fmt: skip
+    s.add_argument("--eval-benchmark", type=Path, nargs="*", metavar="JSONL",
+                   help="benchmark file(s) kept out of the training data (default: "
+                   "data/benchmarks/<eval.benchmark>.jsonl)")  # fmt: skip
     s.set_defaults(func=_run_sft)
 
     m = sub.add_parser(
@@ -104,11 +110,13 @@ def _reporting_data_errors(run: Callable[[argparse.Namespace], None]) -> Callabl
 
     @functools.wraps(run)
     def wrapper(args: argparse.Namespace) -> int:
+        from burnqed.data.decontam import ContaminationError
+        from burnqed.theorems import TheoremFileError
         from burnqed.train.examples import TrainingDataError
 
         try:
             run(args)
-        except TrainingDataError as e:
+        except (TrainingDataError, ContaminationError, TheoremFileError, FileNotFoundError) as e:
             if getattr(args, "debug", False):
                 raise
             print(f"burnqed train {args.train_command}: {e}", file=sys.stderr)
@@ -134,6 +142,7 @@ def _run_base(args: argparse.Namespace) -> None:
 
 @_reporting_data_errors
 def _run_sft(args: argparse.Namespace) -> None:
+    from burnqed.train.positives import trajectory_dirs
     from burnqed.train.sft import train_sft
 
     params = load_config(args)
@@ -141,6 +150,14 @@ def _run_sft(args: argparse.Namespace) -> None:
     previous = args.previous_adapter
     if previous is None and i > 0:
         previous = _iteration_dir(i - 1) / "adapter"
+    trajectories = args.trajectories
+    if trajectories is None:
+        trajectories = trajectory_dirs(i)
+    benchmarks = args.eval_benchmark
+    if benchmarks is None:
+        names = params["eval"]["benchmark"]
+        names = [names] if isinstance(names, str) else names
+        benchmarks = [Path("data/benchmarks") / f"{n}.jsonl" for n in names]
     train_sft(
         base=args.base,
         train=args.train,
@@ -149,6 +166,9 @@ def _run_sft(args: argparse.Namespace) -> None:
         cfg=params["sft"],
         iteration=i,
         previous_adapter=previous,
+        trajectories=trajectories,
+        eval_benchmarks=benchmarks,
+        decontamination=params["data"].get("decontamination", "refuse"),
         seed=params["seed"],
     )
 

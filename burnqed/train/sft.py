@@ -3,26 +3,38 @@
 trl's ``SFTTrainer`` on a prompt/completion dataset (loss on the completion only — the prompt's labels
 are -100; ``reference/training-stack.md`` §2), a peft LoRA adapter on ``sft.target_modules``, either on
 the full-precision base (``sft.quantization: none``) or on a 4-bit NF4 base (``nf4``: QLoRA with
-bitsandbytes).  Cosine schedule with linear warm-up; validation loss every ``eval_steps``; the
-checkpoint with the lowest validation loss is the one saved.  Beside the adapter:
+bitsandbytes).  Cosine schedule with linear warm-up.
 
-- ``training_summary.json`` — steps, train / eval loss history, best step and its loss, wall time,
+Iteration 0 trains a fresh adapter on the tactic pairs.  Iteration ``i > 0`` (:func:`plan_sft`,
+:func:`build_mix`) warm-starts from adapter ``i-1`` (checked equal to it before the first step),
+with learning rate × ``lr_decay``^i and ``later_max_steps``, on a seeded subsample of the base pairs
+(``base_pair_subsample``) plus the positive steps of the earlier searches' verified proofs
+(:mod:`.positives`) × ``positive_upsample``; a theorem-split share of those steps
+(``trajectory_val_fraction``) is a second validation set, decontaminated against the evaluation
+benchmark (:mod:`burnqed.data.decontam`).
+
+Both validation losses (base pairs, trajectory steps) are measured before training (step 0) and
+every ``eval_steps``; the adapter of every evaluated step is kept and the one ``sft.select_by``
+chooses (:func:`select_step`) is saved.  Beside the adapter:
+
+- ``training_summary.json`` — steps, train loss, both validation-loss curves, the selected step and
+  why, both losses before and after (``validation``), the warm-start check, the data mix (base pairs,
+  positive steps per source iteration, skipped trajectory parts, decontamination), wall time,
   trainable parameters, data hashes, versions, git commit;
 - ``hyperparameters.json`` — the ``sft`` section, the base model, the effective values of this
-  iteration (learning rate, steps, warm start), the seed;
+  iteration (learning rate, steps, warm start, upsampling, criterion), the seed;
 - ``metrics.jsonl`` — every logged step as it happened.
-
-Iteration 0 trains a fresh adapter.  Iterations > 0 (a later issue) slot in through :func:`plan_sft`:
-warm start from the previous adapter, learning rate × ``lr_decay``^i, ``later_max_steps``, a seeded
-subsample of the base pairs (positive trajectory steps are to be mixed in by the caller's data).
 
 Example::
 
     from pathlib import Path
     from burnqed.train.sft import train_sft
     train_sft(base=Path("models/base"), train=Path("data/tactic_pairs/train.parquet"),
-              val=Path("data/tactic_pairs/val.parquet"), out=Path("models/iter_0/adapter"),
-              cfg={...the sft section...}, seed=0)
+              val=Path("data/tactic_pairs/val.parquet"), out=Path("models/iter_1/adapter"),
+              cfg={...the sft section...}, iteration=1,
+              previous_adapter=Path("models/iter_0/adapter"),
+              trajectories=[Path("results/iter_0/search"), Path("results/iter_0/search_noise")],
+              eval_benchmarks=[Path("data/benchmarks/minif2f_test.jsonl")], seed=0)
 """
 
 from __future__ import annotations
@@ -32,7 +44,7 @@ import logging
 import shutil
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -40,6 +52,8 @@ from typing import TYPE_CHECKING, Any
 from burnqed.config import ConfigError, SFTConfig
 from burnqed.data.benchmarks import sha256_file
 from burnqed.policy.model_files import check_model_dir
+from burnqed.data.decontam import BenchmarkIndex, check_pairs
+from burnqed.data.prompt import format_example
 from burnqed.train.artifacts import (
     MetricsLog,
     provenance,
@@ -48,6 +62,7 @@ from burnqed.train.artifacts import (
     write_json,
 )
 from burnqed.train.examples import TrainingDataError, read_examples
+from burnqed.train.positives import read_positive_steps, split_steps_by_theorem
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, TrainerCallback
@@ -98,9 +113,17 @@ def train_sft(
     cfg: Mapping[str, Any],
     iteration: int = 0,
     previous_adapter: Path | None = None,
+    trajectories: Mapping[str, Path] | Sequence[Path] = (),
+    eval_benchmarks: Sequence[Path] = (),
+    decontamination: str = "refuse",
     seed: int,
 ) -> None:
-    """Fine-tune ``base`` on ``train`` (tactic pairs), keep the best adapter by ``val`` loss, in ``out``."""
+    """Fine-tune ``base`` on ``train`` (tactic pairs) plus, at iterations > 0, the positive steps of
+    ``trajectories``; keep the checkpoint ``sft.select_by`` chooses, in ``out``.
+
+    ``eval_benchmarks``: benchmark files whose statements must not be in the trajectory steps
+    (``decontamination``: ``refuse`` or ``drop``; the tactic pairs were checked by the data stage).
+    """
     import torch
 
     base, out = Path(base), Path(out)
@@ -115,10 +138,14 @@ def train_sft(
         raise TrainingDataError(
             f"{plan.warm_start}: not an adapter directory (no adapter_config.json)"
         )
-    train_examples = read_examples(
+    base_examples = read_examples(
         train, limit=plan.base_pair_limit, seed=seed, what="SFT train pairs"
     )
     val_examples = read_examples(val, what="SFT validation pairs")
+    mix = build_mix(
+        base_examples, trajectories, sft, iteration=iteration, seed=seed,
+        eval_benchmarks=eval_benchmarks, decontamination=decontamination,
+    )  # fmt: skip
     cuda = torch.cuda.is_available()
     started = time.time()
     quiet_progress_bars(datasets=True)
@@ -126,23 +153,46 @@ def train_sft(
     model = load_base_model(base, quantization=sft.quantization, cuda=cuda)
     tokenizer = _load_tokenizer(base)
     check_target_modules(model, sft.target_modules)
+    boundary = check_prompt_boundaries(
+        tokenizer, [*mix.train, *val_examples, *mix.trajectory_val], add_eos=True
+    )
+    eval_sets = {"pairs": val_examples}
+    if mix.trajectory_val:
+        eval_sets["trajectory"] = mix.trajectory_val
     with staged_dir(out) as staging, MetricsLog(staging / METRICS_FILE) as metrics:
+        selection = CheckpointSelection(staging / "checkpoints")
         trainer = build_trainer(
-            model, tokenizer, train_examples, val_examples, sft, plan,
+            model, tokenizer, mix.train, eval_sets, sft, plan,
             output_dir=staging / "checkpoints", cuda=cuda, seed=seed, metrics=metrics,
+            selection=selection,
         )  # fmt: skip
+        warm_start = None
+        if plan.warm_start is not None:
+            warm_start = {
+                "adapter": str(plan.warm_start),
+                "max_abs_diff_before_step_1": adapter_difference(trainer.model, plan.warm_start),
+            }
+            log.info("warm start from %s: %s", plan.warm_start, warm_start)
+        trainer.evaluate()  # step 0: the losses before training (the previous iteration's model)
         trainer.train()
-        # load_best_model_at_end has put the best checkpoint's adapter back into the model.
-        trainer.save_model(str(staging))
+        if selection.last_step() != trainer.state.global_step:
+            trainer.evaluate()  # the last step is always a candidate
+        chosen = select_step(selection.history, sft.select_by, sft.plateau_tolerance)
+        trainer.save_model(str(staging))  # the tokenizer, and the last step's adapter …
+        selection.publish(chosen.step, staging)  # … replaced by the chosen step's
         shutil.rmtree(staging / "checkpoints", ignore_errors=True)
         # A pickle of the TrainingArguments: opaque and version-bound; hyperparameters.json
         # below is the readable record of the same settings.
         (staging / "training_args.bin").unlink(missing_ok=True)
-        summary = _summary(trainer, started)
+        summary = _summary(trainer, started, selection.history, chosen)
+        summary["warm_start"] = warm_start
         summary["data"] = {
             "train": str(train), "train_sha256": sha256_file(train),
-            "train_examples": len(train_examples),
+            "train_examples": len(mix.train),
+            "base_pairs": len(base_examples),
             "val": str(val), "val_sha256": sha256_file(val), "val_examples": len(val_examples),
+            "prompt_boundary_mismatches": boundary,
+            **mix.to_json(),
         }  # fmt: skip
         write_json(staging / SUMMARY_FILE, {**summary, **provenance()})
         write_json(
@@ -157,18 +207,215 @@ def train_sft(
                     "max_steps": plan.max_steps,
                     "warm_start": str(plan.warm_start) if plan.warm_start else None,
                     "base_pair_limit": plan.base_pair_limit,
+                    "positive_upsample": sft.positive_upsample if iteration > 0 else None,
+                    "select_by": chosen.criterion,
                     "effective_batch": sft.batch_size * sft.grad_accum,
                     "device": "cuda" if cuda else "cpu",
                     "activation_checkpointing": trainer.args.activation_checkpointing,
                     "bf16": trainer.args.bf16,
                 },
+                "decontamination": decontamination,
                 "seed": seed,
             },
         )
+    v = summary["validation"]
     log.info(
-        "adapter in %s: %d steps, best eval loss %.4f at step %s, %.0f s",
-        out, summary["steps"], summary["best_eval_loss"], summary["best_step"], summary["wall_seconds"],
+        "adapter in %s: %d steps, step %s kept (%s), %.0f s; val loss before → after: "
+        "base pairs %.4f → %.4f, trajectory %s",
+        out, summary["steps"], chosen.step, chosen.criterion, summary["wall_seconds"],
+        v["pairs"]["before"], v["pairs"]["after"],
+        "n/a" if v["trajectory"] is None
+        else f"{v['trajectory']['before']:.4f} → {v['trajectory']['after']:.4f}",
     )  # fmt: skip
+
+
+# --------------------------------------------------------------------------------------------
+# The data mix of iterations > 0
+
+
+@dataclass(frozen=True)
+class SFTMix:
+    """The training examples of one SFT and the trajectory validation set."""
+
+    train: list[dict[str, str]]  # base pairs + positive steps × upsample
+    trajectory_val: list[dict[str, str]]  # held-out theorems' positive steps (empty at iteration 0)
+    base_pairs: int
+    positive_steps: int  # unique positive steps of the training theorems (before upsampling)
+    positive_examples: int  # positive_steps × positive_upsample
+    trajectory_val_theorems: int
+    positives: dict[str, Any] | None  # PositiveSteps.to_json(): per-source counts, skipped parts
+    decontamination: dict[str, Any] | None  # DecontaminationCheck.to_json() of the steps
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "positive_steps": self.positive_steps,
+            "positive_examples": self.positive_examples,
+            "trajectory_val_steps": len(self.trajectory_val),
+            "trajectory_val_theorems": self.trajectory_val_theorems,
+            "trajectories": self.positives,
+            "decontamination": self.decontamination,
+        }
+
+
+def build_mix(
+    base_examples: list[dict[str, str]],
+    trajectories: Mapping[str, Path] | Sequence[Path],
+    sft: SFTConfig,
+    *,
+    iteration: int,
+    seed: int,
+    eval_benchmarks: Sequence[Path] = (),
+    decontamination: str = "refuse",
+) -> SFTMix:
+    """Base examples + the positive steps of ``trajectories`` (iterations > 0) × ``positive_upsample``,
+    with a theorem-split trajectory validation set; statements of ``eval_benchmarks`` refused or
+    dropped from the steps (the base pairs were checked by the data stage)."""
+    if iteration == 0 or not trajectories:
+        if iteration > 0:
+            log.warning(
+                "iteration %d: no trajectories given; training on base pairs only", iteration
+            )
+        return SFTMix(list(base_examples), [], len(base_examples), 0, 0, 0, None, None)
+    index = BenchmarkIndex.load(eval_benchmarks) if eval_benchmarks else None
+    positives = read_positive_steps(trajectories)
+    table, check = positives.table, None
+    if index is not None:
+        table, c = check_pairs(
+            table, index, mode=decontamination, what="trajectory steps",
+            where=", ".join(str(d) for d in positives.counts),
+        )  # fmt: skip
+        check = c.to_json()
+    else:
+        log.warning("no evaluation benchmark given: trajectory steps are not decontaminated")
+    train_steps, val_steps = split_steps_by_theorem(
+        table, val_fraction=sft.trajectory_val_fraction, seed=seed
+    )
+
+    def examples(t: Any) -> list[dict[str, str]]:
+        return [
+            format_example(s, a)
+            for s, a in zip(
+                t.column("state_before").to_pylist(), t.column("tactic").to_pylist(), strict=True
+            )
+        ]
+
+    train_pos = examples(train_steps)
+    mixed = list(base_examples) + train_pos * sft.positive_upsample
+    val_theorems = len(set(val_steps.column("theorem").to_pylist()))
+    log.info(
+        "SFT mix: %d base pairs + %d positive steps × %d = %d examples; trajectory val: %d steps "
+        "of %d theorems",
+        len(base_examples), len(train_pos), sft.positive_upsample, len(mixed), val_steps.num_rows,
+        val_theorems,
+    )  # fmt: skip
+    return SFTMix(
+        train=mixed,
+        trajectory_val=examples(val_steps),
+        base_pairs=len(base_examples),
+        positive_steps=len(train_pos),
+        positive_examples=len(train_pos) * sft.positive_upsample,
+        trajectory_val_theorems=val_theorems,
+        positives=positives.to_json(),
+        decontamination=check,
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Checkpoint selection
+
+
+@dataclass(frozen=True)
+class Chosen:
+    step: int
+    criterion: str  # the criterion applied (select_by, or pairs_loss without trajectory data)
+    reason: str
+
+
+class CheckpointSelection:
+    """The validation losses of every evaluation, and the adapter as it was at each one.
+
+    The adapter alone is saved (``<dir>/step-N``; megabytes, not the optimizer state), so any
+    evaluated step can be the one published.  Step 0 is the evaluation before training.
+    """
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = Path(directory)
+        self.history: dict[int, dict[str, float]] = {}  # step → {"pairs": loss, "trajectory": …}
+
+    def record(self, step: int, metrics: Mapping[str, float], model: Any) -> None:
+        entry = self.history.setdefault(step, {})
+        for name in ("pairs", "trajectory"):
+            if f"eval_{name}_loss" in metrics:
+                entry[name] = float(metrics[f"eval_{name}_loss"])
+        path = self.directory / f"step-{step}"
+        if step > 0 and not path.exists():
+            model.save_pretrained(str(path))
+
+    def last_step(self) -> int:
+        return max(self.history, default=0)
+
+    def publish(self, step: int, dst: Path) -> None:
+        """Copy step ``step``'s adapter files into ``dst`` (over the last step's)."""
+        src = self.directory / f"step-{step}"
+        for f in src.iterdir():
+            if f.is_file():
+                shutil.copy2(f, Path(dst) / f.name)
+
+
+def select_step(
+    history: Mapping[int, Mapping[str, float]], criterion: str, tolerance: float
+) -> Chosen:
+    """The evaluated step (> 0) to keep, by ``criterion`` (see ``sft.select_by`` in params.yaml).
+
+    ``plateau``: the lowest trajectory loss among the steps whose base-pair loss is within
+    ``tolerance`` (relative) of the lowest base-pair loss up to and including that step (step 0
+    included); ``pairs_loss`` / ``trajectory_loss``: the lowest of that loss.  Ties: the earlier
+    step.  Without a trajectory loss every criterion is ``pairs_loss``.
+    """
+    steps = sorted(s for s in history if s > 0)
+    if not steps:
+        raise ValueError("no evaluation after training: nothing to select")
+    has_traj = all("trajectory" in history[s] for s in steps)
+    if criterion not in ("plateau", "pairs_loss", "trajectory_loss"):
+        raise ConfigError(f"sft.select_by: unknown criterion {criterion!r}")
+    if not has_traj or criterion == "pairs_loss":
+        step = min(steps, key=lambda s: (history[s]["pairs"], s))
+        return Chosen(step, "pairs_loss", f"lowest base-pair val loss {history[step]['pairs']:.4f}")
+    if criterion == "trajectory_loss":
+        step = min(steps, key=lambda s: (history[s]["trajectory"], s))
+        return Chosen(
+            step, "trajectory_loss", f"lowest trajectory val loss {history[step]['trajectory']:.4f}"
+        )
+    holding = []
+    best_pairs = history[0]["pairs"] if 0 in history else float("inf")
+    for s in steps:
+        best_pairs = min(best_pairs, history[s]["pairs"])
+        if history[s]["pairs"] <= best_pairs * (1 + tolerance):
+            holding.append(s)
+    step = min(holding, key=lambda s: (history[s]["trajectory"], s))
+    return Chosen(
+        step,
+        "plateau",
+        f"lowest trajectory val loss {history[step]['trajectory']:.4f} among steps {holding} "
+        f"whose base-pair val loss held within {tolerance:.1%} of its lowest so far",
+    )
+
+
+def adapter_difference(model: Any, adapter: Path) -> float:
+    """Largest absolute difference between ``model``'s LoRA weights and the saved ``adapter``'s."""
+    from peft import get_peft_model_state_dict
+    from safetensors.torch import load_file
+
+    saved = load_file(str(Path(adapter) / "adapter_model.safetensors"))
+    current = get_peft_model_state_dict(model)
+    missing = sorted(set(saved) ^ set(current))
+    if missing:
+        raise TrainingDataError(
+            f"{adapter}: its weights do not match the model's adapter ({missing[:3]} …)"
+        )
+    return max(
+        float((current[k].detach().float().cpu() - saved[k].float()).abs().max()) for k in saved
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -209,9 +456,28 @@ def load_base_model(base: Path, *, quantization: str, cuda: bool) -> PreTrainedM
         device_map={"": 0} if cuda else {"": "cpu"},
         local_files_only=True,
     )
+    if not cuda:
+        keep_cpu_4bit_weights_trainable(model)
     # Casts the non-quantized layers (norms, embeddings) to float32 for stable training and,
     # with checkpointing, makes the inputs require grad so the adapter still gets gradients.
     return prepare_model_for_kbit_training(model, use_gradient_checkpointing=cuda)
+
+
+def keep_cpu_4bit_weights_trainable(model: PreTrainedModel) -> int:
+    """Stop bitsandbytes repacking 4-bit weights for CPU inference; return the layers changed.
+
+    bitsandbytes 0.50 on a CPU with AVX512-BF16: the first forward pass in eval mode without
+    gradients (an evaluation) repacks each ``Linear4bit`` weight into a CPU inference layout and
+    never unpacks it, after which the backward pass through that layer gives the layers below it
+    zero gradient (measured: after one evaluation, every ``gate_proj``/``up_proj`` LoRA B stayed
+    exactly 0 through training).  Evaluating before or during QLoRA training needs the packing off.
+    """
+    n = 0
+    for module in model.modules():
+        if hasattr(module, "support_avx512bf16_for_cpu"):
+            module.support_avx512bf16_for_cpu = False
+            n += 1
+    return n
 
 
 def _load_tokenizer(base: Path):
@@ -222,6 +488,36 @@ def _load_tokenizer(base: Path):
         # Padding is masked out of the loss; EOS as pad is the usual choice for decoder-only models.
         tokenizer.pad_token = tokenizer.eos_token
     return tokenizer
+
+
+def check_prompt_boundaries(
+    tokenizer: Any, examples: Sequence[Mapping[str, str]], *, add_eos: bool = True
+) -> int:
+    """Count (and report) the examples whose prompt does not end at a token boundary.
+
+    trl tokenizes the prompt and prompt + completion separately and masks as many leading labels
+    as the prompt has tokens; when the prompt's last token merges with the completion's first, the
+    two tokenizations disagree and the mask is off (trl only warns, once).  The one prompt format
+    ends with a newline to avoid this (:mod:`burnqed.data.prompt`); this check says when a
+    tokenizer or a hand-made example breaks it: a warning naming the first such example.
+    """
+    unique = list({(e["prompt"], e["completion"]): e for e in examples}.values())
+    if not unique:
+        return 0
+    eos = tokenizer.eos_token if add_eos and tokenizer.eos_token else ""
+    prompts = tokenizer([e["prompt"] for e in unique], add_special_tokens=False)["input_ids"]
+    full = tokenizer(
+        [e["prompt"] + e["completion"] + eos for e in unique], add_special_tokens=False
+    )["input_ids"]
+    bad = [e for e, p, f in zip(unique, prompts, full, strict=True) if f[: len(p)] != p]
+    if bad:
+        log.warning(
+            "%d of %d examples: the prompt does not end at a token boundary (its last token "
+            "merges with the completion), so the completion-only loss mask is off there; first: "
+            "prompt ending %r, completion %r",
+            len(bad), len(unique), bad[0]["prompt"][-30:], bad[0]["completion"][:30],
+        )  # fmt: skip
+    return len(bad)
 
 
 def check_target_modules(model: PreTrainedModel, targets: tuple[str, ...]) -> None:
@@ -246,7 +542,7 @@ def build_trainer(
     model: PreTrainedModel,
     tokenizer: Any,
     train_examples: list[dict[str, str]],
-    val_examples: list[dict[str, str]],
+    val_examples: list[dict[str, str]] | Mapping[str, list[dict[str, str]]],
     sft: SFTConfig,
     plan: SFTPlan,
     *,
@@ -254,9 +550,13 @@ def build_trainer(
     cuda: bool,
     seed: int,
     metrics: MetricsLog | None = None,
+    selection: CheckpointSelection | None = None,
 ):
     """The configured ``trl.SFTTrainer``: a fresh LoRA (or the warm-start adapter) on ``model``.
 
+    ``val_examples``: one validation set, or several by name (``pairs``, ``trajectory``), each
+    evaluated every ``eval_steps`` as ``eval_<name>_loss``; a plain list is named ``pairs``.
+    ``selection`` records each evaluation and keeps the adapter of each evaluated step.
     Its ``train_dataset`` is already tokenized, with ``labels`` -100 on the prompt (what a test
     inspects to see that the loss is on the completion only).
     """
@@ -293,12 +593,9 @@ def build_trainer(
         packing=False,  # packing without FlashAttention lets examples attend to each other
         eval_strategy="steps",
         eval_steps=eval_steps,
-        save_strategy="steps",
-        save_steps=eval_steps,  # a checkpoint at every evaluation, so the best one exists
-        save_total_limit=2,  # the best and the latest
-        load_best_model_at_end=True,
-        metric_for_best_model="eval_loss",
-        greater_is_better=False,
+        # No trainer checkpoints: CheckpointSelection keeps the adapter of every evaluated step
+        # and train_sft publishes the one sft.select_by chooses.
+        save_strategy="no",
         logging_steps=max(1, min(25, plan.max_steps // 20)),
         # Checkpointing trades compute for memory: needed for 7B on one GPU, only a slowdown on CPU.
         activation_checkpointing=cuda,  # (transformers 5 name of gradient_checkpointing)
@@ -309,14 +606,21 @@ def build_trainer(
         seed=seed,
         data_seed=seed,
     )
+    if not isinstance(val_examples, Mapping):
+        val_examples = {"pairs": val_examples}
+    callbacks = []
+    if metrics is not None:
+        callbacks.append(_metrics_callback(metrics))
+    if selection is not None:
+        callbacks.append(_selection_callback(selection))
     trainer = trl.SFTTrainer(
         model=model,
         args=args,
         train_dataset=Dataset.from_list(train_examples),
-        eval_dataset=Dataset.from_list(val_examples),
+        eval_dataset={name: Dataset.from_list(ex) for name, ex in val_examples.items()},
         processing_class=tokenizer,
         peft_config=peft_config,
-        callbacks=[_metrics_callback(metrics)] if metrics is not None else None,
+        callbacks=callbacks or None,
     )
     # Without a progress bar the trainer print()s every log dict to stdout; the JSONL callback
     # already logs them through `logging` (to the rule's log file).
@@ -347,28 +651,53 @@ def _metrics_callback(metrics: MetricsLog) -> TrainerCallback:
     return JsonlMetrics()
 
 
+def _selection_callback(selection: CheckpointSelection) -> TrainerCallback:
+    from transformers import TrainerCallback
+
+    class Selection(TrainerCallback):
+        def on_evaluate(self, args, state, control, metrics=None, model=None, **kwargs):  # type: ignore[no-untyped-def]
+            selection.record(state.global_step, metrics or {}, model)
+
+    return Selection()
+
+
 def _format_logs(logs: Mapping[str, Any]) -> str:
     return ", ".join(
         f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in logs.items()
     )
 
 
-def _summary(trainer: Any, started: float) -> dict[str, Any]:
+def _summary(
+    trainer: Any, started: float, history: Mapping[int, Mapping[str, float]], chosen: Chosen
+) -> dict[str, Any]:
     state = trainer.state
     train_loss = [[h["step"], h["loss"]] for h in state.log_history if "loss" in h]
-    eval_loss = [[h["step"], h["eval_loss"]] for h in state.log_history if "eval_loss" in h]
-    best_step = None
-    if state.best_model_checkpoint:
-        best_step = int(Path(state.best_model_checkpoint).name.rsplit("-", 1)[-1])
+    steps = sorted(history)
+
+    def curve(name: str) -> list[list[float]]:
+        return [[s, history[s][name]] for s in steps if s > 0 and name in history[s]]
+
+    def before_after(name: str) -> dict[str, Any] | None:
+        if name not in history.get(0, {}):
+            return None
+        return {
+            "before": history[0][name],  # step 0: the model training started from
+            "after": history[chosen.step][name],  # the saved (chosen) step
+            "best": min(v for _, v in curve(name)),
+        }
+
     model = trainer.model
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
     total = sum(p.numel() for p in model.parameters())
     return {
         "steps": state.global_step,
         "train_loss": train_loss,
-        "eval_loss": eval_loss,
-        "best_step": best_step,
-        "best_eval_loss": state.best_metric,
+        "eval_loss": curve("pairs"),  # base-pair validation loss per evaluated step
+        "eval_trajectory_loss": curve("trajectory"),  # trajectory validation loss (iterations > 0)
+        "best_step": chosen.step,  # the step saved
+        "best_eval_loss": history[chosen.step]["pairs"],
+        "selection": {"criterion": chosen.criterion, "step": chosen.step, "reason": chosen.reason},
+        "validation": {"pairs": before_after("pairs"), "trajectory": before_after("trajectory")},
         "trainable_parameters": trainable,
         "total_parameters": total,
         "wall_seconds": round(time.time() - started, 2),

@@ -67,7 +67,8 @@ def test_lora_adapter_and_its_records(lora_adapter, tiny_base, pairs):
     assert hp["effective"]["warm_start"] is None
 
     records = [json.loads(x) for x in (lora_adapter / "metrics.jsonl").read_text().splitlines()]
-    assert [r["step"] for r in records if "eval_loss" in r] == [3, 6]
+    # Step 0: the evaluation before training (the "before" of the summary's validation losses).
+    assert [r["step"] for r in records if "eval_pairs_loss" in r] == [0, 3, 6]
     assert any("loss" in r and "learning_rate" in r for r in records)
 
 

@@ -94,3 +94,30 @@ def test_minif2f_benchmark_through_the_workflow(tmp_path, minif2f_path):
         assert meta["source_sha256"] == (
             "d6654c88476ff14db19d57dea25bd955a240525fb52171e460f89d98f83d7dd5"
         )
+
+
+def test_later_iterations_and_the_baseline_resolve(tmp_path):
+    """SFT of iteration 2 needs adapter 1 and every earlier search; the baseline searches models/base."""
+    shutil.copy(REPO / "params.yaml", tmp_path / "params.yaml")
+    r = snakemake("-n", "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path),
+                  "--configfile", str(REPO / "config" / "demo.yaml"), "--",
+                  "models/iter_2/adapter", "results/baseline/search/manifest.json")  # fmt: skip
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out
+    stats = dict(
+        (line.split()[0], int(line.split()[1]))
+        for line in out.split("Job stats:")[1].splitlines()[2:]
+        if len(line.split()) == 2 and line.split()[1].isdigit()
+    )
+    assert stats["sft"] == 3 and stats["merge"] == 2 and stats["search_shard"] == 2
+    assert stats["search_baseline_shard"] == 1 and stats["search_noise_shard"] == 1
+    blocks = out.split("rule ")
+    sft2 = next(b for b in blocks if b.startswith("sft:") and "models/iter_2/adapter" in b)
+    inputs = sft2.split("input:")[1].split("\n")[0]
+    for needed in ("models/iter_1/adapter", "results/iter_0/search/manifest.json",
+                   "results/iter_1/search/manifest.json",
+                   "results/iter_0/search_noise/manifest.json",
+                   "data/benchmarks/proplogic_test.jsonl"):  # fmt: skip
+        assert needed in inputs, sft2
+    baseline = next(b for b in blocks if b.startswith("search_baseline_shard:"))
+    assert "models/base" in baseline.split("input:")[1].split("\n")[0]

@@ -10,4 +10,5 @@ with to_log_file(snakemake.log[0]):
         report=out.report,
         cfg=DataConfig.from_dict(snakemake.params.cfg),
         seed=snakemake.params.seed,
+        eval_benchmarks=list(snakemake.input.eval_benchmarks),
     )

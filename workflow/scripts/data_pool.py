@@ -7,6 +7,8 @@ with to_log_file(snakemake.log[0]):
     build_search_pool(
         cfg=cfg,
         benchmark_files=snakemake.input.benchmarks,
-        out=snakemake.output[0],
+        eval_benchmarks=list(snakemake.input.eval_benchmarks),
+        out=snakemake.output.pool,
+        report=snakemake.output.report,
         seed=snakemake.params.seed,
     )

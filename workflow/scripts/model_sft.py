@@ -7,13 +7,17 @@ from burnqed.train.sft import train_sft
 
 torch.set_num_threads(snakemake.threads)
 with to_log_file(snakemake.log[0]):
-    i = snakemake.input
+    i, p = snakemake.input, snakemake.params
     train_sft(
         base=Path(i.base),
         train=Path(i.train),
         val=Path(i.val),
         out=Path(snakemake.output[0]),
-        cfg=snakemake.params.cfg,
+        cfg=p.cfg,
         iteration=int(snakemake.wildcards.i),
-        seed=snakemake.params.seed,
+        previous_adapter=Path(i.previous_adapter) if i.get("previous_adapter") else None,
+        trajectories=[Path(m).parent for m in i.get("searches", [])],  # dirs of the manifests
+        eval_benchmarks=[Path(b) for b in i.eval_benchmarks],
+        decontamination=p.decontamination,
+        seed=p.seed,
     )

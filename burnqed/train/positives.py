@@ -1,0 +1,197 @@
+"""Positive trajectory steps: the (state, tactic) pairs on verified proof paths of earlier searches.
+
+SFT of iteration ``i ≥ 1`` learns from the proofs its predecessors found (SPEC §3, §4.7): every step
+on the proof path of an attempt whose summary says ``status = 'proved'`` **and** ``verified`` (the
+whole-file re-check), in the searches ``results/iter_{j}/search/`` (``j < i``) and iteration 0's
+noise search ``results/iter_0/search_noise/``.  The parts are read with DuckDB through
+:func:`burnqed.trajectory.open_duckdb` (a sharded search directory is read shard by shard); parts a
+reader skips (corrupt, orphaned) are reported in the result, never fatal.
+
+A step is the proof-path node joined to its parent: ``state_before`` = the parent's state, ``tactic``
+= the node's tactic, ``depth`` = the parent's depth (the step's index in the proof, as in tactic
+pairs).  Steps are returned as a tactic-pair table (``source`` = the search's label, e.g.
+``iter_0/search``), de-duplicated on (state, tactic) across all searches, earlier searches first —
+so one prompt format and one decontamination check serve pairs and steps alike.
+
+Example::
+
+    >>> from pathlib import Path
+    >>> steps = read_positive_steps({"iter_0/search": Path("results/iter_0/search")})  # doctest: +SKIP
+    >>> steps.counts["iter_0/search"]["unique_steps"]                                   # doctest: +SKIP
+    212
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from burnqed.data.schema import TACTIC_PAIR_SCHEMA
+from burnqed.trajectory import SUMMARY_DIR, open_duckdb
+
+log = logging.getLogger(__name__)
+
+RESULTS = Path("results")
+MANIFEST = "manifest.json"  # written by the search stage when a search (or its gather) is complete
+
+_STEPS_SQL = """
+select c.theorem, p.state as state_before, c.tactic, coalesce(c.state, '') as state_after,
+       p.depth as depth
+from nodes c
+join nodes p on p.theorem = c.theorem and p.attempt = c.attempt and p.node_id = c.parent_id
+join summary s on s.theorem = c.theorem and s.attempt = c.attempt
+where c.on_proof_path and s.status = 'proved' and s.verified
+  and c.tactic is not null and p.state is not null
+order by c.theorem, c.attempt, p.depth
+"""
+
+_COUNTS_SQL = """
+select count(*) as attempts,
+       count(*) filter (where status = 'proved' and verified) as proved_verified,
+       count(*) filter (where status = 'proved' and not verified) as proved_unverified,
+       count(distinct theorem) filter (where status = 'proved' and verified) as theorems_proved
+from summary
+"""
+
+
+def trajectory_dirs(iteration: int, results: Path = RESULTS) -> dict[str, Path]:
+    """The searches SFT of ``iteration`` learns from: label → directory (none at iteration 0)."""
+    dirs = {f"iter_{j}/search": Path(results) / f"iter_{j}" / "search" for j in range(iteration)}
+    if iteration > 0:
+        dirs["iter_0/search_noise"] = Path(results) / "iter_0" / "search_noise"
+    return dirs
+
+
+def label_of(directory: Path) -> str:
+    """``results/iter_0/search_noise`` → ``iter_0/search_noise`` (the source name of its steps)."""
+    directory = Path(directory)
+    return f"{directory.parent.name}/{directory.name}"
+
+
+def _part_dirs(directory: Path) -> list[Path]:
+    """The trajectory directories of a search: itself, or its shards — those its ``manifest.json``
+    lists (so a stale shard of an earlier, differently sharded run is not read), else ``shard_*``."""
+    if (directory / SUMMARY_DIR).is_dir():
+        return [directory]
+    if not directory.is_dir():
+        raise FileNotFoundError(f"{directory}: no such search directory (run its search first)")
+    listed = []
+    manifest = directory / MANIFEST
+    if manifest.is_file():
+        try:
+            listed = json.loads(manifest.read_text(encoding="utf-8")).get("shards") or []
+        except json.JSONDecodeError:
+            log.warning("%s: not valid JSON; reading every shard_* directory", manifest)
+    shards = [directory / Path(s).name for s in listed] or sorted(directory.glob("shard_*"))
+    missing = [d for d in shards if not (d / SUMMARY_DIR).is_dir()]
+    if missing:
+        raise FileNotFoundError(f"{missing[0]}: listed shard has no trajectory parts (summary/)")
+    if not shards:
+        log.warning("%s: no trajectory parts (no summary/ here or in shard_*/)", directory)
+    return shards
+
+
+@dataclass(frozen=True)
+class PositiveSteps:
+    """De-duplicated positive steps of all the searches, and what was read from each."""
+
+    table: pa.Table  # TACTIC_PAIR_SCHEMA; source = the search's label
+    counts: dict[str, dict[str, int]]  # label → attempts, proved_verified, …, steps, unique_steps
+    skipped: list[str] = field(default_factory=list)  # "<part>: <reason>" of every skipped part
+
+    def to_json(self) -> dict[str, Any]:
+        return {"per_source": self.counts, "skipped_parts": self.skipped}
+
+
+def _read_one(label: str, directory: Path) -> tuple[pa.Table, dict[str, int], list[str]]:
+    tables, skipped = [], []
+    counts = {"attempts": 0, "proved_verified": 0, "proved_unverified": 0, "theorems_proved": 0}
+    for d in _part_dirs(Path(directory)):
+        con, skip = open_duckdb(d)
+        try:
+            skipped += skip
+            row = con.execute(_COUNTS_SQL).fetchall()[0]
+            for k, v in zip(counts, row, strict=True):
+                counts[k] += int(v or 0)
+            tables.append(con.sql(_STEPS_SQL).to_arrow_table())
+        finally:
+            con.close()
+    n = sum(t.num_rows for t in tables)
+    if tables:
+        steps = pa.concat_tables(tables)
+    else:
+        steps = pa.table({k: pa.array([], pa.string()) for k in
+                          ("theorem", "state_before", "tactic", "state_after")}
+                         ).append_column("depth", pa.array([], pa.int32()))  # fmt: skip
+    steps = steps.append_column("source", pa.array([label] * n, pa.string()))
+    steps = steps.select(TACTIC_PAIR_SCHEMA.names).cast(TACTIC_PAIR_SCHEMA)
+    if counts["proved_unverified"]:
+        log.warning(
+            "%s: %d proved attempt(s) failed whole-proof verification; their steps are not used",
+            label,
+            counts["proved_unverified"],
+        )
+    return steps, {**counts, "steps": n}, skipped
+
+
+def read_positive_steps(searches: Mapping[str, Path] | Sequence[Path]) -> PositiveSteps:
+    """The positive steps of ``searches`` (label → directory, or directories labelled by
+    :func:`label_of`), de-duplicated on (state_before, tactic), earlier searches winning."""
+    if not isinstance(searches, Mapping):
+        searches = {label_of(Path(d)): Path(d) for d in searches}
+    tables, counts, skipped = [], {}, []
+    seen: set[tuple[str, str]] = set()
+    for label, directory in searches.items():
+        steps, c, skip = _read_one(label, Path(directory))
+        skipped += skip
+        keys = zip(
+            steps.column("state_before").to_pylist(), steps.column("tactic").to_pylist(),
+            strict=True,
+        )  # fmt: skip
+        keep = []
+        for key in keys:
+            keep.append(key not in seen)
+            seen.add(key)
+        steps = steps.filter(pa.array(keep, pa.bool_()))
+        c["unique_steps"] = steps.num_rows
+        counts[label] = c
+        tables.append(steps)
+        log.info(
+            "%s: %d attempts, %d proved and verified (%d theorems): %d steps, %d new",
+            label, c["attempts"], c["proved_verified"], c["theorems_proved"], c["steps"],
+            c["unique_steps"],
+        )  # fmt: skip
+    table = pa.concat_tables(tables) if tables else TACTIC_PAIR_SCHEMA.empty_table()
+    return PositiveSteps(table=table, counts=counts, skipped=skipped)
+
+
+def _val_key(theorem: str, seed: int) -> float:
+    digest = hashlib.sha256(f"{seed}\0trajectory\0{theorem}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64
+
+
+def split_steps_by_theorem(
+    table: pa.Table, *, val_fraction: float, seed: int
+) -> tuple[pa.Table, pa.Table]:
+    """``(train, val)`` of the steps, every step of a theorem on one side.
+
+    A theorem's side is a hash of ``seed`` and its name alone, so it stays on its side in every
+    later iteration (a theorem validated on at iteration 1 is not trained on at iteration 2).  With
+    ``val_fraction > 0`` and at least two theorems, at least one theorem is held out.
+    """
+    theorems = sorted(set(table.column("theorem").to_pylist()))
+    val = {t for t in theorems if _val_key(t, seed) < val_fraction}
+    if val_fraction > 0 and not val and len(theorems) >= 2:
+        val = {min(theorems, key=lambda t: _val_key(t, seed))}
+    if val and len(val) == len(theorems):
+        val.discard(max(val, key=lambda t: _val_key(t, seed)))
+    mask = pc.is_in(table.column("theorem"), value_set=pa.array(sorted(val), pa.string()))
+    return table.filter(pc.invert(mask)), table.filter(mask)
