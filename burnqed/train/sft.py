@@ -51,9 +51,9 @@ from typing import TYPE_CHECKING, Any
 
 from burnqed.config import ConfigError, SFTConfig
 from burnqed.data.benchmarks import sha256_file
-from burnqed.policy.model_files import check_model_dir
 from burnqed.data.decontam import BenchmarkIndex, check_pairs
 from burnqed.data.prompt import format_example
+from burnqed.policy.model_files import check_model_dir
 from burnqed.train.artifacts import (
     MetricsLog,
     provenance,
