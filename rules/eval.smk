@@ -1,5 +1,5 @@
 # Eval stage (burnqed/eval/): the pinned benchmark data/benchmarks/<eval.benchmark>.jsonl searched
-# once at the largest budget (trajectories kept, resumable) and scored at every budget.
+# once at the largest budget (trajectories kept beside the JSON, resumable) and scored at every budget.
 # results/baseline/eval.json: the base model; results/iter_{i}/eval.json: iteration i (with its EBM
 # for i >= 1, plus the ablation without it, same theorems and seeds); results/compare.{md,json}.
 
@@ -16,7 +16,8 @@ rule eval_baseline:
             name=lookup(dpath="eval/benchmark", within=config),
         ),
     output:
-        trajectories=directory("results/baseline/eval"),
+        # Trajectories go beside it (eval.json -> eval/): not declared, so a killed job keeps its
+        # finished attempts and the rerun resumes them (burnqed.search.stage, resume="auto").
         json="results/baseline/eval.json",
     log:
         "logs/eval/baseline.log",
@@ -67,7 +68,8 @@ rule eval:
             otherwise=evaluate("'results/iter_%d/eval.json' % (int({i}) - 1)"),
         ),
     output:
-        trajectories=directory("results/iter_{i}/eval"),
+        # Trajectories go beside it (eval.json -> eval/): not declared, so a killed job keeps its
+        # finished attempts and the rerun resumes them (burnqed.search.stage, resume="auto").
         json="results/iter_{i}/eval.json",
     log:
         "logs/eval/iter_{i}.log",
@@ -112,7 +114,8 @@ rule eval_no_ebm:
             name=lookup(dpath="eval/benchmark", within=config),
         ),
     output:
-        trajectories=directory("results/iter_{i}/eval_no_ebm"),
+        # Trajectories go beside it (eval.json -> eval/): not declared, so a killed job keeps its
+        # finished attempts and the rerun resumes them (burnqed.search.stage, resume="auto").
         json="results/iter_{i}/eval_no_ebm.json",
     log:
         "logs/eval/iter_{i}_no_ebm.log",

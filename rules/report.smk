@@ -6,7 +6,6 @@
 rule report:
     input:
         eval="results/iter_{i}/eval.json",
-        trajectories="results/iter_{i}/eval",
         baseline="results/baseline/eval.json",
         previous=branch(
             evaluate("{i} == '0'"),

@@ -12,7 +12,7 @@ rule search_shard:
         model="models/iter_{i}/merged",
         theorems="data/theorems/search_pool.jsonl",
     output:
-        directory("results/iter_{i}/search/shard_{shard}"),
+        "results/iter_{i}/search/shard_{shard}/manifest.json",
     log:
         "logs/search/iter_{i}_shard_{shard}.log",
     conda:
@@ -45,7 +45,7 @@ rule search_noise_shard:
         model="models/iter_0/merged",
         theorems="data/theorems/search_pool.jsonl",
     output:
-        directory("results/iter_0/search_noise/shard_{shard}"),
+        "results/iter_0/search_noise/shard_{shard}/manifest.json",
     log:
         "logs/search/iter_0_noise_shard_{shard}.log",
     conda:
@@ -80,7 +80,7 @@ rule search_baseline_shard:
         model="models/base",
         theorems="data/theorems/search_pool.jsonl",
     output:
-        directory("results/baseline/search/shard_{shard}"),
+        "results/baseline/search/shard_{shard}/manifest.json",
     log:
         "logs/search/baseline_shard_{shard}.log",
     conda:
@@ -110,7 +110,7 @@ rule search_baseline_shard:
 rule search:
     input:
         expand(
-            "results/iter_{{i}}/search/shard_{shard}",
+            "results/iter_{{i}}/search/shard_{shard}/manifest.json",
             shard=range(lookup(dpath="search/shards", within=config)),
         ),
     output:
@@ -126,7 +126,7 @@ rule search:
 rule search_noise:
     input:
         expand(
-            "results/iter_0/search_noise/shard_{shard}",
+            "results/iter_0/search_noise/shard_{shard}/manifest.json",
             shard=range(lookup(dpath="search/shards", within=config)),
         ),
     output:
@@ -142,7 +142,7 @@ rule search_noise:
 rule search_baseline:
     input:
         expand(
-            "results/baseline/search/shard_{shard}",
+            "results/baseline/search/shard_{shard}/manifest.json",
             shard=range(lookup(dpath="search/shards", within=config)),
         ),
     output:

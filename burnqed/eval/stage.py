@@ -28,7 +28,7 @@ import subprocess
 from collections.abc import Mapping
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from burnqed.config import EvalConfig, LeanConfig
 from burnqed.data.benchmarks import (
@@ -188,7 +188,7 @@ def run(
     label: str | None = None,
     seed: int = 0,
     temperature: float | None = None,
-    resume: bool = False,
+    resume: bool | Literal["auto"] = False,
     run_search: bool = True,
     log_dir: Path | None = None,
 ) -> dict:

@@ -32,12 +32,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import logging
 import math
 import os
 import platform
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -46,7 +48,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from burnqed.config import InputError, LeanConfig, PolicyConfig, SearchConfig
 from burnqed.data.prompt import STOP
@@ -169,6 +171,58 @@ def check_out_dir(out: Path, *, resume: bool) -> None:
         raise InputError(f"{out}: cannot create the output directory ({e.strerror})") from None
     if not os.access(out, os.W_OK | os.X_OK):
         raise InputError(f"{out}: the output directory is not writable")
+
+
+RUN_RECORD = "run.json"  # the fingerprint of the job that wrote a directory's parts ("auto" resume)
+
+
+def _listing_digest(path: Path | str | None) -> str | None:
+    """Names, sizes and modification times of the files under ``path`` (cheap: no contents read;
+    a model or EBM that was rebuilt has new times).  ``None`` for no path, the text for a hub id."""
+    if path is None:
+        return None
+    p = Path(path)
+    if not p.exists():
+        return str(path)
+    files = [p] if p.is_file() else sorted(f for f in p.rglob("*") if f.is_file())
+    h = hashlib.sha256()
+    for f in files:
+        st = f.stat()
+        h.update(f"{f.relative_to(p.parent)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()
+
+
+def job_fingerprint(**inputs: Any) -> str:
+    """A digest of everything that decides a search's attempts: config sections, sampling, seed,
+    shard, the theorem file's bytes, the model and EBM listings."""
+    return hashlib.sha256(json.dumps(inputs, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def prepare_auto_resume(out: Path, fingerprint: str) -> bool:
+    """``resume="auto"`` (how the workflow runs searches): continue ``out`` when its parts were
+    written by this same job — a pre-empted or killed run — and start it afresh when they were
+    written by a different one (a changed knob, model or theorem file reruns the job).  Returns
+    whether to resume."""
+    out = Path(out)
+    record = out / RUN_RECORD
+    has_parts = any(any((out / d).glob("part-*.parquet")) for d in ("nodes", SUMMARY_DIR))
+    same = (
+        record.is_file()
+        and json.loads(record.read_text(encoding="utf-8")).get("fingerprint") == fingerprint
+    )
+    if has_parts and not same:
+        log.warning("%s: parts from a different job (config, model or theorems changed): "
+                    "starting afresh", out)  # fmt: skip
+        for d in ("nodes", SUMMARY_DIR):
+            shutil.rmtree(out / d, ignore_errors=True)
+        (out / MANIFEST).unlink(missing_ok=True)
+    out.mkdir(parents=True, exist_ok=True)
+    tmp = out / f".{RUN_RECORD}.tmp"
+    tmp.write_text(json.dumps({"fingerprint": fingerprint}) + "\n", encoding="utf-8")
+    os.replace(tmp, record)
+    if has_parts and same:
+        log.info("%s: resuming the parts this job wrote before it was stopped", out)
+    return has_parts and same
 
 
 def check_repl(cfg: LeanConfig) -> str:
@@ -392,12 +446,16 @@ def run(
     policy: dict,
     ebm: Path | None = None,
     temperature: float | None = None,
-    resume: bool = False,
+    resume: bool | Literal["auto"] = False,
     seed: int = 0,
     shard: tuple[int, int] | None = None,
     log_dir: Path | None = None,
 ) -> dict:
     """The search stage (see the module docstring); returns the manifest.
+
+    ``resume="auto"`` (the workflow's rules) resumes parts written by this same job and discards
+    parts written by a different one (:func:`prepare_auto_resume`), so re-running the same
+    ``snakemake`` command after a kill finishes the search without redoing finished attempts.
 
     The theorem file, the output directory and the REPL (``--version``) are checked first, then
     the model directory (:func:`~burnqed.policy.backend.open_generator`), before any weights load
@@ -407,10 +465,26 @@ def run(
     policy_cfg = PolicyConfig.from_dict(policy)
     # Inputs first, in milliseconds: a typo must not wait for a 7B load or a server launch.
     pool_theorems = shard_theorems(read_theorem_file(Path(theorems)), shard)
-    check_out_dir(Path(out), resume=resume)
-    repl_version = check_repl(lean_cfg)
     if temperature is None:
         temperature = search_cfg.temperature_with_ebm if ebm else search_cfg.temperature
+    if resume == "auto":
+        check_out_dir(Path(out), resume=True)
+        resume = prepare_auto_resume(
+            Path(out),
+            job_fingerprint(
+                search=search_cfg.to_dict(),
+                lean=lean_cfg.to_dict(),
+                policy=policy_cfg.to_dict(),
+                temperature=temperature,
+                seed=seed,
+                shard=shard,
+                theorems=hashlib.sha256(Path(theorems).read_bytes()).hexdigest(),
+                model=_listing_digest(model),
+                ebm=_listing_digest(ebm),
+            ),
+        )
+    check_out_dir(Path(out), resume=resume)
+    repl_version = check_repl(lean_cfg)
     sampling = SamplingParams(
         n=search_cfg.num_candidates,
         temperature=temperature,

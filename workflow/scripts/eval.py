@@ -11,7 +11,9 @@ with to_log_file(snakemake.log[0]):
     run(
         model=i.model,
         benchmark=Path(i.benchmark[0]),
-        trajectories=Path(o.trajectories),
+        trajectories=Path(o.json).with_suffix(
+            ""
+        ),  # results/iter_0/eval.json -> results/iter_0/eval/
         out=Path(o.json),
         cfg=p.cfg,
         search=p.search,
@@ -21,6 +23,7 @@ with to_log_file(snakemake.log[0]):
         previous=Path(i.previous) if i.get("previous") else None,
         label=p.get("label"),
         seed=p.seed,
+        resume="auto",  # a killed job's finished attempts are kept; a changed job starts afresh
         temperature=p.get("temperature"),
         log_dir=Path(snakemake.log[0]).with_suffix(".repl"),  # this job's REPL stderr logs
     )

@@ -11,7 +11,7 @@ with to_log_file(snakemake.log[0]):
 
     run_iteration(
         eval_json=Path(i.eval),
-        trajectories=Path(i.trajectories),
+        trajectories=Path(i.eval).with_suffix(""),  # the eval's trajectories lie beside its JSON
         out_dir=Path(snakemake.output[0]),
         cfg=snakemake.params.cfg,
         baseline=optional("baseline"),

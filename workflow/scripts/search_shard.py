@@ -11,12 +11,13 @@ with to_log_file(snakemake.log[0]):
     run(
         theorems=Path(snakemake.input.theorems),
         model=snakemake.input.model,
-        out=Path(snakemake.output[0]),
+        out=Path(snakemake.output[0]).parent,  # the shard's directory; its manifest is written last
         cfg=p.search,
         lean=p.lean,
         policy=p.policy,
         temperature=p.get("temperature"),
         seed=p.seed,
+        resume="auto",  # a killed job's finished attempts are kept; a changed job starts afresh
         shard=(int(snakemake.wildcards.shard), p.search["shards"]),
         log_dir=Path(snakemake.log[0]).with_suffix(".repl"),  # this job's REPL stderr logs
     )
