@@ -33,11 +33,10 @@ rule all:
     default_target: True
     input:
         rules.data_all.input,
-        "results/iter_0/search/manifest.json",
-        "results/iter_0/search_noise/manifest.json",
-        "results/iter_0/report",
+        # The whole loop: the last iteration's eval needs every model, EBM and search before it.
         expand(
-            "models/iter_{i}/merged",
+            "results/iter_{i}/report",
             i=range(lookup(dpath="iterations", within=config)),
         ),
-        "results/baseline/search/manifest.json",
+        "results/report",
+        "results/compare.md",

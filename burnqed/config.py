@@ -401,6 +401,7 @@ class EvalConfig(Section):
     pass_n: int = 1
     num_candidates: int = 16
     benchmark: str = "minif2f_test"
+    control_budget_factor: int = 2
 
     def __post_init__(self) -> None:
         self._require(

@@ -23,16 +23,23 @@ def code_digest(*packages):
     return h.hexdigest()[:16]
 
 
-def sft_warm_start(wildcards):
-    """SFT inputs beyond the pairs at iteration i >= 1: adapter i-1 and the finished searches it
-    learns from (results/iter_j/search for j < i, and iteration 0's noise search)."""
+def earlier_searches(wildcards):
+    """The finished searches before iteration i: results/iter_j/search for j < i and iteration 0's
+    noise search (what SFT learns from and what the next search pool excludes)."""
     i = int(wildcards.i)
     if i == 0:
-        return {}
+        return []
     searches = [f"results/iter_{j}/search/manifest.json" for j in range(i)]
+    return [*searches, "results/iter_0/search_noise/manifest.json"]
+
+
+def sft_warm_start(wildcards):
+    """SFT inputs beyond the pairs at iteration i >= 1: adapter i-1 and the earlier searches."""
+    if int(wildcards.i) == 0:
+        return {}
     return {
-        "previous_adapter": f"models/iter_{i - 1}/adapter",
-        "searches": [*searches, "results/iter_0/search_noise/manifest.json"],
+        "previous_adapter": f"models/iter_{int(wildcards.i) - 1}/adapter",
+        "searches": earlier_searches(wildcards),
     }
 
 
@@ -50,3 +57,10 @@ def search_pool_benchmarks(config):
         for e in config["data"]["search_pool"]
         if "benchmark" in e
     ]
+
+
+def control_evals(config):
+    """The search-longer control: the iteration before the last, given more search (none with a
+    single iteration)."""
+    n = config["iterations"]
+    return [f"results/iter_{n - 2}/eval_longer.json"] if n >= 2 else []

@@ -101,6 +101,55 @@ rule eval:
         "../workflow/scripts/eval.py"
 
 
+# The search-longer control: iteration i's model (and EBM) searched with eval.control_budget_factor
+# times the node budgets instead of being trained again; the next iteration must beat it.
+rule eval_longer:
+    input:
+        model="models/iter_{i}/merged",
+        ebm=branch(evaluate("{i} != '0'"), then="models/iter_{i}/ebm"),
+        benchmark=expand(
+            "data/benchmarks/{name}.jsonl",
+            name=lookup(dpath="eval/benchmark", within=config),
+        ),
+        meta=expand(
+            "data/benchmarks/{name}.meta.json",
+            name=lookup(dpath="eval/benchmark", within=config),
+        ),
+    output:
+        # Trajectories go beside it (eval.json -> eval/): not declared, so a killed job keeps its
+        # finished attempts and the rerun resumes them (burnqed.search.stage, resume="auto").
+        json="results/iter_{i}/eval_longer.json",
+    log:
+        "logs/eval/iter_{i}_longer.log",
+    conda:
+        "../workflow/envs/burnqed.yaml"
+    threads: 4
+    resources:
+        gpu=1,
+        mem_mb=32000,
+        runtime=720,
+    params:
+        cfg=lookup(dpath="eval", within=config),
+        search=lookup(dpath="search", within=config),
+        lean=lookup(dpath="lean", within=config),
+        policy=lookup(dpath="policy", within=config),
+        seed=lookup(dpath="seed", within=config),
+        budget_factor=lookup(dpath="eval/control_budget_factor", within=config),
+        code=code_digest(
+            "eval",
+            "search",
+            "ebm",
+            "trajectory.py",
+            "theorems.py",
+            "lean",
+            "policy",
+            "data/prompt.py",
+            "data/benchmarks.py",
+        ),
+    script:
+        "../workflow/scripts/eval.py"
+
+
 # The EBM ablation: the same model, theorems, seeds and sampling temperature, without the EBM.
 rule eval_no_ebm:
     input:
@@ -154,6 +203,7 @@ rule compare:
             "results/iter_{i}/eval.json",
             i=range(lookup(dpath="iterations", within=config)),
         ),
+        controls=control_evals(config),
     output:
         md="results/compare.md",
         json="results/compare.json",

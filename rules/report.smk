@@ -49,6 +49,11 @@ rule report_cross:
             "results/iter_{i}/ebm_metrics.json",
             i=range(1, lookup(dpath="iterations", within=config)),
         ),
+        controls=control_evals(config),
+        pools=expand(
+            "results/iter_{i}/search_pool.jsonl.meta.json",
+            i=range(1, lookup(dpath="iterations", within=config)),
+        ),
     output:
         directory("results/report"),
     log:

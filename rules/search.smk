@@ -10,7 +10,12 @@ wildcard_constraints:
 rule search_shard:
     input:
         model="models/iter_{i}/merged",
-        theorems="data/theorems/search_pool.jsonl",
+        # Iteration 0 searches the data stage's pool; later ones the pool selected for them.
+        theorems=branch(
+            evaluate("{i} == '0'"),
+            then="data/theorems/search_pool.jsonl",
+            otherwise="results/iter_{i}/search_pool.jsonl",
+        ),
     output:
         "results/iter_{i}/search/shard_{shard}/manifest.json",
     log:
@@ -37,6 +42,32 @@ rule search_shard:
         ),
     script:
         "../workflow/scripts/search_shard.py"
+
+
+# The search pool of iteration i >= 1 (burnqed/search/selection.py): the data stage's pool minus what
+# earlier iterations proved, shallow theorems and those a probe tactic closes, then a seeded sample.
+rule search_pool_select:
+    input:
+        pool="data/theorems/search_pool.jsonl",
+        earlier=earlier_searches,
+    output:
+        pool="results/iter_{i}/search_pool.jsonl",
+        meta="results/iter_{i}/search_pool.jsonl.meta.json",
+    log:
+        "logs/search/iter_{i}_pool.log",
+    conda:
+        "../workflow/envs/burnqed.yaml"
+    threads: 2
+    resources:
+        mem_mb=8000,
+        runtime=60,
+    params:
+        search=lookup(dpath="search", within=config),
+        lean=lookup(dpath="lean", within=config),
+        seed=lookup(dpath="seed", within=config),
+        code=code_digest("search/selection.py", "trajectory.py", "theorems.py", "lean"),
+    script:
+        "../workflow/scripts/search_select_pool.py"
 
 
 # Iteration 0 also searches at a high temperature ("noise injection") for diverse negatives.

@@ -11,6 +11,7 @@ Example::
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import re
@@ -109,11 +110,53 @@ def compare(evals: Sequence[tuple[Path, Mapping[str, Any]]]) -> dict:
     return {
         "kind": "burnqed compare",
         "budgets": budgets,
+        "learning": learning_check(rows),
         "pass_n": evals[0][1]["pass_n"] if evals else None,
         "benchmark": (evals[0][1].get("benchmark") or {}) if evals else {},
         "rows": rows,
         "delta": delta,
         "all_complete": all(r["complete"] for r in rows),
+    }
+
+
+def _top(row: Mapping[str, Any]) -> float | None:
+    """A row's solve rate at the largest budget it was evaluated at."""
+    rated = [(int(b), r) for b, r in row["rates"].items() if r is not None]
+    return max(rated)[1] if rated else None
+
+
+def learning_check(rows: Sequence[Mapping[str, Any]], controls: Sequence[Mapping] = ()) -> dict:
+    """Does the loop learn?  Each iteration's solve rate at its largest budget above the row before
+    it (baseline first), and the last iteration above every search-longer control (an earlier
+    model given more search instead of more training).  Partial rows fail the check."""
+    steps = [
+        {"from": a["label"], "to": b["label"], "from_rate": _top(a), "to_rate": _top(b)}
+        for a, b in itertools.pairwise(rows)
+    ]
+    for s in steps:
+        s["rises"] = None not in (s["from_rate"], s["to_rate"]) and s["to_rate"] > s["from_rate"]
+    last = rows[-1] if rows else None
+    versus = [
+        {
+            "control": c["label"],
+            "control_rate": _top(c),
+            "last": last["label"],
+            "last_rate": _top(last),
+        }
+        for c in controls
+        if last is not None
+    ]
+    for v in versus:
+        v["beats"] = None not in (v["control_rate"], v["last_rate"]) and (
+            v["last_rate"] > v["control_rate"]
+        )
+    complete = all(r["complete"] for r in [*rows, *controls])
+    return {
+        "steps": steps,
+        "controls": versus,
+        "rises_every_iteration": bool(steps) and all(s["rises"] for s in steps),
+        "beats_controls": all(v["beats"] for v in versus),
+        "complete": complete,
     }
 
 
@@ -150,7 +193,7 @@ def compare_markdown(c: Mapping[str, Any]) -> str:
             [
                 f"Δ {d['to']} − {d['from']}",
                 "",
-                *[_points(d["rates"][str(b)]) for b in c["budgets"]],
+                *[_points(d["rates"].get(str(b))) for b in c["budgets"]],
                 _points(d["cumulative_rate"]),
                 "",
             ]
@@ -160,6 +203,41 @@ def compare_markdown(c: Mapping[str, Any]) -> str:
         partial = ", ".join(f"{r['label']} {r['status']}" for r in c["rows"] if not r["complete"])
         out += [f"> **Not all evals are complete**: {partial}.", ""]
     out += [markdown_table(headers, rows), ""]
+    controls = c.get("controls") or []
+    if controls:
+        out += ["## Search-longer controls", ""]
+        out += [
+            markdown_table(
+                ["control", "status", *[f"{b} nodes" for b in c["budgets"]]],
+                [
+                    [r["label"], r["status"]]
+                    + [
+                        "–" if r["rates"].get(str(b)) is None
+                        else f"{pct(r['rates'][str(b)])} ({r['solved'][str(b)]}/{r['theorems']})"
+                        for b in c["budgets"]
+                    ]
+                    for r in controls
+                ],
+            ),
+            "",
+        ]  # fmt: skip
+    lc = c.get("learning") or {}
+    if lc.get("steps"):
+        out += ["## Does the loop learn? (solve rate at each row's largest budget)", ""]
+        for st in lc["steps"]:
+            mark = "✓" if st["rises"] else "✗"
+            out.append(
+                f"- {mark} {st['from']} {pct(st['from_rate'])} → {st['to']} {pct(st['to_rate'])}"
+            )
+        for v in lc.get("controls", []):
+            mark = "✓" if v["beats"] else "✗"
+            out.append(
+                f"- {mark} {v['last']} {pct(v['last_rate'])} vs control {v['control']} "
+                f"{pct(v['control_rate'])}"
+            )
+        if not lc.get("complete"):
+            out.append("- (not every eval is complete: the check is not final)")
+        out.append("")
     out += ["## Newly solved theorems", ""]
     for r in c["rows"]:
         if r["newly_solved"] is not None:
@@ -168,13 +246,56 @@ def compare_markdown(c: Mapping[str, Any]) -> str:
     return "\n".join(out) + "\n"
 
 
-def run(*, evals: Sequence[Path], out_md: Path, out_json: Path | None = None) -> dict:
-    """Write the comparison of ``evals`` as markdown (and JSON); returns the JSON dict."""
+def _control_row(path: Path, e: Mapping[str, Any], budgets: Sequence[int]) -> dict:
+    by_budget = {b["budget"]: b for b in e["by_budget"]}
+    return {
+        "label": e.get("label") or path.stem,
+        "file": str(path),
+        "status": e["status"]["label"],
+        "complete": e["status"]["complete"],
+        "theorems": e["status"]["evaluated_theorems"],
+        "rates": {str(b): by_budget[b]["rate"] if b in by_budget else None for b in budgets},
+        "solved": {str(b): by_budget[b]["solved"] if b in by_budget else None for b in budgets},
+    }
+
+
+def add_controls(c: dict, controls: Sequence[tuple[Path, Mapping[str, Any]]]) -> dict:
+    """``c`` with the search-longer ``controls`` as rows of their own (budgets widened to theirs)
+    and the learning check against them; never mixed into deltas or cumulative counts."""
+    if not controls:
+        return c
+    for p, e in controls:
+        if e.get("pass_n") != c.get("pass_n") or (e.get("benchmark") or {}).get("sha256") != (
+            c.get("benchmark") or {}
+        ).get("sha256"):
+            raise CompareError(
+                f"{p}: another benchmark or pass_n than the iterations: not comparable"
+            )
+    budgets = sorted({*c["budgets"], *(b for _, e in controls for b in e["budgets"])})
+    c["budgets"] = budgets
+    for r in c["rows"]:
+        for key in ("rates", "solved"):
+            r[key] = {str(b): r[key].get(str(b)) for b in budgets}
+    c["controls"] = [_control_row(p, e, budgets) for p, e in controls]
+    c["learning"] = learning_check(c["rows"], c["controls"])
+    return c
+
+
+def run(
+    *,
+    evals: Sequence[Path],
+    out_md: Path,
+    out_json: Path | None = None,
+    controls: Sequence[Path] = (),
+) -> dict:
+    """Write the comparison of ``evals`` as markdown (and JSON); returns the JSON dict.
+    ``controls`` (search-longer evals, ``eval_longer.json``) are shown apart and checked against
+    the last iteration, never mixed into the iteration rows, deltas or cumulative counts."""
     from burnqed.eval.stage import write_json
 
     if not evals:
         raise CompareError("no eval JSON given")
-    c = compare(load_evals(evals))
+    c = add_controls(compare(load_evals(evals)), load_evals(controls) if controls else [])
     Path(out_md).parent.mkdir(parents=True, exist_ok=True)
     Path(out_md).write_text(compare_markdown(c), encoding="utf-8")
     if out_json is not None:

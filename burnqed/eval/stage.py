@@ -191,12 +191,18 @@ def run(
     resume: bool | Literal["auto"] = False,
     run_search: bool = True,
     log_dir: Path | None = None,
+    budget_factor: int = 1,
 ) -> dict:
     """The eval stage (module docstring); returns the JSON written to ``out``.
 
     ``run_search=False`` scores what ``trajectories`` already holds (an interrupted run is
     reported ``partial n/N``); ``previous`` is the previous iteration's eval JSON.
+    ``budget_factor`` multiplies every budget: the *search-longer control* (an iteration's model
+    given more search instead of another round of training; ``eval.control_budget_factor``).
     """
+    if budget_factor != 1:
+        budgets = [int(b) * int(budget_factor) for b in cfg["budgets"]]
+        cfg = {**cfg, "budgets": budgets}
     eval_cfg = EvalConfig.from_dict(cfg)
     bench = check_benchmark(benchmark)
     expected = theorem_ids(benchmark)
@@ -231,9 +237,12 @@ def run(
         previous=prev,
     )
     label = label or Path(out).parent.name
+    if budget_factor != 1:
+        label = f"{label} search ×{budget_factor}"
     result = {
         "kind": "burnqed eval",
         "label": label,
+        "budget_factor": budget_factor,
         **metrics,
         "benchmark": {
             "name": bench.get("benchmark"),

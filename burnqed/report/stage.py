@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from burnqed.config import ReportConfig
-from burnqed.eval.compare import compare, compare_markdown, load_evals
+from burnqed.eval.compare import add_controls, compare, compare_markdown, load_evals
 from burnqed.eval.stage import write_json
 from burnqed.eval.summary import rows, summarise, summary_markdown
 from burnqed.eval.table import eval_markdown, fmt, markdown_table, pct
@@ -262,6 +262,18 @@ def run_iteration(
     return result
 
 
+def _pool_table(pools: Sequence[Path]) -> str:
+    rows = []
+    for p in pools:
+        meta = _load(Path(p))
+        n = meta["counts"]
+        rows.append([Path(p).parent.name, n["pool"], n["proved"], n["shallow"], n["probe"],
+                     n["sampled_out"], n["selected"]])  # fmt: skip
+    headers = ["iteration", "pool", "proved earlier", "shallow", "probe-solved", "sampled out",
+               "searched"]  # fmt: skip
+    return markdown_table(headers, rows) if rows else "none (a single iteration)"
+
+
 def run_cross(
     *,
     evals: Sequence[Path],
@@ -269,12 +281,16 @@ def run_cross(
     cfg: Mapping[str, Any],
     no_ebm: Sequence[Path] = (),
     ebm_metrics: Sequence[Path] = (),
+    controls: Sequence[Path] = (),
+    pools: Sequence[Path] = (),
 ) -> dict:
-    """The cross-iteration report: compare table, per-iteration gates, budget curves per
-    iteration, the per-iteration curve, ablations and embedding metrics by iteration."""
+    """The cross-iteration report: compare table (with the search-longer ``controls`` and the
+    learning check), per-iteration gates, budget curves per iteration, the per-iteration curve,
+    ablations, embedding metrics and the search-pool selection (``pools``: the ``.meta.json`` of
+    each later iteration's pool) by iteration."""
     rcfg = ReportConfig.from_dict(cfg)
     loaded = load_evals(evals)
-    c = compare(loaded)
+    c = add_controls(compare(loaded), load_evals(controls) if controls else [])
     by_dir = {Path(p).parent.name: _load(p) for p in no_ebm}
     ebm_by_dir = {Path(p).parent.name: load_ebm_metrics(Path(p), None) for p in ebm_metrics}
     out = Path(out_dir)
@@ -332,6 +348,10 @@ def run_cross(
         markdown_table(["iteration", "centroid_l2", "probe accuracy", "EBM rank-1"], ebm_rows)
         if ebm_rows
         else "not available",
+        "",
+        "## Search-pool selection (theorems excluded before each later iteration's search)",
+        "",
+        _pool_table(pools),
         "",
     ]
     (out / "report.md").write_text("\n".join(md), encoding="utf-8")

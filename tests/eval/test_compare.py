@@ -55,6 +55,12 @@ GOLDEN = """\
 | iter_1 (partial 8/10) | partial 8/10 | 37.5% (3/8) | 50.0% (4/8) | 50.0% (5) | 1 |
 | Δ iter_1 − iter_0 |  | +17.5 pts | +20.0 pts | +10.0 pts |  |
 
+## Does the loop learn? (solve rate at each row's largest budget)
+
+- ✓ baseline 20.0% → iter_0 30.0%
+- ✓ iter_0 30.0% → iter_1 50.0%
+- (not every eval is complete: the check is not final)
+
 ## Newly solved theorems
 
 - **iter_0** (2): c, d
@@ -106,3 +112,32 @@ def test_cli_compare_names_a_file_that_is_not_an_eval(tmp_path, capsys):
     bad.write_text("{}")
     assert cli_main(["compare", str(bad)]) == 2
     assert str(bad) in capsys.readouterr().err
+
+
+def test_a_search_longer_control_is_shown_apart_and_checked_against_the_last_iteration(tmp_path):
+    from burnqed.eval.compare import run
+
+    evals = {
+        "baseline": synthetic_eval("baseline", {100: ["a"], 300: ["a", "b"]}, 10),
+        "iter_0": synthetic_eval("iter_0", {100: ["a", "c"], 300: ["a", "c", "d"]}, 10),
+        "iter_1": synthetic_eval("iter_1", {100: ["a", "c", "e"], 300: ["a", "c", "d", "e"]}, 10),
+    }
+    paths = []
+    for label, e in evals.items():
+        (tmp_path / label).mkdir()
+        paths.append(tmp_path / label / "eval.json")
+        paths[-1].write_text(json.dumps(e))
+    control = tmp_path / "iter_0" / "eval_longer.json"
+    longer = {200: ["a", "c"], 600: ["a", "c", "d", "f"]}  # iter_0 given twice the nodes
+    control.write_text(json.dumps(synthetic_eval("iter_0 search ×2", longer, 10)))
+    c = run(evals=paths, controls=[control], out_md=tmp_path / "c.md")
+    assert [r["label"] for r in c["rows"]] == ["baseline", "iter_0", "iter_1"]  # not a row
+    assert c["delta"]["from"] == "iter_0" and c["budgets"] == [100, 200, 300, 600]
+    lc = c["learning"]
+    assert lc["rises_every_iteration"] and lc["complete"]
+    assert lc["controls"] == [{"control": "iter_0 search ×2", "control_rate": 0.4,
+                               "last": "iter_1", "last_rate": 0.4, "beats": False}]  # fmt: skip
+    assert not lc["beats_controls"]  # a tie is not a win
+    md = (tmp_path / "c.md").read_text()
+    assert "## Search-longer controls" in md and "| iter_0 search ×2 | complete 10/10 | – |" in md
+    assert "✗ iter_1 40.0% vs control iter_0 search ×2 40.0%" in md

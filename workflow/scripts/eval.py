@@ -22,6 +22,7 @@ with to_log_file(snakemake.log[0]):
         ebm=Path(i.ebm) if i.get("ebm") else None,
         previous=Path(i.previous) if i.get("previous") else None,
         label=p.get("label"),
+        budget_factor=p.get("budget_factor", 1),
         seed=p.seed,
         resume="auto",  # a killed job's finished attempts are kept; a changed job starts afresh
         temperature=p.get("temperature"),

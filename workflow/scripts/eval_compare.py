@@ -5,4 +5,10 @@ from burnqed.logs import to_log_file
 
 with to_log_file(snakemake.log[0]):
     evals = [Path(snakemake.input.baseline), *map(Path, snakemake.input.iterations)]
-    run(evals=evals, out_md=Path(snakemake.output.md), out_json=Path(snakemake.output.json))
+    controls = [Path(c) for c in snakemake.input.controls]  # search-longer controls, shown apart
+    run(
+        evals=evals,
+        controls=controls,
+        out_md=Path(snakemake.output.md),
+        out_json=Path(snakemake.output.json),
+    )
