@@ -3,6 +3,8 @@ from functools import cache
 from hashlib import sha256
 from pathlib import Path
 
+from burnqed.ebm import searches_before
+
 
 # Iterations >= 1 need the EBM and the trajectory-mixing SFT stages; until those rules exist, the
 # iteration wildcard only matches 0 so nothing runs an iteration the spec does not describe.
@@ -31,3 +33,8 @@ def search_pool_benchmarks(config):
         for e in config["data"]["search_pool"]
         if "benchmark" in e
     ]
+
+
+def ebm_searches(wildcards):
+    """Manifests of the searches the EBM of iteration {i} learns from (earlier iterations + noise)."""
+    return [f"{d}/manifest.json" for d in searches_before(int(wildcards.i))]

@@ -11,6 +11,8 @@ rule search_shard:
     input:
         model="models/iter_{i}/merged",
         theorems="data/theorems/search_pool.jsonl",
+        # Iterations >= 1 rank the frontier with that iteration's EBM (iteration 0 has none).
+        ebm=branch(evaluate("int({i}) > 0"), then="models/iter_{i}/ebm"),
     output:
         directory("results/iter_{i}/search/shard_{shard}"),
     log:
@@ -34,6 +36,7 @@ rule search_shard:
             "lean",
             "policy",
             "data/prompt.py",
+            "ebm",
         ),
     script:
         "../workflow/scripts/search_shard.py"
