@@ -1,7 +1,7 @@
 """Training data for the EBM: labelled states from search trajectories, and InfoNCE groups.
 
-A *positive* is a state on a verified proof path (``on_proof_path``, not the final "no goals"
-state).  Its *negatives* (``K = ebm.negatives`` per group), in this order of preference:
+A *positive* is a state on a verified proof path (``on_proof_path``), other than the root (the goal
+itself, which search never scores) and the final "no goals" state.  Its *negatives* (``K = ebm.negatives`` per group), in this order of preference:
 
 - ``sibling``: another state produced by expanding the positive's parent (the search's real choice);
 - ``dead_end``: a failed (every child failed) state of the same theorem;
@@ -192,8 +192,9 @@ def build_groups(
 
     # Unique positives with the parents of all their on-path occurrences.
     positive_nodes: dict[tuple[str, str], list[int]] = defaultdict(list)
+    # Roots are left out: a root *is* the goal (trivial to rank) and search never scores one.
     for i, (t, h, p) in enumerate(zip(data.theorem, data.state_hash, data.on_path, strict=True)):
-        if p:
+        if p and data.parent_key[i] is not None:
             positive_nodes[(t, h)].append(i)
 
     k_sib, k_same = math.ceil(negatives / 2), math.ceil(negatives / 4)

@@ -26,7 +26,10 @@ def test_trajectory_dirs_accepts_a_search_dir_a_manifest_or_a_shard(searches, tm
 def test_groups_hold_one_positive_and_k_true_negatives(data):
     g = build_groups(data, negatives=3, heldout_fraction=0.25, seed=0)
     pos = data.positives()
-    assert len(g) == sum(len(v) for v in pos.values())  # one group per unique positive
+    # One group per unique positive, roots (the goals themselves) excepted.
+    assert len(g) == sum(len(v - {data.goal[t]}) for t, v in pos.items())
+    assert all(row[0] != data.goal[t] for row, t in zip(g.states, g.theorem, strict=True))
+    assert min(g.depth) >= 1
     assert all(len(row) == 4 for row in g.states)
     for row, t, goal in zip(g.states, g.theorem, g.goals, strict=True):
         assert row[0] in pos[t]
