@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 log = logging.getLogger(__name__)
@@ -139,12 +140,14 @@ def read_cache(cache_dir: str | Path, digest: str) -> tuple[dict[str, np.ndarray
             os.replace(path, path.with_name(path.name + ".corrupt"))
             bad.append(str(path))
             continue
-        digests = table.column("model_digest").to_pylist()
+        table = table.filter(pc.equal(table.column("model_digest"), digest))
+        if not table.num_rows:
+            continue
         hashes = table.column("state_hash").to_pylist()
-        embs = table.column("embedding").to_pylist()
-        for dg, sh, e in zip(digests, hashes, embs, strict=True):
-            if dg == digest and sh not in vectors:
-                vectors[sh] = np.asarray(e, dtype=np.float32)
+        flat = table.column("embedding").combine_chunks().flatten().to_numpy()
+        matrix = flat.astype(np.float32, copy=False).reshape(table.num_rows, -1)  # (n, d)
+        for sh, row in zip(hashes, matrix, strict=True):
+            vectors.setdefault(sh, row)
     return vectors, bad
 
 
