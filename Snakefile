@@ -24,6 +24,7 @@ validate_params(config, source="workflow config (params.yaml + --configfile over
 include: "rules/common.smk"
 include: "rules/data.smk"
 include: "rules/model.smk"
+include: "rules/ebm.smk"
 include: "rules/search.smk"
 include: "rules/eval.smk"
 include: "rules/report.smk"

@@ -573,6 +573,10 @@ class EBMConfig(Section):
     temperature_min: float = 0.05
     temperature_max: float = 20.0
     checkpoint_every: int = 20000
+    embed_batch_size: int = 64
+    log_every: int = 50
+    save_every: int = 250
+    heldout_fraction: float = 0.1
 
     def __post_init__(self) -> None:
         self._require(

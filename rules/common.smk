@@ -64,3 +64,8 @@ def control_evals(config):
     single iteration)."""
     n = config["iterations"]
     return [f"results/iter_{n - 2}/eval_longer.json"] if n >= 2 else []
+
+
+def ebm_searches(wildcards):
+    """Manifests of the searches the EBM of iteration {i} learns from (= earlier_searches)."""
+    return earlier_searches(wildcards)

@@ -16,6 +16,8 @@ rule search_shard:
             then="data/theorems/search_pool.jsonl",
             otherwise="results/iter_{i}/search_pool.jsonl",
         ),
+        # Iterations >= 1 rank the frontier with that iteration's EBM (iteration 0 has none).
+        ebm=branch(evaluate("int({i}) > 0"), then="models/iter_{i}/ebm"),
     output:
         "results/iter_{i}/search/shard_{shard}/manifest.json",
     log:
@@ -39,6 +41,7 @@ rule search_shard:
             "lean",
             "policy",
             "data/prompt.py",
+            "ebm",
         ),
     script:
         "../workflow/scripts/search_shard.py"

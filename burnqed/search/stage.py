@@ -508,7 +508,8 @@ def run(
     from burnqed.lean.pool import LeanPool
     from burnqed.policy.backend import open_generator
 
-    with open_generator(policy_cfg, str(model)) as generator:
+    # With an EBM the backend must also embed (an HTTP backend starts its embedding server).
+    with open_generator(policy_cfg, str(model), embeddings=ebm is not None) as generator:
         value_model = None
         if ebm is not None:
             from burnqed.search.value import load_value_model

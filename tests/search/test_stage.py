@@ -152,7 +152,7 @@ def _fake_backends(monkeypatch, policy, env):
     opened = {}
 
     @contextmanager
-    def open_generator(cfg, model):
+    def open_generator(cfg, model, *, embeddings=False):
         opened["model"] = model
         yield policy
 

@@ -15,6 +15,7 @@ with to_log_file(snakemake.log[0]):
         cfg=p.search,
         lean=p.lean,
         policy=p.policy,
+        ebm=Path(snakemake.input.ebm) if snakemake.input.get("ebm") else None,  # iterations >= 1
         temperature=p.get("temperature"),
         seed=p.seed,
         resume="auto",  # a killed job's finished attempts are kept; a changed job starts afresh

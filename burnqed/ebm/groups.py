@@ -1,0 +1,266 @@
+"""Training data for the EBM: labelled states from search trajectories, and InfoNCE groups.
+
+A *positive* is a state on a verified proof path (``on_proof_path``), other than the root (the goal
+itself, which search never scores) and the final "no goals" state.  Its *negatives* (``K = ebm.negatives`` per group), in this order of preference:
+
+- ``sibling``: another state produced by expanding the positive's parent (the search's real choice);
+- ``dead_end``: a failed (every child failed) state of the same theorem;
+- ``off_path``: any other state of the same theorem not on a proof path (when dead ends run out);
+- ``other_theorem``: a state of another theorem of the same split.
+
+Siblings take at most ``ceil(K/2)`` slots and same-theorem states at most ``ceil(K/4)`` more; any
+slot a kind cannot fill falls through to the next.  A state that is on a proof path of its theorem in
+any attempt is never a negative for that theorem.  The train/held-out split is **by theorem**
+(proved and unproved theorems shuffled separately, so both splits have both).
+
+Example::
+
+    >>> # trajectory_dirs(Path("results/iter_0/search"))  → [.../shard_0, .../shard_1]
+    >>> # data = load_states([...]); groups = build_groups(data, negatives=7, heldout_fraction=0.1)
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from burnqed.trajectory import read_nodes
+
+log = logging.getLogger(__name__)
+
+KINDS = ("sibling", "dead_end", "off_path", "other_theorem")
+DEPTH_BUCKETS = ("0", "1", "2", "3-4", "5+")
+
+
+def depth_bucket(depth: int) -> str:
+    if depth <= 2:
+        return str(depth)
+    return "3-4" if depth <= 4 else "5+"
+
+
+def trajectory_dirs(path: str | Path) -> list[Path]:
+    """The trajectory directories of a search output: ``path`` itself when it holds ``nodes/``,
+    else its ``shard_*`` directories (a ``manifest.json`` path stands for its directory)."""
+    path = Path(path)
+    if path.name == "manifest.json":
+        path = path.parent
+    if (path / "nodes").is_dir():
+        return [path]
+    shards = sorted(p for p in path.glob("shard_*") if (p / "nodes").is_dir())
+    if not shards:
+        raise FileNotFoundError(f"{path}: no trajectories (no nodes/ and no shard_*/nodes/)")
+    return shards
+
+
+@dataclass
+class StateData:
+    """Every state node of the trajectories, deduplicated per theorem where it matters."""
+
+    texts: dict[str, str]  # state_hash → state text (every state, roots included)
+    goal: dict[str, str]  # theorem → state_hash of its root goal
+    # Per node (state nodes only; error and duplicate edges have no state):
+    theorem: list[str]
+    state_hash: list[str]
+    depth: list[int]
+    on_path: list[bool]
+    failed: list[bool]
+    parent_key: list[tuple | None]  # (source, theorem, attempt, parent_id); None for roots
+    node_key: list[tuple]  # (source, theorem, attempt, node_id)
+    skipped_parts: list[str] = field(default_factory=list)
+    sources: list[str] = field(default_factory=list)
+
+    def positives(self) -> dict[str, set[str]]:
+        pos: dict[str, set[str]] = defaultdict(set)
+        for t, h, p in zip(self.theorem, self.state_hash, self.on_path, strict=True):
+            if p:
+                pos[t].add(h)
+        return pos
+
+
+def load_states(dirs: Sequence[str | Path]) -> StateData:
+    """Read the node rows of trajectory directories (unreadable parts skipped and reported)."""
+    data = StateData({}, {}, [], [], [], [], [], [], [])
+    for src, d in enumerate(dirs):
+        read = read_nodes(d)
+        data.skipped_parts.extend(read.skipped)
+        data.sources.append(str(d))
+        t = read.table.select(
+            ["theorem", "attempt", "node_id", "parent_id", "depth", "state", "state_hash",
+             "on_proof_path", "status", "solved"]
+        ).to_pydict()  # fmt: skip
+        for i in range(len(t["theorem"])):
+            state = t["state"][i]
+            if state is None or t["solved"][i]:
+                continue  # error / duplicate edges carry no state; solved states need no value
+            th, sh = t["theorem"][i], t["state_hash"][i]
+            data.texts.setdefault(sh, state)
+            key = (src, th, t["attempt"][i])
+            if t["parent_id"][i] is None:
+                data.goal.setdefault(th, sh)
+            data.theorem.append(th)
+            data.state_hash.append(sh)
+            data.depth.append(t["depth"][i])
+            data.on_path.append(bool(t["on_proof_path"][i]))
+            data.failed.append(t["status"][i] == "failed")
+            pid = t["parent_id"][i]
+            data.parent_key.append(None if pid is None else (*key, pid))
+            data.node_key.append((*key, t["node_id"][i]))
+    log.info(
+        "trajectories: %d state nodes, %d unique states, %d theorems from %d director%s",
+        len(data.theorem),
+        len(data.texts),
+        len(data.goal),
+        len(dirs),
+        "y" if len(dirs) == 1 else "ies",
+    )
+    return data
+
+
+@dataclass(frozen=True)
+class Groups:
+    """InfoNCE groups over state hashes: column 0 is the positive, columns 1..K the negatives."""
+
+    states: list[list[str]]  # (G, 1 + K) state hashes
+    goals: list[str]  # (G,) root-goal state hash of the group's theorem
+    depth: np.ndarray  # (G,) depth of the positive
+    theorem: list[str]  # (G,)
+    heldout: np.ndarray  # (G,) bool: the theorem is held out
+    kind_counts: dict[str, int]  # negatives per kind over all groups
+
+    def __len__(self) -> int:
+        return len(self.goals)
+
+    def subset(self, mask: np.ndarray) -> Groups:
+        idx = np.flatnonzero(mask)
+        return Groups(
+            states=[self.states[i] for i in idx],
+            goals=[self.goals[i] for i in idx],
+            depth=self.depth[idx],
+            theorem=[self.theorem[i] for i in idx],
+            heldout=self.heldout[idx],
+            kind_counts=self.kind_counts,
+        )
+
+
+def split_theorems(
+    theorems: Sequence[str], proved: set[str], fraction: float, seed: int
+) -> set[str]:
+    """Held-out theorem names: ``fraction`` of the proved and of the unproved ones (≥ 1 proved)."""
+    rng = random.Random(seed)
+    out: set[str] = set()
+    for pool, minimum in ((sorted(set(theorems) & proved), 1), (sorted(set(theorems) - proved), 0)):
+        rng.shuffle(pool)
+        k = max(minimum, round(fraction * len(pool))) if pool else 0
+        if len(pool) > 1:
+            k = min(k, len(pool) - 1)  # keep at least one for training
+        out.update(pool[:k])
+    return out
+
+
+def build_groups(
+    data: StateData, *, negatives: int, heldout_fraction: float, seed: int = 0
+) -> Groups:
+    """One group per unique (theorem, positive state); see the module docstring."""
+    rng = random.Random(seed)
+    pos = data.positives()
+    if not pos:
+        raise ValueError(
+            f"no proved theorem in {len(data.sources)} trajectory director(ies) "
+            f"{data.sources}: the EBM needs states on verified proof paths"
+        )
+    heldout = split_theorems(list(data.goal), set(pos), heldout_fraction, seed)
+    children: dict[tuple, list[int]] = defaultdict(list)
+    by_theorem: dict[str, list[int]] = defaultdict(list)
+    for i, pk in enumerate(data.parent_key):
+        if pk is not None:
+            children[pk].append(i)
+        by_theorem[data.theorem[i]].append(i)
+    # Per split, the unique (theorem, state) pairs other theorems' negatives are drawn from.
+    split_states: dict[bool, list[tuple[str, str]]] = {True: [], False: []}
+    seen: set[tuple[str, str]] = set()
+    for t, h in zip(data.theorem, data.state_hash, strict=True):
+        if (t, h) not in seen:
+            seen.add((t, h))
+            split_states[t in heldout].append((t, h))
+
+    # Unique positives with the parents of all their on-path occurrences.
+    positive_nodes: dict[tuple[str, str], list[int]] = defaultdict(list)
+    # Roots are left out: a root *is* the goal (trivial to rank) and search never scores one.
+    for i, (t, h, p) in enumerate(zip(data.theorem, data.state_hash, data.on_path, strict=True)):
+        if p and data.parent_key[i] is not None:
+            positive_nodes[(t, h)].append(i)
+
+    k_sib, k_same = math.ceil(negatives / 2), math.ceil(negatives / 4)
+    states, goals, depths, theorems, held = [], [], [], [], []
+    kinds: Counter[str] = Counter()
+    for (t, h), nodes in sorted(positive_nodes.items()):
+        bad = pos[t]
+
+        def pick(candidates: list[str], k: int, taken: set[str], bad: set[str] = bad) -> list[str]:
+            pool = sorted({c for c in candidates if c not in bad and c not in taken})
+            rng.shuffle(pool)
+            return pool[:k]
+
+        taken: set[str] = set()
+        sib_hashes = [
+            data.state_hash[j]
+            for i in nodes
+            if data.parent_key[i] is not None
+            for j in children[data.parent_key[i]]
+        ]
+        chosen: list[tuple[str, str]] = []
+        for kind, cands, quota in (
+            ("sibling", sib_hashes, k_sib),
+            ("dead_end", [data.state_hash[j] for j in by_theorem[t] if data.failed[j]], k_same),
+            ("off_path", [data.state_hash[j] for j in by_theorem[t]], k_same),
+        ):
+            room = min(quota, negatives - len(chosen))
+            if kind == "off_path":  # shares the same-theorem quota with dead ends
+                room = min(room, k_same - sum(1 for k, _ in chosen if k == "dead_end"))
+            for c in pick(cands, max(room, 0), taken):
+                taken.add(c)
+                chosen.append((kind, c))
+        others = split_states[t in heldout]
+        tries = 0
+        while len(chosen) < negatives and tries < 50 * negatives:
+            tries += 1
+            ot, oh = others[rng.randrange(len(others))]
+            if ot != t and oh not in taken and oh not in bad:
+                taken.add(oh)
+                chosen.append(("other_theorem", oh))
+        if len(chosen) < negatives:
+            continue  # too few states in this split to fill a group
+        kinds.update(k for k, _ in chosen)
+        states.append([h] + [c for _, c in chosen])
+        goals.append(data.goal[t])
+        depths.append(min(data.depth[i] for i in nodes))
+        theorems.append(t)
+        held.append(t in heldout)
+    groups = Groups(
+        states=states,
+        goals=goals,
+        depth=np.asarray(depths, dtype=np.int64),
+        theorem=theorems,
+        heldout=np.asarray(held, dtype=bool),
+        kind_counts={k: kinds.get(k, 0) for k in KINDS},
+    )
+    log.info(
+        "EBM groups: %d (%d train / %d held-out, %d held-out theorems) of 1 positive + %d "
+        "negatives; negatives by kind: %s",
+        len(groups),
+        int((~groups.heldout).sum()),
+        int(groups.heldout.sum()),
+        len(heldout),
+        negatives,
+        groups.kind_counts,
+    )
+    if not len(groups):
+        raise ValueError("no InfoNCE group could be filled: too few states in the trajectories")
+    return groups

@@ -1,0 +1,268 @@
+"""The EBM stage for iteration ``i`` ≥ 1: embed, train, measure (SPEC §3, §4.6).
+
+- :func:`run_embed`: every unique state (roots = the theorems' goals included) of the trajectories of
+  iterations ``< i`` → ``results/iter_{i}/embeddings/`` (append-only cache, see
+  :mod:`burnqed.ebm.embeddings`; ``manifest.json`` written last).
+- :func:`run_train`: InfoNCE groups from the same trajectories, the head trained on them →
+  ``models/iter_{i}/ebm/`` (checkpoints in ``ebm.partial/`` until it is done).
+- :func:`run_metrics`: embedding-quality metrics + plots → ``results/iter_{i}/ebm_metrics.json`` and
+  ``results/iter_{i}/ebm_plots/``.
+
+Example::
+
+    searches = [Path("results/iter_0/search"), Path("results/iter_0/search_noise")]
+    run_embed(searches=searches, model="models/iter_1/merged", out=Path("results/iter_1/embeddings"),
+              cfg=params["ebm"], policy=params["policy"])
+    run_train(searches=searches, embeddings=Path("results/iter_1/embeddings"),
+              out=Path("models/iter_1/ebm"), cfg=params["ebm"], seed=0)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import platform
+import shutil
+import subprocess
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from burnqed.config import EBMConfig, PolicyConfig
+from burnqed.ebm.embeddings import (
+    EmbeddingError,
+    embedding_model_digest,
+    lookup,
+    precompute,
+    read_cache,
+)
+from burnqed.ebm.groups import build_groups, load_states, trajectory_dirs
+
+log = logging.getLogger(__name__)
+
+MANIFEST = "manifest.json"
+
+
+def _git_commit() -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                             timeout=5, cwd=Path(__file__).parent)  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return (out.stdout.strip() or None) if out.returncode == 0 else None
+
+
+def _provenance() -> dict[str, Any]:
+    import torch
+
+    return {"git_commit": _git_commit(), "python": platform.python_version(),
+            "torch": torch.__version__}  # fmt: skip
+
+
+def _write_json(path: Path, data: Mapping[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _dirs(searches: Sequence[str | Path]) -> list[Path]:
+    if not searches:
+        raise ValueError("no search output given: the EBM learns from earlier iterations' searches")
+    return [d for s in searches for d in trajectory_dirs(s)]
+
+
+def _search_hashes(dirs: Sequence[Path]) -> dict[str, str | None]:
+    """sha256 of each trajectory directory's part files (names + sizes + bytes)."""
+    out = {}
+    for d in dirs:
+        h = hashlib.sha256()
+        for p in sorted(d.glob("*/part-*.parquet")):
+            h.update(f"{p.relative_to(d)}\0".encode())
+            h.update(p.read_bytes())
+        out[str(d)] = h.hexdigest()[:16]
+    return out
+
+
+def read_embeddings_manifest(embeddings: Path) -> dict:
+    path = Path(embeddings) / MANIFEST
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no embeddings manifest (run `burnqed ebm embed` first)")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def run_embed(
+    *,
+    searches: Sequence[str | Path],
+    model: str | Path,
+    out: Path,
+    cfg: Mapping[str, Any],
+    policy: Mapping[str, Any],
+) -> dict:
+    """Embed the missing states of ``searches`` with ``model``; write ``out/manifest.json``."""
+    ebm_cfg = EBMConfig.from_dict(cfg)
+    policy_cfg = PolicyConfig.from_dict(policy)
+    dirs = _dirs(searches)
+    data = load_states(dirs)  # bad trajectories fail here, before a model is loaded
+    out = Path(out)
+    (out / MANIFEST).unlink(missing_ok=True)  # unfinished until this run completes
+    from burnqed.policy.backend import open_generator
+
+    with open_generator(policy_cfg, str(model), embeddings=True) as gen:
+        digest = embedding_model_digest(gen)
+        stats = precompute(data.texts, gen.embed, out, digest=digest,
+                           checkpoint_every=ebm_cfg.checkpoint_every,
+                           batch_size=ebm_cfg.embed_batch_size)  # fmt: skip
+    manifest = {
+        "embedding_model": str(model),
+        "embedding_model_digest": digest,
+        "pooling": policy_cfg.pooling if policy_cfg.backend == "transformers" else "server",
+        "states": stats.requested,
+        "cached_before": stats.cached,
+        "embedded_this_run": stats.embedded,
+        "parts_written": stats.parts_written,
+        "corrupt_parts_moved_aside": list(stats.corrupt_parts),
+        "dim": stats.dim,
+        "theorems": len(data.goal),
+        "trajectories": _search_hashes(dirs),
+        "skipped_trajectory_parts": data.skipped_parts,
+        **_provenance(),
+    }
+    _write_json(out / MANIFEST, manifest)
+    log.info("embeddings: %d states (%d embedded now) → %s", stats.requested, stats.embedded, out)
+    return manifest
+
+
+def _vectors_for(embeddings: Path, data) -> tuple[dict, dict]:
+    manifest = read_embeddings_manifest(embeddings)
+    vectors, bad = read_cache(embeddings, manifest["embedding_model_digest"])
+    lookup(vectors, list(data.texts), where=str(embeddings))  # every state must be there
+    if bad:
+        raise EmbeddingError(
+            f"{embeddings}: unreadable part(s) {bad}: run `burnqed ebm embed` again"
+        )
+    return vectors, manifest
+
+
+def run_train(
+    *,
+    searches: Sequence[str | Path],
+    embeddings: Path,
+    out: Path,
+    cfg: Mapping[str, Any],
+    seed: int = 0,
+    device: str = "auto",
+) -> dict:
+    """Train the EBM into ``out`` (resuming ``<out>.partial/``); return its metadata."""
+    from burnqed.ebm.scorer import save_ebm
+    from burnqed.ebm.train import groups_digest, train_head
+
+    ebm_cfg = EBMConfig.from_dict(cfg)
+    dirs = _dirs(searches)
+    data = load_states(dirs)
+    vectors, emb_manifest = _vectors_for(Path(embeddings), data)
+    groups = build_groups(data, negatives=ebm_cfg.negatives,
+                          heldout_fraction=ebm_cfg.heldout_fraction, seed=seed)  # fmt: skip
+    out = Path(out)
+    work = out.with_name(out.name + ".partial")
+    data_hash = hashlib.sha256(
+        (groups_digest(groups) + emb_manifest["embedding_model_digest"]).encode()
+    ).hexdigest()[:16]
+    result = train_head(vectors, groups, ebm_cfg, work_dir=work, seed=seed, device=device,
+                        data_hash=data_hash)  # fmt: skip
+    meta = {
+        "config": ebm_cfg.to_dict(),
+        "seed": seed,
+        "dim": result.head.dim,
+        "embedding_model": emb_manifest["embedding_model"],
+        "embedding_model_digest": emb_manifest["embedding_model_digest"],
+        "data": {
+            "groups_sha256": groups_digest(groups),
+            "data_hash": data_hash,
+            "trajectories": _search_hashes(dirs),
+            "groups": len(groups),
+            "train_groups": int((~groups.heldout).sum()),
+            "heldout_groups": int(groups.heldout.sum()),
+            "heldout_theorems": sorted(
+                set(t for t, h in zip(groups.theorem, groups.heldout, strict=True) if h)
+            ),
+            "negatives_by_kind": groups.kind_counts,
+        },
+        "train": result.train,
+        "heldout": result.heldout,
+        "chance": result.chance,
+        "temperature": result.temperature,
+        "groups_per_s": result.groups_per_s,
+        "resumed_from_step": result.resumed_from,
+        **_provenance(),
+    }
+    save_ebm(work, result.head.cpu(), meta)
+    for name in ("checkpoint.safetensors", "checkpoint.json"):
+        (work / name).unlink(missing_ok=True)
+    if out.exists():
+        shutil.rmtree(out)
+    os.replace(work, out)
+    log.info(
+        "EBM → %s: held-out rank-1 %s vs chance %.3f (%d groups), energy gap %s, temperature %.3f",
+        out, result.heldout["rank1"], result.chance, result.heldout["groups"],
+        result.heldout["energy_gap"], result.temperature,
+    )  # fmt: skip
+    return meta
+
+
+def run_metrics(
+    *,
+    searches: Sequence[str | Path],
+    embeddings: Path,
+    out: Path,
+    plots: Path,
+    cfg: Mapping[str, Any],
+    ebm: Path | None = None,
+    seed: int = 0,
+) -> dict:
+    """Embedding-quality metrics (+ the EBM's held-out energies) → ``out`` JSON and ``plots``."""
+    from burnqed.ebm.quality import embedding_metrics, group_energies, plot
+
+    ebm_cfg = EBMConfig.from_dict(cfg)
+    dirs = _dirs(searches)
+    data = load_states(dirs)
+    vectors, emb_manifest = _vectors_for(Path(embeddings), data)
+    metrics, arrays = embedding_metrics(vectors, data, seed=seed,
+                                        heldout_fraction=ebm_cfg.heldout_fraction)  # fmt: skip
+    energies = None
+    if ebm is not None:
+        from burnqed.ebm.scorer import load_ebm
+
+        head, meta = load_ebm(Path(ebm))
+        if meta["embedding_model_digest"] != emb_manifest["embedding_model_digest"]:
+            raise ValueError(
+                f"{ebm}: trained on model digest {meta['embedding_model_digest']}, the embeddings "
+                f"{embeddings} are of {emb_manifest['embedding_model_digest']}"
+            )
+        groups = build_groups(data, negatives=ebm_cfg.negatives,
+                              heldout_fraction=ebm_cfg.heldout_fraction, seed=seed)  # fmt: skip
+        held = groups.subset(groups.heldout)
+        energies = group_energies(head, vectors, held)
+        metrics["ebm"] = {
+            "path": str(ebm),
+            "heldout_groups": len(held),
+            "heldout_rank1": float((energies.argmin(1) == 0).mean()) if len(held) else None,
+            "chance": 1 / (ebm_cfg.negatives + 1),
+            "positive_energy_mean": float(energies[:, 0].mean()) if len(held) else None,
+            "negative_energy_mean": float(energies[:, 1:].mean()) if len(held) else None,
+            "temperature": head.temperature.item(),
+        }
+    metrics["embedding_model"] = emb_manifest["embedding_model"]
+    metrics["embedding_model_digest"] = emb_manifest["embedding_model_digest"]
+    metrics["trajectories"] = [str(d) for d in dirs]
+    metrics["plots"] = [str(p) for p in plot(arrays, energies, Path(plots))]
+    metrics.update(_provenance())
+    _write_json(Path(out), metrics)
+    log.info(
+        "embedding metrics → %s: centroid_l2 %s, probe balanced accuracy %s, effective rank %.1f",
+        out, metrics["centroid_l2"], metrics["linear_probe"]["balanced_accuracy"],
+        metrics["variance_spectrum"]["effective_rank"],
+    )  # fmt: skip
+    return metrics

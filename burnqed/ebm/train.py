@@ -1,0 +1,307 @@
+"""Training the energy head: InfoNCE over (1 positive, K negatives), health metrics, aborts, resume.
+
+The loss is cross-entropy over ``−energy`` of each group with the positive as the target: the head's
+temperature is the only scale (no InfoNCE temperature of its own).  Every ``log_every`` steps a record
+goes to ``metrics.jsonl``: the batch loss, and on up to 1,024 training groups (eval mode) the energy
+gap (mean negative − positive energy), rank-1 accuracy (the positive has the lowest energy) overall
+and by depth bucket, plus the temperature; the held-out groups are measured the same way.
+
+Health: when the temperature reaches ``temperature_min`` or ``temperature_max`` (pinned: its gradient
+is zero there) training stops with :class:`EBMTrainingError` naming the step and the last checkpoint,
+which is left as it was.  Steps are seeded by ``(seed, step)`` (batch draw and dropout), so a run
+resumed from a checkpoint (weights and AdamW state, safetensors, every ``save_every`` steps) continues
+exactly as the uninterrupted run would.  bf16 autocast on CUDA, float32 on CPU.
+
+Example::
+
+    result = train_head(vectors, groups, EBMConfig(steps=200), work_dir=Path("models/iter_1/ebm.partial"))
+    result.heldout["rank1"], result.chance
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from safetensors.torch import load_file, save_file
+
+from burnqed.config import EBMConfig
+from burnqed.ebm.groups import DEPTH_BUCKETS, Groups, depth_bucket
+from burnqed.ebm.head import GoalConditionedEnergyHead
+
+log = logging.getLogger(__name__)
+
+CHECKPOINT = "checkpoint.safetensors"
+CHECKPOINT_META = "checkpoint.json"
+METRICS = "metrics.jsonl"
+EVAL_GROUPS = 1024
+
+
+class EBMTrainingError(RuntimeError):
+    """Training stopped for a health reason (pinned temperature); the message names the step."""
+
+
+def resolve_device(device: str = "auto") -> torch.device:
+    return torch.device("cuda" if device == "auto" and torch.cuda.is_available() else
+                        ("cpu" if device == "auto" else device))  # fmt: skip
+
+
+def build_head(dim: int, cfg: EBMConfig) -> GoalConditionedEnergyHead:
+    return GoalConditionedEnergyHead(
+        dim,
+        hidden_sizes=cfg.hidden_sizes,
+        dropout=cfg.dropout,
+        temperature_init=cfg.temperature_init,
+        temperature_min=cfg.temperature_min,
+        temperature_max=cfg.temperature_max,
+    )
+
+
+@dataclass(frozen=True)
+class IndexedGroups:
+    """Groups as row indices into one embedding matrix."""
+
+    states: torch.Tensor  # (G, 1 + K) long
+    goals: torch.Tensor  # (G,) long
+    depth: np.ndarray  # (G,)
+
+    def __len__(self) -> int:
+        return len(self.goals)
+
+
+def index_groups(groups: Groups, row: Mapping[str, int]) -> IndexedGroups:
+    return IndexedGroups(
+        states=torch.tensor([[row[h] for h in g] for g in groups.states], dtype=torch.long),
+        goals=torch.tensor([row[h] for h in groups.goals], dtype=torch.long),
+        depth=np.asarray(groups.depth),
+    )
+
+
+def groups_digest(groups: Groups) -> str:
+    h = hashlib.sha256()
+    for s, g, t in zip(groups.states, groups.goals, groups.theorem, strict=True):
+        h.update(json.dumps([s, g, t]).encode())
+    return h.hexdigest()[:16]
+
+
+@torch.no_grad()
+def evaluate(
+    head: GoalConditionedEnergyHead,
+    emb: torch.Tensor,
+    ig: IndexedGroups,
+    *,
+    limit: int | None = None,
+) -> dict[str, Any]:
+    """Rank-1 accuracy (overall, by depth bucket) and energy gap of ``ig`` (eval mode)."""
+    n = len(ig) if limit is None else min(limit, len(ig))
+    if n == 0:
+        return {"groups": 0, "rank1": None, "energy_gap": None, "rank1_by_depth": {}}
+    was = head.training
+    head.eval()
+    try:
+        energies = head(emb[ig.states[:n]], emb[ig.goals[:n]].unsqueeze(1)).float()  # (n, 1+K)
+    finally:
+        head.train(was)
+    correct = (energies.argmin(1) == 0).cpu().numpy()
+    gap = (energies[:, 1:].mean(1) - energies[:, 0]).mean().item()
+    buckets = np.array([depth_bucket(int(d)) for d in ig.depth[:n]])
+    by_depth = {
+        b: {"rank1": float(correct[buckets == b].mean()), "groups": int((buckets == b).sum())}
+        for b in DEPTH_BUCKETS
+        if (buckets == b).any()
+    }
+    return {
+        "groups": n,
+        "rank1": float(correct.mean()),
+        "energy_gap": gap,
+        "rank1_by_depth": by_depth,
+        "positive_energy": energies[:, 0].mean().item(),
+        "negative_energy": energies[:, 1:].mean().item(),
+    }
+
+
+def _optimizer_tensors(opt: torch.optim.Optimizer, params: list[torch.nn.Parameter]) -> dict:
+    out = {}
+    for i, p in enumerate(params):
+        st = opt.state.get(p, {})
+        for k, v in st.items():
+            out[f"opt.{i}.{k}"] = v.detach().cpu().reshape(-1) if k == "step" else v.detach().cpu()
+    return out
+
+
+def _load_optimizer(opt: torch.optim.Optimizer, params: list, tensors: Mapping) -> None:
+    for i, p in enumerate(params):
+        st = {k.split(".", 2)[2]: v for k, v in tensors.items() if k.startswith(f"opt.{i}.")}
+        if st:
+            if "step" in st:
+                st["step"] = st["step"].reshape(())
+            opt.state[p] = {k: v.to(p.device) for k, v in st.items()}
+
+
+def save_checkpoint(work_dir: Path, head, opt, step: int, meta: Mapping[str, Any]) -> None:
+    params = list(head.parameters())
+    tensors = {f"model.{k}": v.detach().cpu().contiguous() for k, v in head.state_dict().items()}
+    tensors.update(_optimizer_tensors(opt, params))
+    tmp = work_dir / f".{CHECKPOINT}.tmp"
+    save_file({k: v.contiguous() for k, v in tensors.items()}, str(tmp))
+    tmp.replace(work_dir / CHECKPOINT)
+    (work_dir / f".{CHECKPOINT_META}.tmp").write_text(json.dumps({**meta, "step": step}, indent=2))
+    (work_dir / f".{CHECKPOINT_META}.tmp").replace(work_dir / CHECKPOINT_META)
+
+
+def load_checkpoint(work_dir: Path, device: str = "cpu") -> tuple[dict, dict, dict]:
+    """``(meta, model state_dict, optimizer tensors)`` of the checkpoint in ``work_dir``."""
+    meta = json.loads((work_dir / CHECKPOINT_META).read_text())
+    tensors = load_file(str(work_dir / CHECKPOINT), device=device)
+    model = {k[6:]: v for k, v in tensors.items() if k.startswith("model.")}
+    opt = {k: v for k, v in tensors.items() if k.startswith("opt.")}
+    return meta, model, opt
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    head: GoalConditionedEnergyHead
+    steps: int
+    train: dict  # evaluate() on the training groups (first 1,024)
+    heldout: dict  # evaluate() on every held-out group
+    chance: float  # 1 / (K + 1)
+    temperature: float
+    groups_per_s: float
+    resumed_from: int | None
+
+
+def train_head(
+    vectors: Mapping[str, np.ndarray],
+    groups: Groups,
+    cfg: EBMConfig,
+    *,
+    work_dir: Path,
+    seed: int = 0,
+    device: str = "auto",
+    data_hash: str | None = None,
+) -> TrainResult:
+    """Train on ``groups`` (held-out ones measured, never trained on); see the module docstring."""
+    work_dir = Path(work_dir)
+    work_dir.mkdir(parents=True, exist_ok=True)
+    dev = resolve_device(device)
+    hashes = sorted({h for g in groups.states for h in g} | set(groups.goals))
+    row = {h: i for i, h in enumerate(hashes)}
+    emb = torch.from_numpy(np.stack([vectors[h] for h in hashes]).astype(np.float32)).to(dev)
+    train_g = index_groups(groups.subset(~groups.heldout), row)
+    held_g = index_groups(groups.subset(groups.heldout), row)
+    if len(train_g) == 0:
+        raise ValueError("no training groups: every group belongs to a held-out theorem")
+    k = train_g.states.shape[1] - 1
+    data_hash = data_hash or groups_digest(groups)
+    meta = {"config": cfg.to_dict(), "seed": seed, "data_hash": data_hash, "dim": emb.shape[1]}
+
+    head = build_head(emb.shape[1], cfg).to(dev)
+    train_rows = torch.unique(torch.cat([train_g.states.reshape(-1), train_g.goals])).to(dev)
+    head.set_input_stats(emb[train_rows])
+    params = list(head.parameters())
+    opt = torch.optim.AdamW(params, lr=cfg.learning_rate)
+    start, resumed = 0, None
+    metrics_path = work_dir / METRICS
+    if (work_dir / CHECKPOINT_META).exists():
+        old, state, opt_tensors = load_checkpoint(work_dir, device=str(dev))
+        same = {k: old.get(k) for k in meta} == meta
+        if same and old["step"] <= cfg.steps:
+            head.load_state_dict(state)
+            _load_optimizer(opt, params, opt_tensors)
+            start = resumed = int(old["step"])
+            log.info("EBM: resuming from the checkpoint at step %d in %s", start, work_dir)
+        else:
+            log.warning("EBM: %s holds a checkpoint of other data/config: starting over", work_dir)
+    # Records after the checkpoint are replayed by this run; keep the file free of duplicates.
+    kept = []
+    if start and metrics_path.exists():
+        kept = [ln for ln in metrics_path.read_text().splitlines()
+                if ln.strip() and json.loads(ln).get("step", 0) <= start]  # fmt: skip
+    metrics_path.write_text("".join(ln + "\n" for ln in kept))
+
+    targets = torch.zeros(cfg.batch_size, dtype=torch.long, device=dev)
+    autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=dev.type == "cuda")
+    head.train()
+    t0 = time.perf_counter()
+    from tqdm import tqdm
+
+    bar = tqdm(range(start, cfg.steps), desc="ebm", unit="step", disable=not sys.stderr.isatty())
+    loss_v = math.nan
+    with metrics_path.open("a", encoding="utf-8") as metrics:
+        for step in bar:
+            done = step + 1
+            g = torch.Generator().manual_seed(seed * 1_000_003 + step)
+            batch = torch.randint(len(train_g), (cfg.batch_size,), generator=g)
+            torch.manual_seed(seed * 1_000_003 + step)  # dropout
+            idx = train_g.states[batch].to(dev)  # (B, 1+K)
+            goal = train_g.goals[batch].to(dev)  # (B,)
+            with autocast:
+                energies = head(emb[idx], emb[goal].unsqueeze(1))  # (B, 1+K)
+            loss = F.cross_entropy(-energies.float(), targets)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            loss_v = loss.item()
+            if not math.isfinite(loss_v):
+                raise EBMTrainingError(f"EBM step {done}: loss is {loss_v}")
+            pinned = head.pinned()
+            if pinned:
+                last = work_dir / CHECKPOINT_META
+                where = (f"last checkpoint: {work_dir / CHECKPOINT} (step "
+                         f"{json.loads(last.read_text())['step']})" if last.exists()
+                         else "no checkpoint was written yet")  # fmt: skip
+                bound = cfg.temperature_min if pinned == "floor" else cfg.temperature_max
+                raise EBMTrainingError(
+                    f"EBM step {done}: the temperature pinned to its {pinned} ({bound:g}; healthy "
+                    f"0.5–3.0): the energies {'collapsed' if pinned == 'ceiling' else 'blew up'}; "
+                    f"{where}. Lower ebm.learning_rate or check the embeddings "
+                    "(burnqed ebm metrics: centroid_l2)"
+                )
+            if done % cfg.log_every == 0 or done == cfg.steps:
+                tr = evaluate(head, emb, train_g, limit=EVAL_GROUPS)
+                ho = evaluate(head, emb, held_g)
+                rec = {
+                    "step": done,
+                    "loss": loss_v,
+                    "energy_gap": tr["energy_gap"],
+                    "rank1": tr["rank1"],
+                    "rank1_by_depth": {b: v["rank1"] for b, v in tr["rank1_by_depth"].items()},
+                    "heldout_rank1": ho["rank1"],
+                    "heldout_energy_gap": ho["energy_gap"],
+                    "temperature": head.temperature.item(),
+                    "elapsed_s": time.perf_counter() - t0,
+                }
+                metrics.write(json.dumps(rec) + "\n")
+                metrics.flush()
+                log.info(
+                    "EBM step %d: loss %.4f gap %.3f rank-1 %.3f (held-out %s) T %.3f",
+                    done, loss_v, tr["energy_gap"], tr["rank1"],
+                    "—" if ho["rank1"] is None else f"{ho['rank1']:.3f}", rec["temperature"],
+                )  # fmt: skip
+            if done % cfg.save_every == 0 and done < cfg.steps:
+                save_checkpoint(work_dir, head, opt, done, meta)
+    bar.close()
+    elapsed = time.perf_counter() - t0
+    ran = cfg.steps - start
+    head.eval()
+    return TrainResult(
+        head=head,
+        steps=cfg.steps,
+        train=evaluate(head, emb, train_g, limit=EVAL_GROUPS),
+        heldout=evaluate(head, emb, held_g),
+        chance=1.0 / (k + 1),
+        temperature=head.temperature.item(),
+        groups_per_s=ran * cfg.batch_size / max(elapsed, 1e-9),
+        resumed_from=resumed,
+    )

@@ -1,0 +1,56 @@
+"""rules/ebm.smk wired into the DAG: iteration 1's search takes the EBM, built from iteration 0."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+SNAKEMAKE = shutil.which("snakemake", path=str(Path(sys.executable).parent)) or "snakemake"
+
+
+def _blocks(stdout: str) -> list[dict[str, str]]:
+    """The dry run's job blocks: {"rule": ..., "input": ..., "output": ...}."""
+    jobs = []
+    for block in re.split(r"\n(?=rule \w+:)", stdout):
+        m = re.match(r"rule (\w+):", block)
+        if m:
+            job = {"rule": m.group(1)}
+            for key in ("input", "output"):
+                found = re.search(rf"^\s+{key}: (.*)$", block, re.M)
+                job[key] = found.group(1) if found else ""
+            jobs.append(job)
+    return jobs
+
+
+def test_iteration_1_search_takes_the_ebm_of_iteration_0s_searches(tmp_path):
+    for name in ("Snakefile", "params.yaml"):
+        shutil.copy(REPO / name, tmp_path / name)
+    for name in ("rules", "config", "workflow"):
+        shutil.copytree(REPO / name, tmp_path / name)
+    env = {**os.environ, "PYTHONPATH": str(REPO),
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}  # fmt: skip
+    r = subprocess.run(
+        [SNAKEMAKE, "-n", "results/iter_1/search/manifest.json", "results/iter_1/ebm_metrics.json",
+         "--configfile", "config/demo.yaml"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    jobs = {(j["rule"], j["output"]): j for j in _blocks(r.stdout)}
+    search0 = jobs[("search_shard", "results/iter_0/search/shard_0/manifest.json")]
+    search1 = jobs[("search_shard", "results/iter_1/search/shard_0/manifest.json")]
+    assert "ebm" not in search0["input"]
+    assert "models/iter_1/ebm" in search1["input"].split(", ")
+    embed = jobs[("ebm_embed", "results/iter_1/embeddings/manifest.json")]
+    assert set(embed["input"].split(", ")) == {
+        "models/iter_1/merged",
+        "results/iter_0/search/manifest.json",
+        "results/iter_0/search_noise/manifest.json",
+    }
+    assert ("ebm_train", "models/iter_1/ebm") in jobs
+    metrics = [j for (rule, _), j in jobs.items() if rule == "ebm_metrics"]
+    assert len(metrics) == 1 and "models/iter_1/ebm" in metrics[0]["input"]

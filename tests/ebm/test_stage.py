@@ -1,0 +1,192 @@
+"""The EBM stage end to end on toy trajectories: embed → train → metrics, and the EBM in search."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import burnqed.policy.backend
+from burnqed.cli import main as cli_main
+from burnqed.config import SearchConfig
+from burnqed.ebm.embeddings import embedding_model_digest
+from burnqed.ebm.scorer import IncompatibleEmbeddings, load_ebm
+from burnqed.ebm.stage import run_embed, run_metrics, run_train
+from burnqed.search.engine import search_all
+from burnqed.search.value import ValueModel, load_value_model
+from burnqed.trajectory import TrajectoryWriter, read_nodes
+from tests.ebm.conftest import EBM
+from tests.ebm.fakes import ToyEmbedder
+from tests.search.fakes import ToyEnv, toy_theorems
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture
+def fake_backend(monkeypatch):
+    """``open_generator`` yields a ToyEmbedder named after the model; records what was asked."""
+    opened = []
+
+    @contextlib.contextmanager
+    def open_generator(cfg, model, *, embeddings=False):
+        gen = ToyEmbedder(model_id=model)
+        opened.append((model, embeddings, gen))
+        yield gen
+
+    monkeypatch.setattr(burnqed.policy.backend, "open_generator", open_generator)
+    return opened
+
+
+@pytest.fixture(scope="module")
+def trained(searches, tmp_path_factory):
+    """embeddings + EBM + metrics of the toy searches, produced by the stage functions."""
+    root = tmp_path_factory.mktemp("iter_1")
+    mp = pytest.MonkeyPatch()
+    gens = []
+
+    @contextlib.contextmanager
+    def open_generator(cfg, model, *, embeddings=False):
+        gens.append(ToyEmbedder(model_id=model))
+        yield gens[-1]
+
+    mp.setattr(burnqed.policy.backend, "open_generator", open_generator)
+    try:
+        emb = run_embed(searches=searches, model="toy-model", out=root / "embeddings", cfg=EBM,
+                        policy={"backend": "transformers"})  # fmt: skip
+        meta = run_train(searches=searches, embeddings=root / "embeddings", out=root / "ebm",
+                         cfg=EBM, seed=0, device="cpu")  # fmt: skip
+        metrics = run_metrics(searches=searches, embeddings=root / "embeddings",
+                              out=root / "ebm_metrics.json", plots=root / "ebm_plots", cfg=EBM,
+                              ebm=root / "ebm", seed=0)  # fmt: skip
+    finally:
+        mp.undo()
+    return {"root": root, "emb": emb, "meta": meta, "metrics": metrics, "gens": gens}
+
+
+def test_embed_writes_every_state_once_with_the_model_digest(trained, searches):
+    emb, gen = trained["emb"], trained["gens"][0]
+    assert emb["embedding_model_digest"] == embedding_model_digest(
+        ToyEmbedder(model_id="toy-model")
+    )
+    assert emb["states"] == emb["embedded_this_run"] == len(gen.embedded) == len(set(gen.embedded))
+    on_disk = json.loads((trained["root"] / "embeddings" / "manifest.json").read_text())
+    assert on_disk == json.loads(json.dumps(emb))
+    assert len(on_disk["trajectories"]) == 2 and on_disk["dim"] == 16
+
+
+def test_rerunning_embed_embeds_nothing(trained, searches, fake_backend):
+    out = trained["root"] / "embeddings"
+    m = run_embed(searches=searches, model="toy-model", out=out, cfg=EBM,
+                  policy={"backend": "transformers"})  # fmt: skip
+    assert m["embedded_this_run"] == 0 and m["cached_before"] == m["states"]
+    assert fake_backend[0][1] is True  # HTTP backends must start their embedding server
+
+
+def test_train_writes_weights_hyperparameters_hashes_and_curve(trained):
+    ebm = trained["root"] / "ebm"
+    assert sorted(p.name for p in ebm.iterdir()) == ["ebm.json", "ebm.safetensors", "metrics.jsonl"]
+    assert not ebm.with_name("ebm.partial").exists()
+    meta = json.loads((ebm / "ebm.json").read_text())
+    assert meta["config"] == EBM and meta["seed"] == 0
+    assert meta["embedding_model_digest"] == trained["emb"]["embedding_model_digest"]
+    assert len(meta["data"]["groups_sha256"]) == 16 and len(meta["data"]["trajectories"]) == 2
+    assert sum(meta["data"]["negatives_by_kind"].values()) == 3 * meta["data"]["groups"]
+    assert meta["chance"] == 0.25 and meta["heldout"]["groups"] == meta["data"]["heldout_groups"]
+    steps = [json.loads(x)["step"] for x in (ebm / "metrics.jsonl").read_text().splitlines()]
+    assert steps == [20, 40, 60]
+    head, _ = load_ebm(ebm)
+    assert head.dim == 16 and not head.training
+
+
+def test_metrics_json_and_plots(trained):
+    m = json.loads((trained["root"] / "ebm_metrics.json").read_text())
+    assert m == json.loads(json.dumps(trained["metrics"], default=str))
+    assert m["centroid_l2"] > 0.5  # the toy embedder puts the remaining total in coordinate 0
+    assert 0 <= m["linear_probe"]["balanced_accuracy"] <= 1
+    assert m["sibling_distance"]["pairs"] > 0 and m["sibling_distance"]["ratio"] > 0
+    assert 1 <= m["variance_spectrum"]["effective_rank"] <= 16
+    assert m["ebm"]["chance"] == 0.25 and m["ebm"]["heldout_groups"] > 0
+    pngs = sorted(p.name for p in (trained["root"] / "ebm_plots").iterdir())
+    assert pngs == ["energy_hist.png", "pca_by_depth.png", "pca_by_label.png"]
+    for p in (trained["root"] / "ebm_plots").iterdir():
+        assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_value_model_refuses_another_models_embeddings(trained):
+    with pytest.raises(IncompatibleEmbeddings) as exc:
+        load_value_model(trained["root"] / "ebm", ToyEmbedder(model_id="a-new-lora"))
+    msg = str(exc.value)
+    assert trained["emb"]["embedding_model_digest"] in msg
+    assert embedding_model_digest(ToyEmbedder(model_id="a-new-lora")) in msg
+
+
+def test_value_model_scores_batches_and_caches_goal_embeddings(trained):
+    gen = ToyEmbedder(model_id="toy-model")
+    value = load_value_model(trained["root"] / "ebm", gen)
+    assert isinstance(value, ValueModel)
+    states = ["x : Nat\n⊢ reach 1", "x : Nat\n⊢ reach 7", "x : Nat\n⊢ reach 1"]
+    goal = "x : Nat\n⊢ reach 9"
+    e = value.energies(states, [goal] * 3)
+    assert e.shape == (3,) and e.dtype == np.float32 and e[0] == e[2]
+    assert gen.embedded.count(goal) == 1 and len(gen.embedded) == 3  # 2 unique states + the goal
+    value.energies(states[:1], [goal])
+    assert gen.embedded.count(goal) == 1  # cached per goal
+    head, _ = load_ebm(trained["root"] / "ebm")
+    from tests.ebm.fakes import toy_vector
+
+    with torch.no_grad():
+        want = head(torch.from_numpy(toy_vector(states[1])), torch.from_numpy(toy_vector(goal)))
+    assert e[1] == pytest.approx(want.item(), rel=1e-5)
+
+
+def test_search_with_the_ebm_records_energies_and_its_temperature(trained, tmp_path):
+    gen = ToyEmbedder(model_id="toy-model", allow_cheat=False)
+    value = load_value_model(trained["root"] / "ebm", gen)
+    cfg = SearchConfig(max_nodes=8, num_candidates=4, concurrency=4, batch_encode_size=8,
+                       temperature=0.8, temperature_with_ebm=1.3)  # fmt: skip
+
+    async def go():
+        with TrajectoryWriter(tmp_path, checkpoint_every=4) as w:
+            return await search_all(toy_theorems(6, seed=5), gen, ToyEnv(), cfg, writer=w,
+                                    value_model=value)  # fmt: skip
+
+    results = asyncio.run(go())
+    assert len(results) == 6
+    assert {p.temperature for p in gen.calls} == {1.3}
+    nodes = read_nodes(tmp_path).table.to_pydict()
+    scored = [e for e, d in zip(nodes["ebm_energy"], nodes["depth"], strict=True)
+              if e is not None and d > 0]  # fmt: skip
+    assert scored and value.embedded > 0
+
+
+def test_cli_runs_the_three_subcommands(searches, tmp_path, repo_root, fake_backend):
+    params = tmp_path / "params.yaml"
+    import yaml
+
+    p = yaml.safe_load((repo_root / "params.yaml").read_text())
+    p["ebm"] = EBM
+    p["policy"]["backend"] = "transformers"
+    params.write_text(yaml.safe_dump(p))
+    base = ["ebm", "--params", str(params)]
+    where = ["--search", str(searches[0]), "--search", str(searches[1]),
+             "--embeddings", str(tmp_path / "emb")]  # fmt: skip
+    assert cli_main([*base, "embed", *where, "--model", "toy-model"]) == 0
+    assert fake_backend[0][0] == "toy-model"
+    assert (
+        cli_main([*base, "train", *where, "--out", str(tmp_path / "ebm"), "--device", "cpu"]) == 0
+    )
+    assert cli_main([*base, "metrics", *where, "--ebm", str(tmp_path / "ebm"),
+                     "--out", str(tmp_path / "m.json"), "--plots", str(tmp_path / "plots")]) == 0  # fmt: skip
+    assert json.loads((tmp_path / "m.json").read_text())["ebm"]["path"] == str(tmp_path / "ebm")
+    assert Path(tmp_path / "ebm" / "ebm.safetensors").stat().st_size > 0
