@@ -87,7 +87,7 @@ def fake_backends(monkeypatch) -> Callable:
         opened: dict = {}
 
         @contextmanager
-        def open_generator(cfg, model):
+        def open_generator(cfg, model, *, embeddings=False):
             opened["model"] = model
             yield policy
 

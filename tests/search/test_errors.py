@@ -54,7 +54,7 @@ def fake_policy(monkeypatch):
     backend = types.ModuleType("burnqed.policy.backend")
 
     @contextmanager
-    def open_generator(cfg, model):
+    def open_generator(cfg, model, *, embeddings=False):
         yield RulePolicy()
 
     backend.open_generator = open_generator
