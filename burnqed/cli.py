@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from burnqed import __version__
 
 # Stage packages with a `command` module, in the order `--help` lists them.
-COMMANDS = ("data", "train", "search")
+COMMANDS = ("data", "train", "search", "artifacts")
 
 
 def build_parser() -> argparse.ArgumentParser:
