@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # A single-node SLURM cluster on this machine from Debian's packages, for trying the slurm profile
 # and for the `slurm` tests: munged + slurmctld + slurmd on localhost, everything (config, state,
-# logs, sockets) under one directory, nothing written to /etc.
+# logs, sockets) under one directory; /etc/slurm/slurm.conf becomes a symlink to its config while the
+# cluster runs (SLURM's jobs look there: the executor plugin's job step drops $SLURM_CONF before its
+# `srun`), and `start` refuses to touch a real /etc/slurm/slurm.conf.
 #
 #   workflow/slurm/single-node.sh install     # as root: apt-get install slurm-wlm munge (if missing)
 #   workflow/slurm/single-node.sh start       # as root: write the config, start the daemons, wait
@@ -27,6 +29,7 @@ MEM_MB=${BURNQED_SLURM_MEM_MB:-131072}
 GPUS=${BURNQED_SLURM_GPUS:-2}
 PORT=${BURNQED_SLURM_PORT:-16817}
 NODE=$(hostname -s)
+ETC_CONF=/etc/slurm/slurm.conf
 
 die() { echo "single-node.sh: $*" >&2; exit 1; }
 need_root() { [ "$(id -u)" -eq 0 ] || die "$1 needs root (it starts the SLURM daemons as root)"; }
@@ -63,6 +66,9 @@ start)
   command -v slurmctld >/dev/null || die "slurm-wlm is not installed: run '$0 install' first"
   if [ -s "$DIR/slurmctld.pid" ] && kill -0 "$(cat "$DIR/slurmctld.pid")" 2>/dev/null; then
     die "a cluster is already running from $DIR (run '$0 stop' first)"
+  fi
+  if [ -e "$ETC_CONF" ] && ! [ -L "$ETC_CONF" ]; then
+    die "$ETC_CONF exists and is not ours (a real SLURM installation?): not starting a second cluster"
   fi
   rm -rf "$DIR"
   mkdir -p "$DIR/state" "$DIR/spool" "$DIR/munge"
@@ -110,6 +116,8 @@ EOF
   for ((g = 0; g < GPUS; g++)); do : >"$DIR/dev/gpu$g"; done
   echo "NodeName=$NODE Name=gpu File=$DIR/dev/gpu[0-$((GPUS - 1))]" >"$DIR/gres.conf"
   export SLURM_CONF="$DIR/slurm.conf"
+  mkdir -p "$(dirname "$ETC_CONF")"
+  ln -sfn "$SLURM_CONF" "$ETC_CONF"
   # The daemons must not hold the caller's stdout/stderr open (a test capturing them would hang).
   slurmctld -f "$SLURM_CONF" </dev/null >>"$DIR/daemons.out" 2>&1
   slurmd -f "$SLURM_CONF" </dev/null >>"$DIR/daemons.out" 2>&1
@@ -131,6 +139,7 @@ stop)
   stop_pid "$DIR/slurmd.pid"
   stop_pid "$DIR/slurmctld.pid"
   stop_pid "$DIR/munged.pid"
+  if [ -L "$ETC_CONF" ] && [ "$(readlink "$ETC_CONF")" = "$DIR/slurm.conf" ]; then rm -f "$ETC_CONF"; fi
   echo "SLURM stopped ($DIR kept: logs, jobcomp.log)"
   ;;
 status)
