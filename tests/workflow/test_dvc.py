@@ -123,3 +123,17 @@ def test_restore_refuses_files_that_differ_from_the_dvc_records(pushed, tmp_path
     r = burnqed(b, "restore")
     assert r.returncode == 1
     assert "differs from the .dvc files" in r.stderr and "data" in r.stderr, r.stderr
+
+
+def test_push_refuses_while_snakemake_marks_an_output_incomplete(tmp_path):
+    from base64 import urlsafe_b64encode
+
+    from burnqed.artifacts.sync import ArtifactError, push
+
+    (tmp_path / ".dvc").mkdir()
+    (tmp_path / "results/iter_0/search/shard_0").mkdir(parents=True)
+    key = urlsafe_b64encode(b"results/iter_0/search/shard_0").decode()
+    (tmp_path / ".snakemake/incomplete").mkdir(parents=True)
+    (tmp_path / ".snakemake/incomplete" / key).write_text("{}", encoding="utf-8")
+    with pytest.raises(ArtifactError, match=r"incomplete \(results/iter_0/search/shard_0\)"):
+        push(tmp_path)
