@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from burnqed.trajectory import read_summary
 from tests.workflow.conftest import REPO, snakemake, tiny_env
 
 # The first test's budget includes starting the cluster and the tiny upstream run.
@@ -25,6 +26,7 @@ pytestmark = [pytest.mark.slurm, pytest.mark.timeout(900)]
 
 CLUSTER = REPO / "workflow/slurm/single-node.sh"
 TARGET = "results/iter_0/search/manifest.json"
+TARGET_DIR = "results/iter_0/search"
 UPSTREAM = ("models/iter_0/merged", "data/theorems/search_pool.jsonl")
 SHARDS = {"search": {"shards": 2}}
 
@@ -111,6 +113,16 @@ def test_sharded_search_on_slurm_gathers_the_local_result(runs):
         m = mine["per_shard"][f"results/iter_0/search/{shard}"]
         r = ref["per_shard"][f"results/iter_0/search/{shard}"]
         assert m["statuses"] == r["statuses"], shard
+        # The same search, theorem by theorem: same outcome, same tree size, same tokens sampled.
+        keys = ("theorem", "attempt", "status", "nodes_total", "nodes_expanded", "tokens")
+        rows = [
+            sorted(
+                tuple(t[k] for k in keys)
+                for t in read_summary(run / TARGET_DIR / shard).table.to_pylist()
+            )
+            for run in (on_slurm, local)
+        ]
+        assert rows[0] == rows[1] and len(rows[0]) == 2, rows
     # Both shards and the gather went through sbatch, none ran locally.
     assert len(re.findall(r"has been submitted with SLURM jobid \d+", log)) == 3, log[-3000:]
 
