@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from burnqed import __version__
 
 # Stage packages with a `command` module, in the order `--help` lists them.
-COMMANDS = ("data", "train", "ebm", "search", "eval", "report")
+COMMANDS = ("data", "train", "ebm", "search", "eval", "report", "artifacts")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,1 @@
+"""Moving a run's artifacts between machines (DVC) without Snakemake rerunning anything."""

@@ -1,0 +1,139 @@
+"""DVC round trip with the real ``dvc`` CLI and a local-directory remote: a tiny run on clone A is
+pushed, a fresh clone B pulls it and Snakemake has nothing to do there; a second push uploads
+nothing; a remote missing a file makes the pull name it."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.workflow.conftest import snakemake, tiny_env
+
+TARGET = "results/iter_0/search/manifest.json"
+
+
+def burnqed(workdir: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "burnqed.cli", "artifacts", *args],
+        cwd=workdir,
+        env=tiny_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def git(workdir: Path, *args: str) -> None:
+    subprocess.run(["git", *args], cwd=workdir, env=tiny_env(), check=True, capture_output=True)
+
+
+def remote_files(remote: Path) -> set[str]:
+    return {p.relative_to(remote).as_posix() for p in remote.rglob("*") if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def pushed(tmp_path_factory, make_tiny_repo) -> tuple[Path, Path]:
+    """Clone A after a tiny run to the search manifest, pushed and committed; and its remote."""
+    base = tmp_path_factory.mktemp("dvc")
+    remote = base / "remote"
+    a = make_tiny_repo(base / "a")
+    subprocess.run(
+        [sys.executable, "-m", "dvc", "remote", "add", "-d", "store", str(remote)],
+        cwd=a, env=tiny_env(), check=True, capture_output=True,
+    )  # fmt: skip
+    r = snakemake(a, "--cores", "2", TARGET)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-6000:]
+    r = burnqed(a, "push")
+    assert r.returncode == 0, r.stderr
+    git(a, "add", "-A")
+    git(a, "commit", "-qm", "artifacts")
+    return a, remote
+
+
+def test_fresh_clone_pulls_and_snakemake_has_nothing_to_do(pushed, tmp_path):
+    a, _ = pushed
+    b = tmp_path / "b"
+    git(a.parent, "clone", "-q", str(a), str(b))
+    assert not (b / "models").exists() and not (b / ".snakemake").exists()
+    r = burnqed(b, "pull")
+    assert r.returncode == 0, r.stderr
+    assert (b / "models/iter_0/merged/config.json").read_bytes() == (
+        a / "models/iter_0/merged/config.json"
+    ).read_bytes()
+    r = snakemake(b, "-n", TARGET)
+    assert r.returncode == 0, r.stderr
+    assert "Nothing to be done" in r.stdout + r.stderr, r.stdout + r.stderr
+    # Snakemake's records came along: a changed search knob reruns the search, nothing upstream.
+    tiny = yaml.safe_load((b / "tiny.yaml").read_text(encoding="utf-8"))
+    tiny["search"]["max_nodes"] = 4
+    (b / "tiny.yaml").write_text(yaml.safe_dump(tiny), encoding="utf-8")
+    r = snakemake(b, "-n", TARGET, "--quiet", "rules")
+    out = r.stdout + r.stderr
+    assert r.returncode == 0 and "search_shard" in out, out
+    for untouched in ("tactic_pairs", "base_model", "sft", "merge"):
+        assert f"\n{untouched} " not in out, out
+
+
+def test_pushing_twice_uploads_nothing(pushed):
+    a, remote = pushed
+    before = remote_files(remote)
+    r = burnqed(a, "push")
+    assert r.returncode == 0, r.stderr
+    assert "Everything is up to date" in r.stdout + r.stderr
+    assert remote_files(remote) == before
+    state = json.loads((a / "snakemake-state.json").read_text(encoding="utf-8"))
+    assert state["roots"] == ["data", "models", "results"]
+    assert any(m["output"] == TARGET for m in state["metadata"])
+
+
+def test_pulling_from_a_partial_remote_names_what_is_missing(pushed, tmp_path):
+    a, remote = pushed
+    partial = tmp_path / "partial"
+    shutil.copytree(remote, partial)
+    lost = TARGET  # a file no other artifact shares bytes with
+    import hashlib
+
+    md5 = hashlib.md5((a / lost).read_bytes()).hexdigest()
+    (partial / "files/md5" / md5[:2] / md5[2:]).unlink()
+    b = tmp_path / "b"
+    git(a.parent, "clone", "-q", str(a), str(b))
+    subprocess.run(
+        [sys.executable, "-m", "dvc", "remote", "modify", "--local", "store", "url", str(partial)],
+        cwd=b, env=tiny_env(), check=True, capture_output=True,
+    )  # fmt: skip
+    r = burnqed(b, "pull")
+    assert r.returncode == 1
+    assert "not on the remote" in r.stderr and lost in r.stderr, r.stderr
+    assert "nothing restored" in r.stderr
+    assert not (b / ".snakemake/metadata").exists()
+
+
+def test_restore_refuses_files_that_differ_from_the_dvc_records(pushed, tmp_path):
+    a, _ = pushed
+    b = tmp_path / "b"
+    git(a.parent, "clone", "-q", str(a), str(b))
+    assert burnqed(b, "pull").returncode == 0
+    (b / "data/theorems/search_pool.jsonl").write_text("{}\n", encoding="utf-8")
+    r = burnqed(b, "restore")
+    assert r.returncode == 1
+    assert "differs from the .dvc files" in r.stderr and "data" in r.stderr, r.stderr
+
+
+def test_push_refuses_while_snakemake_marks_an_output_incomplete(tmp_path):
+    from base64 import urlsafe_b64encode
+
+    from burnqed.artifacts.sync import ArtifactError, push
+
+    (tmp_path / ".dvc").mkdir()
+    (tmp_path / "results/iter_0/search/shard_0").mkdir(parents=True)
+    key = urlsafe_b64encode(b"results/iter_0/search/shard_0").decode()
+    (tmp_path / ".snakemake/incomplete").mkdir(parents=True)
+    (tmp_path / ".snakemake/incomplete" / key).write_text("{}", encoding="utf-8")
+    with pytest.raises(ArtifactError, match=r"incomplete \(results/iter_0/search/shard_0\)"):
+        push(tmp_path)
