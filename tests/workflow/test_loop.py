@@ -1,0 +1,188 @@
+"""The whole expert-iteration loop as one Snakemake DAG, shrunken, the way a user runs the demo:
+baseline, two iterations (SFT, merge, EBM, search + noise search, pool selection), evals with the
+EBM ablation and the search-longer control, reports and ``results/compare.md``.  Then the
+pre-emption story: kill ``snakemake`` during iteration 1's search and re-run the same command.
+
+Marked ``slow`` (several minutes on 2 cores); ``.ci/run`` runs it as its own step.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from burnqed.trajectory import finished_attempts, read_summary
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+SNAKEMAKE = shutil.which("snakemake", path=str(BIN)) or "snakemake"
+
+SMALL = {
+    "iterations": 2,
+    "data": {
+        "proplogic": {
+            "theorems": 400,
+            "max_depth": 3,
+            "test_theorems": 12,
+            "held_out_min_depth": 2,
+            "held_out_max_depth": 4,
+        },
+        "val_fraction": 0.1,
+    },
+    "lean": {"workers": 1},
+    "model": {"tiny": {"steps": 150, "max_seconds": 900, "warmup_steps": 10, "eval_pairs": 20}},
+    "sft": {
+        "max_steps": 6,
+        "later_max_steps": 4,
+        "eval_steps": 3,
+        "batch_size": 8,
+        "warmup_steps": 1,
+        "base_pair_subsample": 200,
+    },
+    "search": {"max_nodes": 8, "timeout_s": 120, "concurrency": 4, "checkpoint_every": 2},
+    "eval": {"budgets": [4, 8]},
+    "ebm": {"hidden_sizes": [32, 16], "steps": 10, "batch_size": 8, "save_every": 5},
+}
+
+
+def _prepare(work: Path, overlay: dict) -> Path:
+    for name in ("Snakefile", "params.yaml"):
+        shutil.copy(REPO / name, work / name)
+    for name in ("rules", "workflow", "config"):
+        shutil.copytree(REPO / name, work / name)
+    (work / "burnqed").symlink_to(REPO / "burnqed")  # so rules/common.smk digests the real code
+    (work / "small.yaml").write_text(yaml.safe_dump(overlay), encoding="utf-8")
+    return work
+
+
+def _argv(*targets: str) -> list[str]:
+    # --configfile takes several values: it goes last, after the targets.
+    return [SNAKEMAKE, "--cores", "2", *targets, "--configfile", "config/demo.yaml", "small.yaml"]
+
+
+def _env() -> dict:
+    return dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}")
+
+
+def snakemake(work: Path, *targets: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        _argv(*targets), cwd=work, env=_env(), capture_output=True, text=True, timeout=1500
+    )
+
+
+@pytest.fixture(scope="module")
+def loop(tmp_path_factory) -> Path:
+    work = _prepare(tmp_path_factory.mktemp("loop"), SMALL)
+    r = snakemake(work)  # rule all: the whole loop
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-8000:]
+    return work
+
+
+def test_rule_all_builds_the_whole_loop(loop):
+    for path in (
+        "results/baseline/eval.json",
+        "results/iter_0/eval.json",
+        "results/iter_0/eval_longer.json",
+        "results/iter_1/eval.json",
+        "results/iter_1/eval_no_ebm.json",
+        "results/iter_1/search_pool.jsonl",
+        "results/iter_1/ebm_metrics.json",
+        "models/iter_1/ebm/ebm.safetensors",
+        "models/iter_1/merged/config.json",
+        "results/iter_0/report/report.md",
+        "results/iter_1/report/report.md",
+        "results/report/report.md",
+        "results/compare.md",
+    ):
+        assert (loop / path).is_file(), path
+    evals = {
+        k: json.loads((loop / f"results/{k}.json").read_text())
+        for k in ("baseline/eval", "iter_0/eval", "iter_1/eval", "iter_1/eval_no_ebm")
+    }
+    for e in evals.values():
+        assert e["status"]["complete"] and e["status"]["evaluated_theorems"] == 12
+    # The ablation: same theorems and seeds, without the EBM.
+    assert evals["iter_1/eval"]["provenance"]["ebm"]["path"] == "models/iter_1/ebm"
+    assert evals["iter_1/eval_no_ebm"]["provenance"]["ebm"] is None
+    longer = json.loads((loop / "results/iter_0/eval_longer.json").read_text())
+    assert longer["budgets"] == [8, 16] and longer["budget_factor"] == 2
+    compare = json.loads((loop / "results/compare.json").read_text())
+    assert [r["label"] for r in compare["rows"]] == ["baseline", "iter_0", "iter_1"]
+    assert [c["label"] for c in compare["controls"]] == ["iter_0 search ×2"]
+    assert len(compare["learning"]["steps"]) == 2 and compare["learning"]["complete"]
+    report = (loop / "results/report/report.md").read_text()
+    assert "## Search-pool selection" in report and "| iter_1 |" in report
+    # Iteration 1's SFT learned from iteration 0's verified proofs (normal and noise searches).
+    summary = json.loads((loop / "models/iter_1/adapter/training_summary.json").read_text())
+    assert summary["warm_start"] and summary["validation"]["trajectory"]
+
+
+def test_the_next_pool_excludes_what_iteration_0_proved(loop):
+    proved = set()
+    for d in ("results/iter_0/search/shard_0", "results/iter_0/search_noise/shard_0"):
+        for r in read_summary(loop / d).table.to_pylist():
+            if r["status"] == "proved" and r["verified"]:
+                proved.add(r["theorem"])
+    pool = [json.loads(line) for line in (loop / "results/iter_1/search_pool.jsonl").open()]
+    meta = json.loads((loop / "results/iter_1/search_pool.jsonl.meta.json").read_text())
+    assert proved and meta["counts"]["proved"] == len(proved)
+    assert not {t.get("key") or t["name"] for t in pool} & proved
+    assert meta["counts"]["selected"] == len(pool)
+
+
+def test_a_killed_run_resumes_without_redoing_finished_jobs_or_attempts(tmp_path):
+    work = _prepare(tmp_path, {**SMALL, "data": {**SMALL["data"], "proplogic": {
+        **SMALL["data"]["proplogic"], "test_theorems": 40}}})  # fmt: skip
+    target = "results/iter_1/search/manifest.json"
+    shard = work / "results/iter_1/search/shard_0"
+    proc = subprocess.Popen(
+        _argv(target),
+        cwd=work,
+        env=_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=(tmp_path / "first.log").open("w"),
+        start_new_session=True,  # its own process group, like a terminal's foreground job
+    )
+    deadline = time.monotonic() + 1200
+    while not list((shard / "summary").glob("part-*.parquet")):
+        assert proc.poll() is None, (tmp_path / "first.log").read_text()[-4000:]
+        assert time.monotonic() < deadline, "iteration 1's search never wrote a checkpoint"
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C: snakemake and its running job
+    assert proc.wait(120) != 0
+    assert not (shard / "manifest.json").exists(), "the search finished before it was killed"
+    done_before, _ = finished_attempts(shard)
+    assert done_before
+    parts_before = {p.name: p.read_bytes() for p in (shard / "summary").glob("part-*.parquet")}
+    finished_jobs = [
+        work / "models/iter_1/merged/config.json",
+        work / "models/iter_1/ebm/ebm.safetensors",
+        work / "results/iter_0/search/manifest.json",
+        work / "results/iter_1/search_pool.jsonl",
+    ]
+    times_before = {p: p.stat().st_mtime_ns for p in finished_jobs}
+
+    r = snakemake(work, target)  # the same command again
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-8000:]
+    assert {p: p.stat().st_mtime_ns for p in finished_jobs} == times_before  # not redone
+    for name, data in parts_before.items():  # the parts written before the kill are kept as is
+        assert (shard / "summary" / name).read_bytes() == data
+    pool = [json.loads(line) for line in (work / "results/iter_1/search_pool.jsonl").open()]
+    done_after, skipped = finished_attempts(shard)
+    assert skipped == [] and done_after == {(t.get("key") or t["name"], 0) for t in pool}
+    manifest = json.loads((shard / "manifest.json").read_text())
+    assert manifest["resumed"] is True
+    log = (work / "logs/search/iter_1_shard_0.log").read_text()
+    assert f"{len(pool) - len(done_before)} to do" in log, log[-3000:]
+    assert "Nothing to be done" in snakemake(work, "-n", target).stdout
