@@ -39,7 +39,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -93,17 +93,24 @@ def strip_sorry(statement: str) -> str:
     return statement[: m.start()] + m.group(1).rstrip() + "\n"
 
 
-def assign_keys(rows: Sequence[tuple[int, Theorem]], *, where: str | Path) -> list[Theorem]:
-    """Key each ``(line, theorem)`` of one file (module docstring): the name, qualified by
-    ``@<split>:<line>`` when the name repeats; a key given by the record is kept.  Two rows with
-    the same key raise :class:`TheoremFileError` naming both lines."""
-    counts = Counter(t.name for _, t in rows)
+def assign_keys(
+    rows: Sequence[tuple[int, Theorem]],
+    *,
+    where: str | Path,
+    fixed: Collection[int] = (),
+) -> list[Theorem]:
+    """Key each ``(line, theorem)`` of one file (module docstring): its base key (the dataset's
+    name: ``key`` if the reader set one, else ``name``), qualified by ``@<split>:<line>`` when that
+    base key repeats in the file; rows on the ``fixed`` lines carry a key of their own (a file
+    burnqed wrote) and keep it.  Two rows with one final key raise :class:`TheoremFileError`
+    naming both lines."""
+    counts = Counter(t.key for line, t in rows if line not in fixed)
     seen: dict[str, int] = {}
     out = []
     for line, t in rows:
         key = t.key
-        if key == t.name and counts[t.name] > 1:
-            key = f"{t.name}@{t.split}:{line}" if t.split else f"{t.name}@{line}"
+        if line not in fixed and counts[key] > 1:
+            key = f"{key}@{t.split}:{line}" if t.split else f"{key}@{line}"
         if key in seen:
             raise TheoremFileError(
                 f"{where}:{line}: duplicate theorem key {key!r} (also at line {seen[key]})"
@@ -126,6 +133,7 @@ def read_theorems(path: str | Path) -> Iterator[Theorem]:
     :class:`TheoremFileError` naming it (keys are assigned as :func:`assign_keys` does)."""
     path = Path(path)
     rows: list[tuple[int, Theorem]] = []
+    fixed: set[int] = set()  # lines whose record carries its own key
     with path.open(encoding="utf-8") as f:
         for lineno, line in enumerate(f, 1):
             if not line.strip():
@@ -142,8 +150,10 @@ def read_theorems(path: str | Path) -> Iterator[Theorem]:
             kwargs = {k: v for k, v in rec.items() if k in _KNOWN}
             if kwargs.get("proof") is not None:
                 kwargs["proof"] = tuple(kwargs["proof"])
+            if isinstance(rec.get("key"), str) and rec["key"]:
+                fixed.add(lineno)
             rows.append((lineno, Theorem(**kwargs)))
-    yield from assign_keys(rows, where=path)
+    yield from assign_keys(rows, where=path, fixed=fixed)
 
 
 def write_theorems(path: str | Path, theorems: Iterable[Theorem]) -> int:
