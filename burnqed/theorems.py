@@ -74,7 +74,11 @@ class Theorem:
         return self.statement() + body
 
     def to_json(self) -> dict:
+        """The record as written to JSONL; ``key`` only when it is not the name (so a miniF2F row
+        is written back exactly as DeepSeek's file has it)."""
         d = asdict(self)
+        if self.key == self.name:
+            del d["key"]
         if self.proof is None:
             del d["proof"]
         else:
