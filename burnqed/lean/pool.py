@@ -514,7 +514,7 @@ class ProofSession:
                 # Lean is deterministic up to generated names (?m.N, x✝¹), which can differ in a
                 # new process; the session keeps its recorded text.
                 log.warning(
-                    "%s: replayed state %d differs from the recorded one", self.theorem.name, child
+                    "%s: replayed state %d differs from the recorded one", self.theorem.key, child
                 )
             self._repl_ids[child] = r.state_id
             repl_id = r.state_id
@@ -576,7 +576,7 @@ class ProofSession:
                 if pool._broken(w, client, str(e)):
                     own_failures += 1
                     log.warning(
-                        "%s: %r (failure %d): %s", self.theorem.name, tactic, own_failures, e
+                        "%s: %r (failure %d): %s", self.theorem.key, tactic, own_failures, e
                     )
                     if own_failures == 2:
                         break
@@ -626,7 +626,7 @@ class ProofSession:
             try:
                 await client.goal_delete(ids)
             except ReplError as e:  # the next user of the worker finds out and restarts it
-                log.warning("%s: goal.delete failed: %s", self.theorem.name, e)
+                log.warning("%s: goal.delete failed: %s", self.theorem.key, e)
 
 
 def _poisoned(w: _Worker, client: ReplClient, e: ReplTimeoutError) -> bool:
