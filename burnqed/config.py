@@ -273,7 +273,7 @@ class LeanConfig(Section):
         r"(?<![\w.'])trace(?:_state)?\b",
         r"\b(?:dbg_trace|dbgTrace\w*|log(?:Info|Warning|Error)\w*)\b",
         r"#(?:print|eval|exit|check|reduce|synth|guard_msgs|exec|where|help|find|simp|norm_num|conv|lint|time|count_heartbeats)",
-        r"(?<![a-z])[Nn]ative",
+        r"(?<![a-z])native|Native",
         r"[Rr]educe(?:Bool|Nat)\b",
         r"\brun_(?:cmd|elab|meta|tac)\b",
         r"(?<![\w.'])(?:macro|macro_rules|elab|elab_rules|syntax|declare_syntax_cat|notation|infix[lr]?|prefix|postfix|simproc|dsimproc)\b",

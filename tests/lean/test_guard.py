@@ -72,6 +72,7 @@ BYPASSES = {
     "decide with native config": "decide (config := { native := true })",
     "Lean.ofReduceBool": "exact Lean.ofReduceBool _ _ rfl",
     "ofReduceNat": "exact Lean.ofReduceNat _ _ rfl",
+    "Lean.ofNative": "exact Lean.ofNative _ _ rfl",
     "run_cmd": 'run_cmd Lean.logInfo "x"',
     "run_elab": "run_elab pure ()",
     "run_meta": "run_meta pure ()",
@@ -105,6 +106,7 @@ def test_guard_closes_each_bypass(tactic: str) -> None:
         "simp [Set.mem_def]",
         "exact h.def",
         "exact alternative_lemma",  # `native` only as a word of its own
+        "exact Alternative.some",
         "decide",
         "exact Nat.lt_irrefl _ (syntax_free h)",
         "apply Finset.prod_congr rfl",
