@@ -292,6 +292,15 @@ class LeanConfig(Section):
         "#eval",
         r"\brun_tac\b",
         r"\bLean\.Elab\b",
+        r"(?<![\w.'])trace(?:_state)?\b",
+        r"\b(?:dbg_trace|dbgTrace\w*|log(?:Info|Warning|Error)\w*)\b",
+        r"#(?:print|eval|exit|check|reduce|synth|guard_msgs|exec|where|help|find|simp|norm_num|conv|lint|time|count_heartbeats)",
+        r"(?<![a-z])native|Native",
+        r"[Rr]educe(?:Bool|Nat)\b",
+        r"\brun_(?:cmd|elab|meta|tac)\b",
+        r"(?<![\w.'])(?:macro|macro_rules|elab|elab_rules|syntax|declare_syntax_cat|notation|infix[lr]?|prefix|postfix|simproc|dsimproc)\b",
+        r"(?<![\w.'])(?:theorem|lemma|def|example|instance|abbrev|structure|class|inductive|opaque|mutual|namespace|section|universe|variable|attribute|export|initialize|builtin_initialize)\b",
+        r"\n\s*(?:@\[|/--|#|(?:end|open|noncomputable|private|protected|partial|deriving)\b)",
     )
     allowed_axioms: tuple[str, ...] = ("propext", "Classical.choice", "Quot.sound")
 

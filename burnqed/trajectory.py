@@ -66,7 +66,8 @@ _PART = re.compile(r"^part-(\d{6,})\.parquet$")
 
 NODE_SCHEMA = pa.schema(
     [
-        pa.field("theorem", pa.string(), nullable=False),  # theorem name
+        # the theorem's key (burnqed.theorems: unique in its benchmark; not its Lean name)
+        pa.field("theorem", pa.string(), nullable=False),
         pa.field("attempt", pa.int32(), nullable=False),  # 0-based attempt (pass@N)
         pa.field(
             "node_id", pa.int32(), nullable=False
@@ -99,7 +100,7 @@ NODE_SCHEMA = pa.schema(
 
 SUMMARY_SCHEMA = pa.schema(
     [
-        pa.field("theorem", pa.string(), nullable=False),
+        pa.field("theorem", pa.string(), nullable=False),  # theorem key
         pa.field("attempt", pa.int32(), nullable=False),
         pa.field("status", pa.string(), nullable=False),  # proved | failed | timeout | error
         pa.field("proof", pa.list_(pa.string())),  # verified tactic list; null unless proved
@@ -109,6 +110,8 @@ SUMMARY_SCHEMA = pa.schema(
         pa.field("nodes_expanded", pa.int32(), nullable=False),
         pa.field("nodes_total", pa.int32(), nullable=False),  # node rows of this attempt
         pa.field("rejected_proofs", pa.int32(), nullable=False),
+        # the verifier's reasons, one entry per rejected proof (why each solved state was no proof)
+        pa.field("rejections", pa.list_(pa.string()), nullable=False),
         pa.field("wall_s", pa.float64(), nullable=False),
         pa.field("lean_s", pa.float64(), nullable=False),
         pa.field("gen_wait_s", pa.float64(), nullable=False),
@@ -174,6 +177,7 @@ def _summary_row(r: SearchResult) -> dict[str, Any]:
         "nodes_expanded": r.nodes_expanded,
         "nodes_total": r.nodes_total,
         "rejected_proofs": r.rejected_proofs,
+        "rejections": list(r.rejections),
         "wall_s": r.wall_s,
         "lean_s": r.lean_s,
         "gen_wait_s": r.gen_wait_s,

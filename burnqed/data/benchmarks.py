@@ -15,8 +15,8 @@ what it wrote.
 
 Example::
 
-    >>> REGISTRY["minif2f"].splits
-    ('valid', 'test')
+    >>> REGISTRY["minif2f"].splits, REGISTRY["proofnet"].splits
+    (('valid', 'test'), ('valid', 'test'))
     >>> fetch_benchmark("minif2f", Path("data/raw/benchmarks/minif2f.jsonl"))   # doctest: +SKIP
     >>> build_benchmarks(raw={"minif2f": Path("data/raw/benchmarks/minif2f.jsonl")},
     ...                  out_dir=Path("data/benchmarks"), names=["minif2f"])     # doctest: +SKIP
@@ -53,7 +53,7 @@ class BenchmarkError(ValueError):
 
 @dataclass(frozen=True)
 class KnownDefect:
-    name: str  # theorem name in the benchmark
+    name: str  # theorem key in the benchmark (burnqed.theorems)
     split: str
     reason: str
 
@@ -85,7 +85,7 @@ MINIF2F = Benchmark(
     ),
     sha256="d6654c88476ff14db19d57dea25bd955a240525fb52171e460f89d98f83d7dd5",
     filename="minif2f.jsonl",
-    format="minif2f",
+    format="deepseek",
     lean="4.9 (unverified: what DeepSeek-Prover-V1.5/V2 and Goedel-Prover-V2 report for it)",
     mathlib=(
         "https://github.com/xinhjBrant/mathlib4 @ 2f65ba7f1a9144b20c8e7358513548e317d26de1 "
@@ -117,7 +117,30 @@ MINIF2F = Benchmark(
     ),
 )
 
-REGISTRY: Mapping[str, Benchmark] = {MINIF2F.name: MINIF2F}
+PROOFNET = Benchmark(
+    name="proofnet",
+    url=(
+        "https://raw.githubusercontent.com/deepseek-ai/DeepSeek-Prover-V1.5/"
+        "2c4ba9119eef74d0d611f494261b2c5bae98c69a/datasets/proofnet.jsonl"
+    ),
+    sha256="4a4d4fd69f45d6180830f12a73adb8a7e04915f651f3fa44a2877082fe252132",
+    filename="proofnet.jsonl",
+    format="deepseek",
+    lean=MINIF2F.lean,  # the same DeepSeek-Prover-V1.5 commit and toolchain as its miniF2F
+    mathlib=MINIF2F.mathlib,
+    splits=("valid", "test"),
+    notes=(
+        "DeepSeek-Prover-V1.5's copy, on which it reports ProofNet-test (186 theorems): compare "
+        "numbers only on the same sha256",
+        "19 names repeat (41 rows, different textbook exercises): theorems are keyed "
+        "`<name>@<split>:<line>` where the name repeats (burnqed.theorems)",
+        "per-row headers (25 distinct); 8 define what the statement uses (`def K : Set ℝ := …`): "
+        "the header is part of the trusted statement",
+        "statements end with `:=`; burnqed appends ` by` before a tactic proof",
+    ),
+)
+
+REGISTRY: Mapping[str, Benchmark] = {MINIF2F.name: MINIF2F, PROOFNET.name: PROOFNET}
 # Benchmarks burnqed generates itself: not pinned, built by their own function.
 GENERATED = ("proplogic",)
 
@@ -252,7 +275,7 @@ def build_benchmarks(
         for t in theorems:
             if t.split not in by_split:
                 raise BenchmarkError(
-                    f"{path}: theorem {t.name!r} has split {t.split!r}, "
+                    f"{path}: theorem {t.key!r} has split {t.split!r}, "
                     f"not one of {list(bm.splits)}"
                 )
             by_split[t.split].append(t)
@@ -277,7 +300,7 @@ def _write_split(bm: Benchmark, split: str, rows: list[Theorem], raw: Path, out_
         raise BenchmarkError(f"{raw}: benchmark {bm.name!r} has no rows in split {split!r}")
     jsonl, meta = benchmark_paths(out_dir, bm.name, split)
     n = write_theorems(jsonl, rows)
-    present = {t.name for t in rows}
+    present = {t.key for t in rows}
     defects = [d for d in bm.known_defects if d.name in present]
     _write_json(
         meta,

@@ -13,8 +13,13 @@ format             input                                       tactic pairs     
 ``lean_workbook``  JSON array, JSONL or parquet                proved records   yes
 ``goedel``         parquet/JSONL of ``problem_id, full_proof``  no (no states)   yes, with proofs
 ``numina``         parquet/JSONL of NuminaMath-LEAN records     no               yes
-``minif2f``        DeepSeek ``minif2f.jsonl``                   no               yes
+``deepseek``       DeepSeek ``minif2f.jsonl``/``proofnet.jsonl``  no               yes
+``goedel_v2``      Goedel-Prover-V2 ``dataset/*.jsonl``         no               yes
 =================  ==========================================  ===============  ==================
+
+(``minif2f`` is another name of ``deepseek``.)  Statement readers give every theorem a ``key``
+(:func:`burnqed.theorems.assign_keys`: the name, qualified by ``@<split>:<line>`` when it repeats in
+the file) and keep the Lean declaration's own name in ``name``; a trailing ``sorry`` is stripped.
 
 Pair tables name each theorem ``"<source>:<name>"`` so identical names from two sources never merge.
 
@@ -42,7 +47,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from burnqed.data.schema import TACTIC_PAIR_SCHEMA
-from burnqed.theorems import Theorem
+from burnqed.theorems import Theorem, TheoremFileError, assign_keys, strip_sorry
 
 log = logging.getLogger(__name__)
 
@@ -321,7 +326,8 @@ def read_lean_workbook(path: str | Path) -> list[Theorem]:
         proof = _workbook_proof(rec)
         out.append(
             Theorem(
-                name=rec["id"],
+                name=parts.decl_name,
+                key=rec["id"],
                 formal_statement=parts.formal_statement,
                 header=parts.header or DEFAULT_HEADER,
                 informal_prefix=prefix,
@@ -373,7 +379,8 @@ def read_goedel(path: str | Path) -> list[Theorem]:
             continue
         out.append(
             Theorem(
-                name=rec["problem_id"],
+                name=parts.decl_name,
+                key=rec["problem_id"],
                 formal_statement=parts.formal_statement,
                 header=parts.header or DEFAULT_HEADER,
                 informal_prefix=parts.informal_prefix,
@@ -389,7 +396,7 @@ def read_goedel(path: str | Path) -> list[Theorem]:
 
 
 def read_numina(path: str | Path) -> list[Theorem]:
-    """AI-MO/NuminaMath-LEAN records as statements, named by ``uuid`` (the Lean declaration keeps
+    """AI-MO/NuminaMath-LEAN records as statements, keyed by ``uuid`` (the Lean declaration keeps
     its own name).  A ``complete`` ``formal_ground_truth`` supplies the proof."""
     path = Path(path)
     out = []
@@ -405,7 +412,8 @@ def read_numina(path: str | Path) -> list[Theorem]:
                 log.warning("numina: ignoring the ground truth of %s", e)
         out.append(
             Theorem(
-                name=rec["uuid"],
+                name=parts.decl_name,
+                key=rec["uuid"],
                 formal_statement=parts.formal_statement,
                 header=parts.header or DEFAULT_HEADER,
                 informal_prefix=parts.informal_prefix,
@@ -416,26 +424,184 @@ def read_numina(path: str | Path) -> list[Theorem]:
     return out
 
 
-def read_minif2f(path: str | Path) -> list[Theorem]:
-    """DeepSeek-Prover-V1.5 ``datasets/minif2f.jsonl``: keys exactly ``name, split, informal_prefix,
-    formal_statement, goal, header``; names unique."""
+def _jsonl_rows(path: Path) -> Iterator[tuple[int, dict]]:
+    """``(line, record)`` of a JSONL file of objects; a bad line raises naming it."""
+    if not path.is_file():
+        raise DataFormatError(f"{path}: no such file")
+    with path.open(encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise DataFormatError(f"{path}:{lineno}: not JSON ({e.msg})") from None
+            if not isinstance(rec, dict):
+                raise DataFormatError(f"{path}:{lineno}: expected a JSON object")
+            yield lineno, rec
+
+
+def _keyed(rows: list[tuple[int, Theorem]], path: Path) -> list[Theorem]:
+    try:
+        return assign_keys(rows, where=path)
+    except TheoremFileError as e:
+        raise DataFormatError(str(e)) from None
+
+
+def _log_ignored(path: Path, fmt: str, ignored: set[str]) -> None:
+    if ignored:
+        log.info(
+            "%s: %s format; ignoring key(s) %s (not used by burnqed)", path, fmt, sorted(ignored)
+        )
+
+
+def _missing(rec: dict, keys: tuple[str, ...]) -> list[str]:
+    return [k for k in keys if not isinstance(rec.get(k), str)]
+
+
+def read_deepseek(path: str | Path) -> list[Theorem]:
+    """DeepSeek-Prover-V1.5's statement files (``datasets/minif2f.jsonl``, ``proofnet.jsonl``, the
+    few-shot files): keys ``name, split, informal_prefix, formal_statement`` and usually ``goal``
+    and ``header`` (datasets.md §2.2).
+
+    A row without ``goal`` gets ``""``; a row without ``header`` gets :data:`DEFAULT_HEADER`
+    (DeepSeek's own code does the same; logged once).  ProofNet's per-row headers — imports,
+    ``open``s and the definitions its statements use — are kept as given.  Other keys (the few-shot
+    file's ``formal_proof``) are ignored with one log line.  Names may repeat (ProofNet): keys are
+    qualified as :func:`burnqed.theorems.assign_keys` describes.
+    """
     path = Path(path)
-    out: list[Theorem] = []
-    seen: dict[str, str] = {}
-    for where, rec in _iter_json_records(path):
-        _require_str(rec, MINIF2F_KEYS, where)
-        extra = sorted(set(rec) - set(MINIF2F_KEYS))
-        if extra:
+    required = ("name", "split", "informal_prefix", "formal_statement")
+    rows: list[tuple[int, Theorem]] = []
+    ignored: set[str] = set()
+    defaulted = 0
+    for lineno, rec in _jsonl_rows(path):
+        if missing := _missing(rec, required):
             raise DataFormatError(
-                f"{where}: unexpected key(s) {extra} (expected {list(MINIF2F_KEYS)})"
+                f"{path}:{lineno}: not a DeepSeek-format statement: missing or non-string "
+                f"key(s) {missing} (the record has {sorted(rec)})"
             )
-        if rec["name"] in seen:
+        for k in ("goal", "header"):
+            if k in rec and not isinstance(rec[k], str):
+                raise DataFormatError(f"{path}:{lineno}: key {k!r} is not a string")
+        ignored |= set(rec) - set(MINIF2F_KEYS)
+        if "header" not in rec:
+            defaulted += 1
+        theorem = Theorem(
+            name=rec["name"],
+            split=rec["split"],
+            informal_prefix=rec["informal_prefix"],
+            formal_statement=strip_sorry(rec["formal_statement"]),
+            goal=rec.get("goal", ""),
+            header=rec.get("header", DEFAULT_HEADER),
+        )
+        rows.append((lineno, theorem))
+    if defaulted:
+        log.info(
+            "%s: %d row(s) without `header`: given DeepSeek's default header (%r)",
+            path,
+            defaulted,
+            DEFAULT_HEADER,
+        )
+    _log_ignored(path, "DeepSeek", ignored)
+    return _keyed(rows, path)
+
+
+read_minif2f = read_deepseek  # the name it had when miniF2F was its only file
+
+# Goedel-Prover-V2's evaluation files (dataset/minif2f.jsonl, dataset/MOBench.jsonl).
+GOEDEL_V2_KEYS = ("name", "formal_statement", "lean4_code")
+_HEADER_LINE = re.compile(r"(?:[ \t]*(?:import|set_option|open)\b[^\n]*\n|[ \t]*\n)*")
+_LAST_DECL = re.compile(r"^(?:theorem|lemma)\s+([^\s:({\[]+)", re.MULTILINE)
+_SORRY_END = re.compile(r"\s*\bsorry\s*$")
+
+
+def _ws(text: str) -> str:
+    return " ".join(text.split())
+
+
+def read_goedel_v2(path: str | Path) -> list[Theorem]:
+    """Goedel-Prover-V2's evaluation format: keys ``name, problem_id, informal_prefix,
+    formal_statement, split, lean4_code`` (MOBench adds ``header, solved, tags, category``).
+
+    ``lean4_code`` is the whole file up to the proof: header, informal prefix, statement,
+    ``sorry``.  ``formal_statement`` ends ``:= by sorry`` (MOBench) or ``:= by\\n`` (miniF2F), may
+    carry a preamble before ``theorem`` (``def``, ``abbrev``, ``noncomputable abbrev solution : ℝ :=
+    …``, docstrings) — kept, it is the statement — and in the miniF2F file begins with the header
+    itself.  So: the statement is ``formal_statement`` without its trailing ``sorry`` and without
+    leading ``import``/``set_option``/``open`` lines (those join the header); ``lean4_code`` must end
+    with it up to whitespace and a trailing ``sorry`` (else the row is an error naming it); the
+    header is what precedes it in ``lean4_code`` less the informal prefix.  ``name`` is the key;
+    the Lean name is the last ``theorem``/``lemma`` of the statement.
+    """
+    path = Path(path)
+    rows: list[tuple[int, Theorem]] = []
+    ignored: set[str] = set()
+    for lineno, rec in _jsonl_rows(path):
+        where = f"{path}:{lineno}"
+        if missing := _missing(rec, GOEDEL_V2_KEYS):
             raise DataFormatError(
-                f"{where}: duplicate name {rec['name']!r} (first at {seen[rec['name']]})"
+                f"{where}: not a Goedel-Prover-V2 statement: missing or non-string key(s) "
+                f"{missing} (the record has {sorted(rec)})"
             )
-        seen[rec["name"]] = where
-        out.append(Theorem(**{k: rec[k] for k in MINIF2F_KEYS}))
+        ignored |= set(rec) - {*GOEDEL_V2_KEYS, "informal_prefix", "split", "problem_id"}
+        statement = strip_sorry(rec["formal_statement"])
+        lead = _HEADER_LINE.match(statement).end()
+        statement = statement[lead:]  # header lines inside the statement join the header
+        prefix = rec.get("informal_prefix") if isinstance(rec.get("informal_prefix"), str) else ""
+        if prefix.strip() and statement.lstrip().startswith(prefix.strip()):
+            # the docstring is inside formal_statement (Goedel's miniF2F): keep it in place
+            prefix = ""
+        code = _SORRY_END.sub("", rec["lean4_code"])
+        before = _before_statement(code, statement)
+        if before is None:
+            raise DataFormatError(
+                f"{where} ({rec['name']}): `lean4_code` does not end with `formal_statement` "
+                f"(up to whitespace and a trailing `sorry`)"
+            )
+        header = before
+        if prefix.strip():
+            at = before.rfind(prefix.strip())
+            if at < 0 or before[at + len(prefix.strip()) :].strip():
+                raise DataFormatError(
+                    f"{where} ({rec['name']}): `informal_prefix` is not what precedes the "
+                    f"statement in `lean4_code`"
+                )
+            header, prefix = before[:at], before[at:].rstrip() + "\n"
+        decls = _LAST_DECL.findall(statement)
+        if not decls:
+            raise DataFormatError(f"{where} ({rec['name']}): no `theorem`/`lemma` in the statement")
+        theorem = Theorem(
+            name=decls[-1],
+            key=rec["name"],
+            formal_statement=statement,
+            header=header,
+            informal_prefix=prefix,
+            split=rec.get("split") or "",
+        )
+        rows.append((lineno, theorem))
+    _log_ignored(path, "Goedel-Prover-V2", ignored)
+    out = _keyed(rows, path)
+    log.info("goedel_v2: %d statements from %s", len(out), path)
     return out
+
+
+def _before_statement(code: str, statement: str) -> str | None:
+    """What precedes ``statement`` in ``code`` when ``code`` ends with it up to whitespace (the
+    statement's first character starts it), else None."""
+    body = statement.strip()
+    if not body:
+        return None
+    at = code.rfind(body)
+    if at >= 0 and not code[at + len(body) :].strip():
+        return code[:at]
+    want = _ws(body)
+    at = code.rfind(body[0])
+    while at >= 0:
+        if _ws(code[at:]) == want:
+            return code[:at]
+        at = code.rfind(body[0], 0, at)
+    return None
 
 
 # --------------------------------------------------------------------------------------------
@@ -453,5 +619,7 @@ STATEMENT_READERS: Mapping[str, StatementReader] = {
     "lean_workbook": read_lean_workbook,
     "goedel": read_goedel,
     "numina": read_numina,
-    "minif2f": read_minif2f,
+    "deepseek": read_deepseek,
+    "minif2f": read_deepseek,
+    "goedel_v2": read_goedel_v2,
 }

@@ -266,15 +266,15 @@ def build_search_pool(
             )
         added = clashes = 0
         for t in theorems:
-            first = pool.get(t.name)
+            first = pool.get(t.key)
             if first is None:
-                pool[t.name] = t
+                pool[t.key] = t
                 added += 1
             elif first.formal_statement != t.formal_statement:
                 clashes += 1
         if clashes:
             log.warning(
-                "search pool: %d theorem(s) of %s reuse a name with another statement; "
+                "search pool: %d theorem(s) of %s reuse a key with another statement; "
                 "the first statement is kept",
                 clashes,
                 what,

@@ -2,7 +2,11 @@ r"""The tactic guard: reject tactics that would prove nothing, before they reach
 
 ``sorry``/``admit`` close goals without proof; ``native_decide`` trusts compiled code
 (``Lean.ofReduceBool``); ``set_option``, ``#exit``, ``import``, ``open … in``, ``axiom``, ``unsafe``,
-``implemented_by``, ``extern``… change the checker or escape the proof.  The patterns are regular
+``implemented_by``, ``extern``… change the checker or escape the proof; ``trace``/``#print`` could
+print a forged axiom report; ``decide +native``/``Lean.ofReduceBool`` trust compiled code;
+``run_cmd``, ``macro``/``elab``/``syntax`` and command keywords (``theorem``, ``def``, a newline then
+``end``/``open``/``#…``) would run code or start a new command after the proof.  The guard applies to
+the model's text only: the dataset's header and preamble are trusted (:mod:`burnqed.lean.verify`).  The patterns are regular
 expressions from ``lean.banned_tactics``, matched anywhere in the tactic text (comments included: a
 false positive costs one candidate, a false negative a wrong proof).  ``.`` also matches a newline,
 so ``open Foo`` and ``in`` on separate lines are caught like ``open Foo in …``.  Whole-proof

@@ -329,24 +329,24 @@ class LeanPool:
                     )
                     self._route = "process"
                     return await self._start_goal(client, theorem)
-                raise StartError(f"{theorem.name}: the statement does not elaborate: {e}") from e
+                raise StartError(f"{theorem.key}: the statement does not elaborate: {e}") from e
             if not targets:
-                raise StartError(f"{theorem.name}: frontend.distil found no goal in {file!r:.300}")
+                raise StartError(f"{theorem.key}: frontend.distil found no goal in {file!r:.300}")
             return targets[-1]
         try:
             units = await client.frontend_process(file, sorrys=True)
         except ReplProtocolError as e:
-            raise StartError(f"{theorem.name}: the statement does not elaborate: {e}") from e
+            raise StartError(f"{theorem.key}: the statement does not elaborate: {e}") from e
         errors = [m for u in units for m in u.messages if m.severity == "error"]
         if errors:
             raise StartError(
-                f"{theorem.name}: the statement does not elaborate: "
+                f"{theorem.key}: the statement does not elaborate: "
                 + "; ".join(str(m) for m in errors[:5])
             )
         with_goals = [u for u in units if u.goal_state_id is not None]
         if not with_goals:
             raise StartError(
-                f"{theorem.name}: no goal from {file!r:.300} (is the statement `… := by`?)"
+                f"{theorem.key}: no goal from {file!r:.300} (is the statement `… := by`?)"
             )
         unit = with_goals[-1]
         assert unit.goal_state_id is not None
@@ -437,7 +437,7 @@ class ProofSession:
         if not (0 <= sid < len(self._states)) or (
             self._states[sid] is not state and self._states[sid] != state
         ):
-            raise ValueError(f"{self.theorem.name}: state {sid} does not belong to this session")
+            raise ValueError(f"{self.theorem.key}: state {sid} does not belong to this session")
         return sid
 
     async def _open(self) -> None:
@@ -455,12 +455,12 @@ class ProofSession:
                     last = e
                     continue
                 pool._counts["timeouts"] += 1
-                pool._replace(w, client, f"timeout starting {self.theorem.name}")
+                pool._replace(w, client, f"timeout starting {self.theorem.key}")
                 await client.close()
-                raise StartError(f"{self.theorem.name}: elaborating the statement: {e}") from e
+                raise StartError(f"{self.theorem.key}: elaborating the statement: {e}") from e
             except ReplError as e:
                 last = e
-                if pool._broken(w, client, f"starting {self.theorem.name}: {e}"):
+                if pool._broken(w, client, f"starting {self.theorem.key}: {e}"):
                     own_failures += 1
                     if own_failures == 2:
                         break
@@ -470,7 +470,7 @@ class ProofSession:
             self._add(ProofState(0, root.goals, render_goals(root.goals), 0), -1, "", ())
             return
         raise ReplError(
-            f"{self.theorem.name}: could not start on worker{w.index} after a restart: {last}"
+            f"{self.theorem.key}: could not start on worker{w.index} after a restart: {last}"
         ) from last
 
     def _add(self, state: ProofState, parent: int, tactic: str, messages: tuple[str, ...]) -> None:
@@ -507,14 +507,14 @@ class ProofSession:
             self._pool._counts["replays"] += 1
             if not isinstance(r, GoalState):
                 raise ReplError(
-                    f"{self.theorem.name}: replaying {self._tactic[child]!r} (state {child}) "
+                    f"{self.theorem.key}: replaying {self._tactic[child]!r} (state {child}) "
                     f"after a restart failed: {r.kind}: {r.message}"
                 )
             if render_goals(r.goals) != self._states[child].text:
                 # Lean is deterministic up to generated names (?m.N, x✝¹), which can differ in a
                 # new process; the session keeps its recorded text.
                 log.warning(
-                    "%s: replayed state %d differs from the recorded one", self.theorem.name, child
+                    "%s: replayed state %d differs from the recorded one", self.theorem.key, child
                 )
             self._repl_ids[child] = r.state_id
             repl_id = r.state_id
@@ -527,7 +527,7 @@ class ProofSession:
         protocol error it is the wall time of the call (which includes any wait for the worker).
         """
         if self._closed:
-            raise ReplError(f"{self.theorem.name}: the proof session is closed")
+            raise ReplError(f"{self.theorem.key}: the proof session is closed")
         sid = self._own(state)
         if (why := self._pool.guard.check(tactic)) is not None:
             return TacticFailure("guard", why, 0.0)
@@ -544,7 +544,7 @@ class ProofSession:
                     repl_id = await self._materialize(client, sid)
             except ReplError as e:  # crash, timeout or garbage while replaying
                 last = e
-                if pool._broken(w, client, f"replaying for {self.theorem.name}: {e}"):
+                if pool._broken(w, client, f"replaying for {self.theorem.key}: {e}"):
                     own_failures += 1
                     if own_failures == 2:
                         break
@@ -576,7 +576,7 @@ class ProofSession:
                 if pool._broken(w, client, str(e)):
                     own_failures += 1
                     log.warning(
-                        "%s: %r (failure %d): %s", self.theorem.name, tactic, own_failures, e
+                        "%s: %r (failure %d): %s", self.theorem.key, tactic, own_failures, e
                     )
                     if own_failures == 2:
                         break
@@ -587,11 +587,11 @@ class ProofSession:
             return TacticSuccess(new, self._messages[new.sid], r.lean_time_s)
         if own_failures == 2:
             raise ReplError(
-                f"{self.theorem.name}: {tactic!r} on state {sid} failed again after restarting "
+                f"{self.theorem.key}: {tactic!r} on state {sid} failed again after restarting "
                 f"worker{w.index} and replaying: {last}"
             ) from last
         raise ReplError(
-            f"{self.theorem.name}: {tactic!r} on state {sid}: gave up after {MAX_TRIES} tries, "
+            f"{self.theorem.key}: {tactic!r} on state {sid}: gave up after {MAX_TRIES} tries, "
             f"worker{w.index} kept breaking under other requests: {last}"
         ) from last
 
@@ -626,7 +626,7 @@ class ProofSession:
             try:
                 await client.goal_delete(ids)
             except ReplError as e:  # the next user of the worker finds out and restarts it
-                log.warning("%s: goal.delete failed: %s", self.theorem.name, e)
+                log.warning("%s: goal.delete failed: %s", self.theorem.key, e)
 
 
 def _poisoned(w: _Worker, client: ReplClient, e: ReplTimeoutError) -> bool:

@@ -2,13 +2,24 @@
 
 Tactic-by-tactic acceptance is not enough (Pantograph issue #1: a ``simpa`` leaving a placeholder was
 accepted step by step; DeepSeek-Prover-V2 found an ``apply?`` that emitted no ``sorry`` warning).  So
-the file ``header + statement + tactics + #print axioms <name>`` is elaborated with
-``frontend.process`` in a new REPL process that no search has touched, and the proof is accepted only
-if: no tactic is banned by the guard, Lean reports no error (an unfinished proof is an
-``unsolved goals`` error), no ``declaration uses 'sorry'`` warning, every axiom the theorem depends on
-is in ``lean.allowed_axioms``, and the file's statement is the dataset's statement, byte for byte
-modulo whitespace (a hash comparison).  ``import`` lines of the header are not in the file: the REPL
-imports ``lean.imports`` on its command line (importing later is not allowed).
+the file ``statement + tactics + #print axioms <name>`` is elaborated with ``frontend.process`` in a
+new REPL process that no search has touched, and the proof is accepted only if:
+
+- the file begins with the dataset's statement byte for byte (:meth:`Theorem.statement`: header,
+  docstring, preamble and ``theorem … := by``; trusted text, never guarded), so nothing can precede,
+  change or redefine it;
+- the model's part — everything after the statement but the ``#print axioms`` line burnqed appends —
+  passes the tactic guard (a dataset's ``def`` is trusted; a ``def`` in a proof is not);
+- Lean reports no error (an unfinished proof is an ``unsolved goals`` error) and no ``declaration uses
+  'sorry'`` warning;
+- the axiom report is read **only from the unit of the appended** ``#print axioms`` command, and no
+  other message anywhere in the file has the report's shape (a ``trace "'t' does not depend on any
+  axioms"`` in the proof would otherwise forge it); every axiom reported is in
+  ``lean.allowed_axioms``.
+
+Names are parsed anchored on ``' depends on axioms:`` / ``' does not depend on any axioms``, so Lean
+names containing ``'`` (``or_swap'``) verify.  ``import`` lines of the header are not in the file: the
+REPL imports ``lean.imports`` on its command line (importing later is not allowed).
 
 Example::
 
@@ -41,8 +52,16 @@ from burnqed.theorems import Theorem
 log = logging.getLogger(__name__)
 
 _IMPORT_LINE = re.compile(r"^[ \t]*import[ \t][^\n]*\n?", re.MULTILINE)
-_AXIOMS = re.compile(r"'(?P<name>[^']+)' depends on axioms: \[(?P<axioms>[^\]]*)\]")
-_NO_AXIOMS = re.compile(r"'(?P<name>[^']+)' does not depend on any axioms")
+_LEADING_IMPORTS = re.compile(r"\A(?:[ \t]*import[ \t][^\n]*\n|[ \t]*\n)*")
+# A `#print axioms` report, whole message: the name is everything between the first quote and the
+# quote before ` depends on` / ` does not depend` (names may contain `'`).
+_REPORT = re.compile(
+    r"\A\s*'(?P<name>.+)' (?:depends on axioms: \[(?P<axioms>[^\]]*)\]"
+    r"|(?P<none>does not depend on any axioms))\s*\Z",
+    re.DOTALL,
+)
+# What any message that looks like a report contains (used to reject look-alikes elsewhere).
+_REPORT_SHAPE = re.compile(r"depends? on (?:any )?axioms")
 
 
 @dataclass(frozen=True)
@@ -61,13 +80,17 @@ def strip_imports(header: str) -> str:
 
 
 def theorem_file(theorem: Theorem, tactics: Sequence[str]) -> str:
-    """``header`` (imports removed) + docstring + statement + indented tactics."""
+    """The statement (header without imports + docstring + statement) + indented tactics."""
     return dataclasses.replace(theorem, header=strip_imports(theorem.header)).lean_file(tactics)
+
+
+def _report_command(theorem: Theorem) -> str:
+    return f"#print axioms {theorem.name}"
 
 
 def proof_file(theorem: Theorem, tactics: Sequence[str]) -> str:
     """The file verification checks: :func:`theorem_file` + ``#print axioms <name>``."""
-    return theorem_file(theorem, tactics) + f"\n#print axioms {theorem.name}\n"
+    return theorem_file(theorem, tactics) + f"\n{_report_command(theorem)}\n"
 
 
 def _normalise(text: str) -> str:
@@ -75,32 +98,61 @@ def _normalise(text: str) -> str:
 
 
 def statement_hash(statement: str) -> str:
-    """sha256 of the statement with whitespace runs collapsed (indentation is not meaning)."""
+    """sha256 of the statement with whitespace runs collapsed (for display and provenance; the
+    check itself is byte for byte)."""
     return hashlib.sha256(_normalise(statement).encode()).hexdigest()
 
 
+def split_proof_file(theorem: Theorem, file: str) -> tuple[str, str] | str:
+    """``(trusted statement, model's part)`` of ``file``, or why the file does not begin with the
+    dataset's statement.  Leading ``import`` lines are dropped first (the REPL imports on its command
+    line); the ``#print axioms`` line that :func:`proof_file` appends is not part of the proof."""
+    trusted = theorem_file(theorem, [])
+    file = file[_LEADING_IMPORTS.match(file).end() :]
+    trusted = trusted[_LEADING_IMPORTS.match(trusted).end() :]
+    if not file.startswith(trusted):
+        at = next(
+            (i for i, (a, b) in enumerate(zip(trusted, file, strict=False)) if a != b),
+            min(len(trusted), len(file)),
+        )
+        return (
+            f"statement changed: the file does not begin with the dataset's statement of "
+            f"{theorem.key!r} (sha256 {statement_hash(trusted)[:12]}); first difference at "
+            f"character {at}: expected {trusted[at : at + 40]!r}, the file has "
+            f"{file[at : at + 40]!r}"
+        )
+    proof = file[len(trusted) :]
+    report = _report_command(theorem)
+    stripped = proof.rstrip()
+    if stripped.endswith(report) and stripped[: -len(report)].endswith("\n"):
+        proof = stripped[: -len(report)]
+    return trusted, proof
+
+
 def statement_in_file(theorem: Theorem, file: str) -> str | None:
-    """None if ``file`` declares ``theorem.name`` with the dataset's statement, else why not."""
-    keyword = re.escape(theorem.formal_statement.split(maxsplit=1)[0])  # theorem / lemma / example
-    decl = re.compile(rf"(?m)^[ \t]*{keyword}[ \t]+{re.escape(theorem.name)}(?![\w'.!?])")
-    starts = [m.start() for m in decl.finditer(file)]
-    if len(starts) != 1:
-        return f"the file declares {theorem.name!r} {len(starts)} times (expected once)"
-    expected = _normalise(theorem.formal_statement)
-    found = _normalise(file[starts[0] :])[: len(expected)]
-    if statement_hash(found) != statement_hash(expected):
-        return f"statement changed: expected {expected!r}, the file has {found!r}"
+    """None if ``file`` begins with the dataset's statement of ``theorem``, else why not."""
+    parts = split_proof_file(theorem, file)
+    return parts if isinstance(parts, str) else None
+
+
+def _report_unit(file: str, theorem: Theorem, units: Sequence[CompilationUnit]) -> int | None:
+    """Index of the unit of the last ``#print axioms <name>`` line of ``file`` (by byte offset)."""
+    at = file.rfind(f"\n{_report_command(theorem)}")
+    if at < 0:
+        return None
+    byte = len(file[: at + 1].encode("utf-8"))
+    for i, unit in enumerate(units):
+        b0, b1 = unit.boundary
+        if b0 <= byte < b1:
+            return i
     return None
 
 
-def _axioms_of(name: str, units: Sequence[CompilationUnit]) -> tuple[str, ...] | None:
-    for unit in units:
-        for m in unit.messages:
-            if (hit := _AXIOMS.search(m.text)) and hit["name"] == name:
-                return tuple(a.strip() for a in hit["axioms"].split(",") if a.strip())
-            if (hit := _NO_AXIOMS.search(m.text)) and hit["name"] == name:
-                return ()
-    return None
+def _parse_report(text: str) -> tuple[str, tuple[str, ...]] | None:
+    if (m := _REPORT.match(text)) is None:
+        return None
+    axioms = () if m["none"] else tuple(a.strip() for a in m["axioms"].split(",") if a.strip())
+    return m["name"], axioms
 
 
 def judge(
@@ -108,15 +160,25 @@ def judge(
 ) -> Verdict:
     """The verdict on ``file`` from Lean's ``frontend.process`` units (no REPL needed: testable)."""
     reasons = []
-    for unit in units:
+    report_at = _report_unit(file, theorem, units)
+    axioms: tuple[str, ...] | None = None
+    for i, unit in enumerate(units):
         for m in unit.messages:
             if m.severity == "error":
                 reasons.append(f"Lean error: {m}")
             elif "declaration uses 'sorry'" in m.text:
                 reasons.append(f"uses sorry: {m}")
-    axioms = _axioms_of(theorem.name, units)
+            if not _REPORT_SHAPE.search(m.text):
+                continue
+            parsed = _parse_report(m.text) if i == report_at else None
+            if parsed is None or parsed[0] != theorem.name or axioms is not None:
+                reasons.append(
+                    f"a message other than the `#print axioms` report looks like one: {m}"
+                )
+            else:
+                axioms = parsed[1]
     if axioms is None:
-        reasons.append(f"no `#print axioms {theorem.name}` report (did the theorem elaborate?)")
+        reasons.append(f"no `{_report_command(theorem)}` report (did the theorem elaborate?)")
         axioms = ()
     bad = [a for a in axioms if a not in cfg.allowed_axioms]
     if bad:
@@ -128,23 +190,18 @@ async def verify_file(
     cfg: LeanConfig, theorem: Theorem, file: str, *, stderr_log: Path | None = None
 ) -> Verdict:
     """Check a whole Lean ``file`` claimed to prove ``theorem`` in a fresh REPL process."""
-    reasons = []
-    if problem := statement_in_file(theorem, file):
-        reasons.append(problem)
-    body_start = file.find(theorem.formal_statement.strip())
-    body = file[body_start + len(theorem.formal_statement.strip()) :] if body_start >= 0 else file
-    if problem := TacticGuard.from_config(cfg).check(
-        body.replace(f"#print axioms {theorem.name}", "")
-    ):
-        reasons.append(f"proof {problem}")
-    if reasons:  # refused before Lean: no process needed
-        return Verdict(False, tuple(reasons), file, ())
-    if f"#print axioms {theorem.name}" not in file:
-        file += f"\n#print axioms {theorem.name}\n"
+    parts = split_proof_file(theorem, file)
+    if isinstance(parts, str):  # refused before Lean: no process needed
+        return Verdict(False, (parts,), file, ())
+    trusted, body = parts
+    if problem := TacticGuard.from_config(cfg).check(body):
+        return Verdict(False, (f"proof {problem}",), file, ())
+    # What Lean checks: the trusted statement, the proof, and our own report command last.
+    file = f"{trusted}{body.rstrip()}\n\n{_report_command(theorem)}\n"
     # The REPL's timeout applies to the whole file: allow one tactic timeout per proof line.
     lines = max(1, sum(1 for line in body.splitlines() if line.strip()))
     vcfg = dataclasses.replace(cfg, tactic_timeout_s=cfg.tactic_timeout_s * lines)
-    async with ReplClient(vcfg, name=f"verify[{theorem.name}]", stderr_log=stderr_log) as repl:
+    async with ReplClient(vcfg, name=f"verify[{theorem.key}]", stderr_log=stderr_log) as repl:
         try:
             units = await repl.frontend_process(file, sorrys=False)
         except ReplTimeoutError as e:
@@ -154,7 +211,7 @@ async def verify_file(
         except ReplError as e:  # a crash while checking is not a proof
             return Verdict(False, (f"REPL failure: {e}",), file, ())
     verdict = judge(cfg, theorem, file, units)
-    log.debug("verified %s: ok=%s %s", theorem.name, verdict.ok, verdict.reasons)
+    log.debug("verified %s: ok=%s %s", theorem.key, verdict.ok, verdict.reasons)
     return verdict
 
 
@@ -184,6 +241,7 @@ __all__ = [
     "Verdict",
     "judge",
     "proof_file",
+    "split_proof_file",
     "statement_hash",
     "statement_in_file",
     "strip_imports",

@@ -349,6 +349,7 @@ class _Processor:
             b = a + len(text)
             if norm.strip() == "sorry" and goals:
                 sorry_goals.append((goals[0], a, b))
+            engine.infos.clear()
             try:
                 tac = parse_tactic(norm, self.file_name)
                 goals, sorry = engine.run(tac, goals, norm)
@@ -358,6 +359,8 @@ class _Processor:
             except TacticFailure as e:
                 msgs.append(self.msg(str(e), a, b))
                 return used_sorry, True
+            finally:  # Lean keeps what `trace` logged even when a later step fails
+                msgs += [self.msg(t, a, b, severity="information") for t in engine.infos]
             used_sorry |= sorry
         if goals:
             end = start + items[-1][0] + len(items[-1][2])

@@ -518,15 +518,19 @@ class Repl:
                     f"goal.tactic with {kind} is not supported by burnqed's propositional REPL",
                 )
             self.engine.deadline = self._deadline()
+            self.engine.infos.clear()
             try:
                 new_goals, used_sorry = self.engine.run(tac, work, text)
             finally:
                 self.engine.deadline = None
         except TacticFailure as e:
-            return {"hasSorry": False, "hasUnsafe": False, "messages": [message(str(e))]}
+            infos = [message(t, severity="information") for t in self.engine.infos]
+            return {"hasSorry": False, "hasUnsafe": False, "messages": [*infos, message(str(e))]}
         except Interrupt:
             raise ProtocolError("internal", "interrupt") from None
-        return self._success(sid, state, new_goals, [] if automatic else others, used_sorry)
+        out = self._success(sid, state, new_goals, [] if automatic else others, used_sorry)
+        out["messages"] = [message(t, severity="information") for t in self.engine.infos]
+        return out
 
     def _have(
         self,

@@ -23,6 +23,7 @@ Example::
 from __future__ import annotations
 
 import itertools
+import json
 import re
 from dataclasses import dataclass
 from typing import NamedTuple, Union
@@ -124,12 +125,13 @@ _TOKEN = re.compile(
     r"|(?P<nl>\n[ \t]*)"
     r"|(?P<ident>(?!λ)" + _ID + r"(?:\." + _ID + r")*)"
     r"|(?P<num>\d+)"
+    r'|(?P<str>"(?:[^"\\\n]|\\.)*")'
     r"|(?P<sym>" + "|".join(re.escape(x) for x in _SYMBOLS) + ")"
 )
 
 
 class Token(NamedTuple):
-    kind: str  # "ident" | "num" | "sym" | "proj" | "nl" | "eof"
+    kind: str  # "ident" | "num" | "str" | "sym" | "proj" | "nl" | "eof"
     text: str  # normalised (ASCII spellings mapped to Lean's unicode ones)
     start: int
     end: int
@@ -351,6 +353,13 @@ class Sleep:
 
 
 @dataclass(frozen=True, slots=True)
+class Trace:
+    """``trace "msg"``: logs ``msg`` as an information message, like Lean's ``trace``."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
 class Unsupported:
     """A real Lean tactic outside the propositional fragment (fails at elaboration)."""
 
@@ -397,6 +406,7 @@ Tactic = Union[  # noqa: UP007
     Specialize,
     Simple,
     Sleep,
+    Trace,
     Unsupported,
     Seq,
     Then,
@@ -866,6 +876,12 @@ class _Parser:
                 raise self.error("numeral")
             self.advance()
             return Sleep(int(n.text))
+        if name == "trace":
+            lit = self.tok
+            if lit.kind != "str":
+                raise self.error("string literal")
+            self.advance()
+            return Trace(json.loads(lit.text))  # Lean's escapes are JSON's for what we accept
         if name in ("try", "repeat", "all_goals", "any_goals", "focus"):
             return Combinator(name, self.tactic())
         if name == "first":

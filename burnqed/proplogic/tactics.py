@@ -90,6 +90,7 @@ from burnqed.proplogic.syntax import (
     THole,
     TIdent,
     TProj,
+    Trace,
     TTyped,
     UnknownIdentifier,
     Unsupported,
@@ -629,6 +630,9 @@ class Engine:
         self.fresh = fresh
         self.debug = os.environ.get(DEBUG_ENV) == "1" if debug is None else debug
         self.deadline: float | None = None  # monotonic time at which `sleep` is interrupted
+        # Information messages logged by `trace` (Lean logs them at the tactic); the caller
+        # clears the list before running a tactic and reports what it holds afterwards.
+        self.infos: list[str] = []
 
     def start(self, target: Formula, hyps: tuple[Hyp, ...] = ()) -> MGoal:
         return MGoal(self.fresh(), hyps, target, None)
@@ -665,6 +669,9 @@ class Engine:
                 raise err
             case Sleep(ms):
                 self._sleep(ms)
+                return goals
+            case Trace(msg):
+                self.infos.append(msg)
                 return goals
             case Simple("done"):
                 if goals:

@@ -121,6 +121,8 @@ class SearchResult:
     gen_wait_s: float  # time this search spent waiting on generation batches
     tokens: int  # generated tokens over all expansions
     reasons: tuple[str, ...] = ()  # why it stopped / failed / errored, human-readable
+    # the verifier's reasons, one entry per proof it rejected ("; "-joined), in the order tried
+    rejections: tuple[str, ...] = ()
     tree: SearchTree | None = field(default=None, compare=False, repr=False)
 
     def solved_within(self, budget: int) -> bool:
@@ -344,8 +346,10 @@ class _Attempt:
         self.in_flight: list[Node] = []  # popped, not yet finished (rolled back on timeout)
         self.unverified: list[Node] = []  # solved, verification not yet decided
         self.proof: tuple[str, ...] | None = None
+        self.verified = False  # the verifier's own verdict on `proof` (Verdict.ok), not a proxy
         self.proof_expansion: int | None = None
         self.rejected = 0
+        self.rejections: list[str] = []  # the verifier's reasons for each rejected proof
         self.lean_s = 0.0
         self.tokens = 0
         self.stop = ""
@@ -384,7 +388,7 @@ class _Attempt:
             status = "error"
             reasons.append(f"start: {e}")
         except Exception as e:  # one broken attempt must not end the run; it is recorded instead
-            log.exception("%s attempt %d failed", self.theorem.name, self.attempt)
+            log.exception("%s attempt %d failed", self.theorem.key, self.attempt)
             status = "error"
             reasons.append(f"{type(e).__name__}: {e}")
             self._roll_back()
@@ -395,16 +399,16 @@ class _Attempt:
                 try:
                     await session.close()
                 except Exception as e:
-                    log.warning("%s: closing the proof session failed: %s", self.theorem.name, e)
+                    log.warning("%s: closing the proof session failed: %s", self.theorem.key, e)
         if self.rejected:
             reasons.append(f"{self.rejected} proof(s) rejected by whole-file verification")
         tree = self.tree
         return SearchResult(
-            theorem=self.theorem.name,
+            theorem=self.theorem.key,
             attempt=self.attempt,
             status=status,
             proof=self.proof,
-            verified=self.proof is not None,
+            verified=self.verified,
             proof_expansion=self.proof_expansion,
             nodes_expanded=tree.expansions if tree else 0,
             nodes_total=len(tree.nodes) if tree else 0,
@@ -414,6 +418,7 @@ class _Attempt:
             gen_wait_s=self.search.gen_wait_s,
             tokens=self.tokens,
             reasons=tuple(reasons),
+            rejections=tuple(self.rejections),
             tree=tree,
         )
 
@@ -531,14 +536,16 @@ class _Attempt:
             for child in solved:
                 tactics = [n.tactic for n in tree.proof_path(child)[1:]]
                 verdict = await self.env.verify(self.theorem, tactics)
-                if verdict.ok:
+                if verdict.ok is True:
                     tree.mark_proved(child)
+                    self.verified = True
                     self.proof = tuple(tree.set_proof_path(child))
                     self.proof_expansion = tree.nodes[child.parent_id].expansion_index
                     break
                 self.rejected += 1
                 reason = "; ".join(verdict.reasons) or "rejected"
-                log.debug("%s: proof %s rejected: %s", self.theorem.name, tactics, reason)
+                self.rejections.append(reason)
+                log.debug("%s: proof %s rejected: %s", self.theorem.key, tactics, reason)
                 tree.mark_rejected(child, reason)
             # Solved states after the accepted one stay unverified: they are not proofs.
             for child in solved:
@@ -582,7 +589,7 @@ async def search_all(
         temperature = cfg.temperature_with_ebm if value_model is not None else cfg.temperature
         sampling = SamplingParams(n=cfg.num_candidates, temperature=temperature, stop=STOP)
     n_attempts = cfg.attempts if attempts is None else attempts
-    work = deque((t, a) for t in theorems for a in range(n_attempts) if (t.name, a) not in skip)
+    work = deque((t, a) for t in theorems for a in range(n_attempts) if (t.key, a) not in skip)
     sched = _Scheduler(generator, sampling, value_model, cfg, expansions_per_step)
     results: list[SearchResult] = []
     t0 = time.perf_counter()

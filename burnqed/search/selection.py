@@ -72,7 +72,7 @@ def proved_theorems(searches: Sequence[Path]) -> tuple[set[str], list[str]]:
 async def _probe_solved(
     theorems: Sequence[Theorem], probes: Sequence[str], lean: LeanConfig
 ) -> set:
-    """Names of ``theorems`` that one of ``probes`` closes at the root."""
+    """Keys of ``theorems`` that one of ``probes`` closes at the root."""
     from burnqed.lean.pool import LeanPool, TacticSuccess
 
     solved: set[str] = set()
@@ -87,7 +87,7 @@ async def _probe_solved(
                     for tactic in probes:
                         r = await session.apply(session.root, tactic)
                         if isinstance(r, TacticSuccess) and r.state.solved:
-                            solved.add(t.name)
+                            solved.add(t.key)
                             return
                 finally:
                     await session.close()
@@ -109,11 +109,11 @@ def select_pool(
     counts = {"pool": len(theorems), "proved": 0, "shallow": 0, "probe": 0, "sampled_out": 0}
     kept: list[Theorem] = []
     for t in theorems:
-        if t.name in proved:
+        if t.key in proved:
             counts["proved"] += 1
         elif t.proof is not None and len(t.proof) <= min_depth:
             counts["shallow"] += 1
-        elif t.name in probe_solved:
+        elif t.key in probe_solved:
             counts["probe"] += 1
         else:
             kept.append(t)
@@ -144,7 +144,7 @@ def run(
     candidates = [
         t
         for t in theorems
-        if t.name not in proved
+        if t.key not in proved
         and not (t.proof is not None and len(t.proof) <= search_cfg.pool_min_depth)
     ]
     probes = search_cfg.probe_tactics

@@ -294,11 +294,11 @@ async def search_to_dir(
         raise FileExistsError(
             f"{out}: already holds trajectory parts; pass --resume to continue it, or remove it"
         )
-    names = [t.name for t in theorems]
+    names = [t.key for t in theorems]
     if len(set(names)) != len(names):
         dup = next(n for n in names if names.count(n) > 1)
-        raise ValueError(f"theorem name {dup!r} occurs more than once in the theorem file")
-    todo = [(t.name, a) for t in theorems for a in range(cfg.attempts) if (t.name, a) not in done]
+        raise ValueError(f"theorem key {dup!r} occurs more than once in the theorem file")
+    todo = [(t.key, a) for t in theorems for a in range(cfg.attempts) if (t.key, a) not in done]
     log.info(
         "search: %d theorems × %d attempts, %d already finished, %d to do (%d errors retried) → %s",
         len(theorems),
@@ -346,7 +346,7 @@ async def search_to_dir(
         bar.close()
     read = read_summary(out)
     summary, skipped = read.table, read.skipped
-    expected = {(t.name, a) for t in theorems for a in range(cfg.attempts)}
+    expected = {(t.key, a) for t in theorems for a in range(cfg.attempts)}
     missing = expected - set(
         zip(
             summary.column("theorem").to_pylist(),

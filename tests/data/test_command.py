@@ -8,7 +8,6 @@ import json
 import pytest
 import yaml
 
-from burnqed.config import SCHEMA_PATH
 from burnqed.data import command
 from burnqed.data.benchmarks import sha256_file
 
@@ -72,9 +71,6 @@ def test_fetch_from_a_local_file_and_refusal(minif2f_path, tmp_path, capsys):
     assert not other.exists()
 
 
-@pytest.mark.skipif(
-    not SCHEMA_PATH.exists(), reason="burnqed/params.schema.yaml not written yet (lead)"
-)
 def test_whole_stage_from_the_cli(repo_root, minif2f_path, tmp_path, workbook_records):
     wb = tmp_path / "wb.json"
     wb.write_text(json.dumps(workbook_records, ensure_ascii=False), encoding="utf-8")

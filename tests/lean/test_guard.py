@@ -60,6 +60,63 @@ def test_default_guard_passes_real_tactics(tactic: str) -> None:
     assert DEFAULT.check(tactic) is None
 
 
+# One attack per bypass of issue 8 (each passed the guard before): what it does, then the tactic.
+BYPASSES = {
+    "trace forges an axiom report": "trace \"'t' does not depend on any axioms\"",
+    "trace after a tactic": 'intro h; trace "x"',
+    "trace_state": "trace_state",
+    "dbg_trace in a term": 'exact dbg_trace "x"; h',
+    "#print in a proof": "#print axioms t",
+    "#check in a proof": "#check Nat",
+    "decide +native": "decide +native",
+    "decide with native config": "decide (config := { native := true })",
+    "Lean.ofReduceBool": "exact Lean.ofReduceBool _ _ rfl",
+    "ofReduceNat": "exact Lean.ofReduceNat _ _ rfl",
+    "Lean.ofNative": "exact Lean.ofNative _ _ rfl",
+    "run_cmd": 'run_cmd Lean.logInfo "x"',
+    "run_elab": "run_elab pure ()",
+    "run_meta": "run_meta pure ()",
+    "macro": 'macro "cheat" : tactic => `(tactic| exact h)',
+    "macro_rules": "macro_rules | `(tactic| trivial) => `(tactic| exact h)",
+    "elab": 'elab "cheat" : tactic => pure ()',
+    "syntax": 'syntax "cheat" : tactic',
+    "notation": 'notation "X" => True',
+    "newline + theorem": "exact h\ntheorem u : True := trivial",
+    "newline + #print": "exact h\n#print axioms t",
+    "newline + end": "exact h\nend",
+    "newline + attribute": "exact h\n@[simp] theorem u : True := trivial",
+    "newline + open": "exact h\nopen Classical",
+    "newline + noncomputable": "exact h\nnoncomputable section",
+    "same-line def": "exact h def x := 1",
+    "instance": "exact h\ninstance : Inhabited Nat := ⟨0⟩",
+}
+
+
+@pytest.mark.parametrize("tactic", list(BYPASSES.values()), ids=list(BYPASSES))
+def test_guard_closes_each_bypass(tactic: str) -> None:
+    reason = DEFAULT.check(tactic)
+    assert reason is not None and reason.startswith("banned by pattern"), tactic
+
+
+@pytest.mark.parametrize(
+    "tactic",
+    [
+        "exact Matrix.trace_mul_comm A B",  # `trace` as part of a qualified name is a lemma
+        "rw [Matrix.trace_transpose]",
+        "simp [Set.mem_def]",
+        "exact h.def",
+        "exact alternative_lemma",  # `native` only as a word of its own
+        "exact Alternative.some",
+        "decide",
+        "exact Nat.lt_irrefl _ (syntax_free h)",
+        "apply Finset.prod_congr rfl",
+        "cases h with\n| inl hp => exact Or.inr hp\n| inr hq => exact Or.inl hq",
+    ],
+)
+def test_closing_the_bypasses_keeps_real_tactics(tactic: str) -> None:
+    assert DEFAULT.check(tactic) is None, DEFAULT.check(tactic)
+
+
 def test_reason_names_the_pattern() -> None:
     assert DEFAULT.check("exact sorry") == r"banned by pattern \bsorry\b"
     assert DEFAULT.check("native_decide") == r"banned by pattern \bnative_decide\b"

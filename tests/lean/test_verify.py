@@ -9,6 +9,7 @@ import pytest
 
 from burnqed.config import LeanConfig
 from burnqed.lean.client import CompilationUnit, Message
+from burnqed.lean.guard import TacticGuard
 from burnqed.lean.pool import LeanPool
 from burnqed.lean.verify import (
     judge,
@@ -73,13 +74,77 @@ def test_altered_statement_is_rejected() -> None:
     v = asyncio.run(verify_file(make_cfg(), THM, altered))
     assert not v.ok
     assert v.reasons[0].startswith(
-        "statement changed: expected 'theorem or_swap (p q : Prop) : p ∨ q"
+        "statement changed: the file does not begin with the dataset's statement of 'or_swap'"
     )
-    # a second declaration of the same name is refused too
+    assert "expected 'q ∨ p := by" in v.reasons[0]
+    # a second declaration of the same name is refused too (the proof may not declare anything)
     twice = proof_file(THM, SIMPLE_PROOF) + proof_file(THM, SIMPLE_PROOF)
-    assert (
-        "declares 'or_swap' 2 times" in asyncio.run(verify_file(make_cfg(), THM, twice)).reasons[0]
+    reasons = asyncio.run(verify_file(make_cfg(), THM, twice)).reasons
+    assert len(reasons) == 1 and reasons[0].startswith("proof banned by pattern"), reasons
+
+
+def test_set_option_before_the_statement_is_rejected() -> None:
+    """The whole file is checked, not only what follows the statement."""
+    file = "set_option maxRecDepth 100000\n" + proof_file(THM, SIMPLE_PROOF)
+    v = asyncio.run(verify_file(make_cfg(repl_command=("/nonexistent",)), THM, file))
+    assert not v.ok and v.reasons[0].startswith("statement changed"), v.reasons
+    assert "expected 'theorem or_swap" in v.reasons[0]
+    # ... while the same option inside the dataset's own header is trusted text
+    thm = Theorem(
+        name="or_swap", formal_statement=THM.formal_statement, header="set_option maxRecDepth 1\n"
     )
+    assert asyncio.run(verify_proof(make_cfg(), thm, SIMPLE_PROOF)).ok
+
+
+def test_one_character_changed_in_the_statement_is_rejected() -> None:
+    thm = Theorem(
+        name="t",
+        formal_statement="theorem t (p : Prop) : p → p := by sorry",
+        header="import Mathlib\n\nopen Nat\n\n",
+    )
+    good = proof_file(thm, ["intro h", "exact h"])
+    assert statement_in_file(thm, good) is None
+    for i in (good.index("open"), good.index("(p"), good.index(":=")):
+        changed = good[:i] + good[i].swapcase().replace("(", "[").replace(":", ";") + good[i + 1 :]
+        assert statement_in_file(thm, changed).startswith("statement changed"), changed
+
+
+def test_name_with_a_prime_verifies() -> None:
+    thm = Theorem(
+        name="or_swap'", formal_statement="theorem or_swap' (p q : Prop) : p ∨ q → q ∨ p := by\n"
+    )
+    v = asyncio.run(verify_proof(make_cfg(), thm, SIMPLE_PROOF))
+    assert v.ok, v.reasons
+    assert v.file.endswith("#print axioms or_swap'\n")
+
+
+def test_forged_axiom_report_in_tactic_output_is_rejected() -> None:
+    """`trace` prints a report-shaped message before the real one: the proof is refused even when
+    the guard lets `trace` through, and by the guard by default."""
+    forged = "trace \"'or_swap' does not depend on any axioms\""
+    tactics = (SIMPLE_PROOF[0], forged, *SIMPLE_PROOF[1:])
+    v = asyncio.run(verify_proof(make_cfg(banned_tactics=()), THM, tactics))
+    assert not v.ok
+    assert any(r.startswith("a message other than the `#print axioms` report") for r in v.reasons)
+    assert (
+        asyncio.run(verify_proof(make_cfg(), THM, tactics))
+        .reasons[0]
+        .startswith("tactic 2 " + repr(forged) + ": banned by pattern")
+    )
+
+
+def test_dataset_preamble_is_trusted_and_survives_into_the_file() -> None:
+    """A preamble declaration in the statement is the dataset's (not guarded, elaborated by Lean);
+    the same declaration in the model's proof is refused."""
+    preamble = "/-- the dataset's helper -/\nlemma helper (p : Prop) : p → p := by\n  intro h\n  exact h\n\n"
+    thm = Theorem(name="or_swap", formal_statement=preamble + THM.formal_statement)
+    v = asyncio.run(verify_proof(make_cfg(), thm, SIMPLE_PROOF))
+    assert v.ok, v.reasons
+    assert v.file.startswith(preamble)
+    assert TacticGuard.from_config(make_cfg()).check(preamble) is not None  # a proof may not
+    in_proof = proof_file(THM, SIMPLE_PROOF).replace("\n\n#print", "\n" + preamble + "#print")
+    reasons = asyncio.run(verify_file(make_cfg(repl_command=("/nonexistent",)), THM, in_proof))
+    assert reasons.reasons[0].startswith("proof banned by pattern"), reasons.reasons
 
 
 def test_guard_blocked_tactic_is_rejected_before_lean() -> None:
@@ -117,49 +182,95 @@ def test_statement_hash_ignores_whitespace_only() -> None:
     assert statement_hash("theorem t (p : Prop) : p → p") != statement_hash(
         "theorem t (q : Prop) : q → q"
     )
-    assert "declares 't' 0 times" in statement_in_file(
+    assert statement_in_file(
         Theorem(name="t", formal_statement="theorem t : True := by\n"), "theorem t2 : True := by\n"
-    )
+    ).startswith("statement changed")
 
 
-def _units(*texts: tuple[str, str]) -> list[CompilationUnit]:
-    return [CompilationUnit((0, 1), tuple(Message(sev, text, 1, 0) for sev, text in texts))]
+FILE = "theorem t : True := by\n  trivial\n\n#print axioms t\n"
+REPORT_AT = FILE.index("#print")
+
+
+def _units(*texts: tuple[int, str, str]) -> list[CompilationUnit]:
+    """Two units, the theorem's and the `#print axioms` command's; (unit, severity, text)."""
+    bounds = [(0, REPORT_AT), (REPORT_AT, len(FILE))]
+    return [
+        CompilationUnit(b, tuple(Message(sev, text, 1, 0) for u, sev, text in texts if u == i))
+        for i, b in enumerate(bounds)
+    ]
 
 
 @pytest.mark.parametrize(
     ("messages", "ok", "axioms", "reason"),
     [
         (
-            [("information", "'t' depends on axioms: [propext, Quot.sound]")],
+            [(1, "information", "'t' depends on axioms: [propext, Quot.sound]")],
             True,
             ("propext", "Quot.sound"),
             None,
         ),
-        ([("information", "'t' does not depend on any axioms")], True, (), None),
+        ([(1, "information", "'t' does not depend on any axioms")], True, (), None),
         (
-            [("information", "'t' depends on axioms: [propext,\n Lean.ofReduceBool]")],
+            [(1, "information", "'t' depends on axioms: [propext,\n Lean.ofReduceBool]")],
             False,
             ("propext", "Lean.ofReduceBool"),
             "axioms outside lean.allowed_axioms: Lean.ofReduceBool",
         ),
         ([], False, (), "no `#print axioms t` report"),
         (
-            [("error", "unknown tactic"), ("information", "'t' does not depend on any axioms")],
+            [
+                (0, "error", "unknown tactic"),
+                (1, "information", "'t' does not depend on any axioms"),
+            ],
             False,
             (),
             "Lean error: 1:0: error: unknown tactic",
         ),
         (
-            [("information", "'other' does not depend on any axioms")],
+            [(1, "information", "'other' does not depend on any axioms")],
             False,
             (),
-            "no `#print axioms t` report",
+            "a message other than the `#print axioms` report looks like one",
+        ),
+        (  # the forged report first, the real one after: the real one is read, and both refused
+            [
+                (0, "information", "'t' does not depend on any axioms"),
+                (1, "information", "'t' depends on axioms: [Lean.ofReduceBool, sorryAx]"),
+            ],
+            False,
+            ("Lean.ofReduceBool", "sorryAx"),
+            "a message other than the `#print axioms` report looks like one: 1:0: information:",
+        ),
+        (  # two reports in the report's own unit
+            [
+                (1, "information", "'t' does not depend on any axioms"),
+                (1, "information", "'t' does not depend on any axioms"),
+            ],
+            False,
+            (),
+            "a message other than the `#print axioms` report looks like one",
         ),
     ],
 )
 def test_judge(messages, ok, axioms, reason) -> None:
     thm = Theorem(name="t", formal_statement="theorem t : True := by\n")
-    v = judge(LeanConfig(), thm, "file", _units(*messages))
-    assert v.ok is ok and v.axioms == axioms
+    v = judge(LeanConfig(), thm, FILE, _units(*messages))
+    assert v.ok is ok and v.axioms == axioms, v
     if reason:
         assert any(r.startswith(reason) for r in v.reasons), v.reasons
+
+
+@pytest.mark.parametrize("name", ["or_swap'", "f''", "a'b", "Nat.foo'_bar", "x₁'"])
+def test_report_names_with_primes_parse(name) -> None:
+    thm = Theorem(name=name, formal_statement=f"theorem {name} : True := by\n")
+    file = f"theorem {name} : True := by\n  trivial\n\n#print axioms {name}\n"
+    at = len(file[: file.index("#print")].encode())
+    units = [
+        CompilationUnit((0, at), ()),
+        CompilationUnit(
+            (at, len(file.encode())),
+            (Message("information", f"'{name}' depends on axioms: [propext]", 4, 0),),
+        ),
+    ]
+    v = judge(LeanConfig(), thm, file, units)
+    assert v.ok and v.axioms == ("propext",), v.reasons

@@ -605,3 +605,23 @@ def test_frontend_inherit_env_remembers_theorems() -> None:
         "unknown constant 'lost'"
     )
     assert call(repl, 'goal.start {"copyFrom": "keep"}')["stateId"] == 0
+
+
+def test_trace_logs_an_information_message_like_lean() -> None:
+    """`trace "…"` logs its text at the tactic and changes no goal: in a file (frontend.process)
+    and on a proof state (goal.tactic), as Lean does."""
+    from burnqed.proplogic.frontend import process_file
+    from burnqed.proplogic.repl import Repl
+
+    file = 'theorem t (p : Prop) : p → p := by\n  intro h\n  trace "hi \\"there\\""\n  exact h\n'
+    (unit,) = process_file(
+        Repl(), file, file_name="f", read_header=False, inherit_env=False, sorrys=False,
+        new_constants=False,
+    )  # fmt: skip
+    assert [(m["severity"], m["data"], m["pos"]["line"]) for m in unit["messages"]] == [
+        ("information", 'hi "there"', 3)
+    ]
+    repl = Repl()
+    start = repl.handle("goal.start", {"expr": "∀ (p : Prop), p → p"})
+    r = repl.handle("goal.tactic", {"stateId": start["stateId"], "tactic": 'trace "x"'})
+    assert [m["data"] for m in r["messages"]] == ["x"] and len(r["goals"]) == 1

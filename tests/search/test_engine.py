@@ -83,9 +83,42 @@ def test_found_proofs_verify_and_trees_keep_their_invariants(
         for n in r.tree.nodes:
             if n.solved and n.status == "failed":
                 assert n.error.startswith("verification")
+        # The result carries the verifier's verdict and its reasons for each refused proof.
+        assert r.rejected_proofs == len(r.rejections)
+        refused = [v for v in env.verifications if v[0] == r.theorem and not v[2]]
+        assert len(refused) == r.rejected_proofs
     assert env.open_sessions == 0, "every proof session is closed"
     accepted = [v for v in env.verifications if v[2]]
     assert all("cheat" not in tactics for _, tactics, _ in accepted)
+
+
+def test_a_cheat_is_rejected_and_a_real_proof_is_found():
+    """`cheat` closes the goal step by step and is tried first; verification refuses it (the
+    reason is kept), and the search goes on to a proof that verifies."""
+    thm = toy_theorem("t", 3)
+    policy = FixedPolicy({"cheat": -0.1, "step 1": -0.5, "step 3": -2.0})
+    cfg = SearchConfig(max_nodes=10, max_depth=5, num_candidates=3, concurrency=1, timeout_s=60)
+    env = ToyEnv()
+    (r,) = _run([thm], policy, env, cfg)
+    r.check(cfg)
+    assert r.status == "proved" and r.verified and "cheat" not in r.proof
+    assert ("t", ("cheat",), False) in env.verifications
+    assert ("t", r.proof, True) in env.verifications
+    assert r.rejected_proofs >= 1 and r.rejections[0] == "declaration uses 'sorryAx'"
+
+
+def test_verified_is_the_verdict_not_the_presence_of_a_proof():
+    """A verifier that answers neither yes nor no (ok=None) proves nothing."""
+
+    class Undecided(ToyEnv):
+        async def verify(self, theorem, tactics):
+            v = await super().verify(theorem, tactics)
+            return dataclasses.replace(v, ok=None, reasons=("verifier crashed",))
+
+    cfg = SearchConfig(max_nodes=4, max_depth=5, num_candidates=2, concurrency=1, timeout_s=60)
+    (r,) = _run([toy_theorem("t", 1)], FixedPolicy({"step 1": -0.1}), Undecided(), cfg)
+    assert r.status == "failed" and not r.verified and r.proof is None
+    assert r.rejections and all(x == "verifier crashed" for x in r.rejections)
 
 
 def _assert_best_first(tree, k: int, max_nodes: int, max_depth: int) -> None:

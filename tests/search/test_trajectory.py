@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 
 import pyarrow.parquet as pq
@@ -183,3 +184,21 @@ def test_a_retried_error_row_is_superseded_by_the_later_one_in_every_reader(tmp_
         w.add(b)
     s = read_summary(tmp_path)
     assert s.table.num_rows == 3 and any("already in" in x for x in s.skipped)
+
+
+def test_the_verdict_and_the_verifiers_reasons_are_stored(tmp_path):
+    """`verified` is the verifier's verdict and `rejections` its reasons, in the summary rows, with
+    the theorem's key (not its Lean name) in the `theorem` column."""
+    from tests.search.fakes import FixedPolicy, toy_theorem
+
+    thm = dataclasses.replace(toy_theorem("t", 3), key="t@test:7")
+    policy = FixedPolicy({"cheat": -0.1, "step 1": -0.5, "step 3": -2.0})
+    cfg = SearchConfig(max_nodes=10, max_depth=5, num_candidates=3, concurrency=1, timeout_s=60)
+    (r,) = asyncio.run(search_all([thm], policy, ToyEnv(), cfg, keep_trees=True))
+    with TrajectoryWriter(tmp_path) as w:
+        w.add(r)
+    (row,) = read_summary(tmp_path).table.to_pylist()
+    assert row["theorem"] == "t@test:7" and row["status"] == "proved" and row["verified"]
+    assert row["rejections"][0] == "declaration uses 'sorryAx'"
+    assert row["rejected_proofs"] == len(row["rejections"])
+    assert finished_attempts(tmp_path)[0] == {("t@test:7", 0)}

@@ -121,3 +121,37 @@ def test_later_iterations_and_the_baseline_resolve(tmp_path):
         assert needed in inputs, sft2
     baseline = next(b for b in blocks if b.startswith("search_baseline_shard:"))
     assert "models/base" in baseline.split("input:")[1].split("\n")[0]
+
+
+def test_proofnet_benchmark_through_the_workflow(tmp_path):
+    """Offline, from a clean copy: `burnqed data fetch proofnet --from FILE`, then Snakemake builds
+    ProofNet-test (186 rows, unique keys); a modified copy is refused naming the expected hash."""
+    proofnet = REPO.parent / "shared" / "data" / "proofnet" / "proofnet.jsonl"
+    for name in ("Snakefile", "params.yaml"):
+        shutil.copy(REPO / name, tmp_path / name)
+    for name in ("rules", "workflow"):
+        shutil.copytree(REPO / name, tmp_path / name)
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+
+    def fetch(src: Path) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "burnqed.cli", "data", "fetch", "proofnet", "--from", str(src)],
+            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+
+    tampered = tmp_path / "tampered.jsonl"
+    tampered.write_bytes(proofnet.read_bytes().replace(b"exercise_3_3", b"exercise_3_4", 1))
+    bad = fetch(tampered)
+    assert bad.returncode != 0
+    assert "expected 4a4d4fd69f45d6180830f12a73adb8a7e04915f651f3fa44a2877082fe252132" in bad.stderr
+    assert not (tmp_path / "data" / "raw" / "benchmarks" / "proofnet.jsonl").exists()
+    assert fetch(proofnet).returncode == 0
+    target = "data/benchmarks/proofnet_test.jsonl"
+    r = snakemake("--cores", "1", target, cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    rows = [json.loads(line) for line in (tmp_path / target).read_text("utf-8").splitlines()]
+    assert len(rows) == 186 and {r["split"] for r in rows} == {"test"}
+    keys = [r.get("key", r["name"]) for r in rows]
+    assert len(set(keys)) == 186 and any("@test:" in k for k in keys)
+    meta = json.loads((tmp_path / target.replace(".jsonl", ".meta.json")).read_text())
+    assert meta["rows"] == 186 and meta["source_sha256"].startswith("4a4d4fd6")
