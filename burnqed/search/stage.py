@@ -119,13 +119,17 @@ def shard_theorems(theorems: Sequence[Theorem], shard: tuple[int, int] | None) -
     return list(theorems[i::n])
 
 
-# `theorem <name> … :=` (then `by`, or nothing): the shape the search completes with tactics.
-_STATEMENT = re.compile(r"\A\s*(?:theorem|lemma)\s+[^\s:({\[]+[\s\S]*:=\s*(?:by\s*)?\Z")
+# `theorem <name> … :=` (then `by`, or nothing): the shape the search completes with tactics.  A
+# dataset's preamble (docstrings, `def`s, `abbrev`s: Goedel-Prover-V2, PutnamBench) may precede it.
+_STATEMENT = re.compile(
+    r"(?:\A|\n)\s*(?:(?:private|protected|noncomputable)\s+)*(?:theorem|lemma)\s+[^\s:({\[]+"
+    r"[\s\S]*:=\s*(?:by\s*)?\Z"
+)
 
 
 def read_theorem_file(path: Path) -> list[Theorem]:
     """The theorems of ``path``, checked before anything expensive starts: the file exists and
-    parses, each statement reads ``theorem <name> … := by``, no name repeats.  A problem raises
+    parses, each statement reads ``theorem <name> … := by`` (after any preamble), no key repeats.  A problem raises
     :class:`~burnqed.config.InputError` (or ``TheoremFileError``) naming the file and line."""
     path = Path(path)
     if not path.is_file():
@@ -140,16 +144,14 @@ def read_theorem_file(path: Path) -> list[Theorem]:
         raise InputError(f"{path}: no theorems in the file")
     first: dict[str, int] = {}
     for lineno, t in zip(lines, theorems, strict=True):
-        if not _STATEMENT.match(t.formal_statement):
+        if not _STATEMENT.search(t.formal_statement):
             raise InputError(
                 f"{path}:{lineno}: formal_statement must read `theorem <name> … := by`, got "
                 f"{t.formal_statement.strip()[:80]!r}"
             )
-        if t.name in first:
-            raise InputError(
-                f"{path}:{lineno}: theorem name {t.name!r} repeats line {first[t.name]}"
-            )
-        first[t.name] = lineno
+        if t.key in first:  # read_theorems qualifies repeated names, so only a repeated key is left
+            raise InputError(f"{path}:{lineno}: theorem key {t.key!r} repeats line {first[t.key]}")
+        first[t.key] = lineno
     return theorems
 
 

@@ -119,13 +119,21 @@ def test_a_typo_in_the_theorem_file_is_one_line_exit_2_from_the_command(tmp_path
     [
         ([record("t0", "theorm t0 (p : Prop) : p → p := by\n")], [":1:", "theorem <name>"]),
         ([record("t0", "theorem t0 (p : Prop) : p → p\n")], [":1:", "theorem <name>"]),
-        (
-            [record("a", "theorem a : True := by\n"), "", record("a", "theorem a : True := by\n")],
-            [":3:", "'a' repeats line 1"],
+        (  # a repeated name is qualified into distinct keys (ProofNet); a repeated key is not
+            [
+                json.dumps(
+                    {"name": "a", "key": "k", "formal_statement": "theorem a : True := by\n"}
+                ),
+                "",
+                json.dumps(
+                    {"name": "b", "key": "k", "formal_statement": "theorem b : True := by\n"}
+                ),
+            ],
+            [":3:", "duplicate theorem key 'k' (also at line 1)"],
         ),
         ([json.dumps({"name": "t0"})], [":1:", "formal_statement"]),
     ],
-    ids=["keyword-typo", "no-:=", "duplicate-name", "missing-key"],
+    ids=["keyword-typo", "no-:=", "duplicate-key", "missing-key"],
 )
 def test_each_bad_theorem_file_is_one_line_naming_the_line(tmp_path, lines, needles):
     path = theorem_file(tmp_path, lines)
