@@ -155,3 +155,62 @@ def test_proofnet_benchmark_through_the_workflow(tmp_path):
     assert len(set(keys)) == 186 and any("@test:" in k for k in keys)
     meta = json.loads((tmp_path / target.replace(".jsonl", ".meta.json")).read_text())
     assert meta["rows"] == 186 and meta["source_sha256"].startswith("4a4d4fd6")
+
+
+def _job_counts(out: str) -> dict[str, int]:
+    stats = out.split("Job stats:")[1].splitlines()[2:]
+    return {
+        line.split()[0]: int(line.split()[1])
+        for line in stats
+        if len(line.split()) == 2 and line.split()[1].isdigit()
+    }
+
+
+@pytest.mark.parametrize(
+    "overlay", [None, REPO / "config" / "demo.yaml"], ids=["params.yaml", "demo.yaml"]
+)
+def test_dry_run_plans_the_whole_loop(overlay, tmp_path):
+    """`snakemake -n` (rule all) plans every iteration: baseline, SFT + merge per iteration, an EBM
+    per later iteration, the searches that feed them, evals with ablations and the search-longer
+    control, per-iteration and cross-iteration reports, and compare."""
+    shutil.copy(REPO / "params.yaml", tmp_path / "params.yaml")
+    args = ["-n", "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path)]
+    if overlay:
+        args += ["--configfile", str(overlay)]
+    r = snakemake(*args)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out
+    n = yaml.safe_load((overlay or REPO / "params.yaml").read_text())["iterations"]
+    assert n == (2 if overlay else 3)
+    jobs = _job_counts(out)
+    expected = {
+        "base_model": 1,
+        "sft": n,
+        "merge": n,
+        "ebm_embed": n - 1,
+        "ebm_train": n - 1,
+        "ebm_metrics": n - 1,
+        "search_shard": n - 1,  # the last iteration's own search only feeds the next one
+        "search_noise_shard": 1,
+        "search_pool_select": n - 1,
+        "eval_baseline": 1,
+        "eval": n,
+        "eval_no_ebm": n - 1,
+        "eval_longer": 1,
+        "report": n,
+        "report_cross": 1,
+        "compare": 1,
+    }
+    assert {k: jobs.get(k) for k in expected} == expected, out[-3000:]
+
+
+def test_the_last_iterations_eval_needs_every_stage_before_it(tmp_path):
+    shutil.copy(REPO / "params.yaml", tmp_path / "params.yaml")
+    r = snakemake("-n", "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path),
+                  "results/iter_2/eval.json")  # fmt: skip
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out
+    jobs = _job_counts(out)
+    assert jobs["eval_baseline"] == 1 and jobs["eval"] == 3
+    assert jobs["sft"] == jobs["merge"] == 3 and jobs["ebm_train"] == jobs["ebm_embed"] == 2
+    assert jobs["search_shard"] == 2 and jobs["search_noise_shard"] == 1
