@@ -214,3 +214,24 @@ def test_the_last_iterations_eval_needs_every_stage_before_it(tmp_path):
     assert jobs["eval_baseline"] == 1 and jobs["eval"] == 3
     assert jobs["sft"] == jobs["merge"] == 3 and jobs["ebm_train"] == jobs["ebm_embed"] == 2
     assert jobs["search_shard"] == 2 and jobs["search_noise_shard"] == 1
+
+
+@pytest.mark.parametrize("benchmark", ["minif2f_test", "proofnet_test"])
+def test_any_registered_benchmark_split_is_planned_for_evaluation(benchmark, tmp_path):
+    """`eval.benchmark` names any registered split: the eval (and the decontamination of the
+    training data against it) is planned from the registry's fetch and split rules."""
+    shutil.copy(REPO / "params.yaml", tmp_path / "params.yaml")
+    overlay = tmp_path / "bench.yaml"
+    overlay.write_text(yaml.safe_dump({"eval": {"benchmark": benchmark}}), encoding="utf-8")
+    r = snakemake("-n", "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path),
+                  "results/iter_0/eval.json", "--configfile", str(overlay))  # fmt: skip
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out
+    name = benchmark.split("_")[0]
+    assert f"data/raw/benchmarks/{name}.jsonl" in out
+    assert (
+        f"data/benchmarks/{benchmark}.jsonl" in out
+        and f"data/benchmarks/{benchmark}.meta.json" in out
+    )
+    eval_job = out.split("rule eval:")[1].split("\n\n")[0]
+    assert f"data/benchmarks/{benchmark}.jsonl" in eval_job
