@@ -132,31 +132,40 @@ _REQUIRED = ("name", "formal_statement")
 _KNOWN = {f for f in Theorem.__dataclass_fields__}
 
 
-def read_theorems(path: str | Path) -> Iterator[Theorem]:
-    """Yield the theorems of a JSONL file; a bad line or a repeated key raises
-    :class:`TheoremFileError` naming it (keys are assigned as :func:`assign_keys` does)."""
-    path = Path(path)
-    rows: list[tuple[int, Theorem]] = []
-    fixed: set[int] = set()  # lines whose record carries its own key
-    with path.open(encoding="utf-8") as f:
+def jsonl_objects(
+    path: Path, *, error: type[ValueError] = TheoremFileError
+) -> Iterator[tuple[int, dict]]:
+    """``(line, record)`` of each non-blank line of a JSONL file of objects; a line that is not a
+    JSON object raises ``error`` naming the file and line."""
+    with Path(path).open(encoding="utf-8") as f:
         for lineno, line in enumerate(f, 1):
             if not line.strip():
                 continue
             try:
                 rec = json.loads(line)
             except json.JSONDecodeError as e:
-                raise TheoremFileError(f"{path}:{lineno}: not JSON ({e.msg})") from None
+                raise error(f"{path}:{lineno}: not JSON ({e.msg})") from None
             if not isinstance(rec, dict):
-                raise TheoremFileError(f"{path}:{lineno}: expected a JSON object")
-            missing = [k for k in _REQUIRED if not isinstance(rec.get(k), str) or not rec.get(k)]
-            if missing:
-                raise TheoremFileError(f"{path}:{lineno}: missing or empty key(s) {missing}")
-            kwargs = {k: v for k, v in rec.items() if k in _KNOWN}
-            if kwargs.get("proof") is not None:
-                kwargs["proof"] = tuple(kwargs["proof"])
-            if isinstance(rec.get("key"), str) and rec["key"]:
-                fixed.add(lineno)
-            rows.append((lineno, Theorem(**kwargs)))
+                raise error(f"{path}:{lineno}: expected a JSON object")
+            yield lineno, rec
+
+
+def read_theorems(path: str | Path) -> Iterator[Theorem]:
+    """Yield the theorems of a JSONL file; a bad line or a repeated key raises
+    :class:`TheoremFileError` naming it (keys are assigned as :func:`assign_keys` does)."""
+    path = Path(path)
+    rows: list[tuple[int, Theorem]] = []
+    fixed: set[int] = set()  # lines whose record carries its own key
+    for lineno, rec in jsonl_objects(path):
+        missing = [k for k in _REQUIRED if not isinstance(rec.get(k), str) or not rec.get(k)]
+        if missing:
+            raise TheoremFileError(f"{path}:{lineno}: missing or empty key(s) {missing}")
+        kwargs = {k: v for k, v in rec.items() if k in _KNOWN}
+        if kwargs.get("proof") is not None:
+            kwargs["proof"] = tuple(kwargs["proof"])
+        if isinstance(rec.get("key"), str) and rec["key"]:
+            fixed.add(lineno)
+        rows.append((lineno, Theorem(**kwargs)))
     yield from assign_keys(rows, where=path, fixed=fixed)
 
 

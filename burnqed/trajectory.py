@@ -196,7 +196,10 @@ def part_name(part_id: int) -> str:
     return f"part-{part_id:06d}.parquet"
 
 
-def _write_atomic(table: pa.Table, path: Path, metadata: Mapping[str, str]) -> None:
+def write_parquet_atomic(
+    table: pa.Table, path: Path, metadata: Mapping[str, str] | None = None
+) -> None:
+    """Write ``table`` to ``path`` all or nothing: a hidden temporary file, fsynced, renamed."""
     if metadata:
         table = table.replace_schema_metadata({**(table.schema.metadata or {}), **metadata})
     tmp = path.with_name(f".{path.name}.tmp")
@@ -289,8 +292,8 @@ class TrajectoryWriter:
         )
         summary = pa.Table.from_pylist(self._summary, schema=SUMMARY_SCHEMA)
         # Nodes first: the summary part commits the checkpoint (see the module docstring).
-        _write_atomic(nodes, self.nodes_dir / part, self.metadata)
-        _write_atomic(summary, self.summary_dir / part, self.metadata)
+        write_parquet_atomic(nodes, self.nodes_dir / part, self.metadata)
+        write_parquet_atomic(summary, self.summary_dir / part, self.metadata)
         log.info("checkpoint %s: %d attempts, %d node rows", part, summary.num_rows, nodes.num_rows)
         self.next_part += 1
         self.parts_written += 1

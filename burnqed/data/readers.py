@@ -47,7 +47,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from burnqed.data.schema import TACTIC_PAIR_SCHEMA
-from burnqed.theorems import Theorem, TheoremFileError, assign_keys, strip_sorry
+from burnqed.theorems import (
+    Theorem,
+    TheoremFileError,
+    assign_keys,
+    jsonl_objects,
+    strip_sorry,
+)
 
 log = logging.getLogger(__name__)
 
@@ -428,17 +434,7 @@ def _jsonl_rows(path: Path) -> Iterator[tuple[int, dict]]:
     """``(line, record)`` of a JSONL file of objects; a bad line raises naming it."""
     if not path.is_file():
         raise DataFormatError(f"{path}: no such file")
-    with path.open(encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise DataFormatError(f"{path}:{lineno}: not JSON ({e.msg})") from None
-            if not isinstance(rec, dict):
-                raise DataFormatError(f"{path}:{lineno}: expected a JSON object")
-            yield lineno, rec
+    yield from jsonl_objects(path, error=DataFormatError)
 
 
 def _keyed(rows: list[tuple[int, Theorem]], path: Path) -> list[Theorem]:

@@ -39,6 +39,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from burnqed.trajectory import write_parquet_atomic
+
 log = logging.getLogger(__name__)
 
 _PART = re.compile(r"^part-(\d{6,})\.parquet$")
@@ -161,14 +163,7 @@ def _write_part(cache_dir: Path, pid: int, digest: str, hashes: list[str], vecs:
         schema=CACHE_SCHEMA,
     )
     path = _part(cache_dir, pid)
-    tmp = path.with_name(f".{path.name}.tmp")
-    pq.write_table(table, tmp, compression="zstd")
-    fd = os.open(tmp, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+    write_parquet_atomic(table, path)
     return path
 
 

@@ -25,7 +25,6 @@ import logging
 import os
 import platform
 import shutil
-import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -39,25 +38,17 @@ from burnqed.ebm.embeddings import (
     read_cache,
 )
 from burnqed.ebm.groups import build_groups, load_states, trajectory_dirs
+from burnqed.provenance import git_commit
 
 log = logging.getLogger(__name__)
 
 MANIFEST = "manifest.json"
 
 
-def _git_commit() -> str | None:
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                             timeout=5, cwd=Path(__file__).parent)  # fmt: skip
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return (out.stdout.strip() or None) if out.returncode == 0 else None
-
-
 def _provenance() -> dict[str, Any]:
     import torch
 
-    return {"git_commit": _git_commit(), "python": platform.python_version(),
+    return {"git_commit": git_commit(), "python": platform.python_version(),
             "torch": torch.__version__}  # fmt: skip
 
 

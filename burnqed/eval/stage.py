@@ -23,10 +23,7 @@ import hashlib
 import json
 import logging
 import os
-import platform
-import subprocess
 from collections.abc import Mapping
-from importlib import metadata
 from pathlib import Path
 from typing import Any, Literal
 
@@ -40,11 +37,10 @@ from burnqed.data.benchmarks import (
 )
 from burnqed.eval.metrics import score_trajectories
 from burnqed.eval.table import log_table
+from burnqed.provenance import git_commit, package_versions
 from burnqed.theorems import read_theorems
 
 log = logging.getLogger(__name__)
-
-PACKAGES = ("burnqed", "torch", "transformers", "peft", "trl", "duckdb", "pyarrow", "snakemake")
 
 
 def meta_path(benchmark: Path) -> Path:
@@ -115,30 +111,6 @@ def path_digest(path: Path | str | None) -> str | None:
     for f in sorted(x for x in p.rglob("*") if x.is_file()):
         h.update(str(f.relative_to(p)).encode() + b"\0" + sha256_file(f).encode() + b"\n")
     return h.hexdigest()
-
-
-def git_commit() -> str | None:
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=5,
-            cwd=Path(__file__).parent,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.strip() or None if out.returncode == 0 else None
-
-
-def package_versions() -> dict[str, str | None]:
-    versions: dict[str, str | None] = {"python": platform.python_version()}
-    for name in PACKAGES:
-        try:
-            versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            versions[name] = None
-    return versions
 
 
 def repl_provenance(lean: Mapping[str, Any]) -> dict:

@@ -41,7 +41,6 @@ import platform
 import re
 import shutil
 import signal
-import subprocess
 import sys
 import time
 from collections import Counter
@@ -53,6 +52,7 @@ from typing import Any, Literal
 from burnqed.config import InputError, LeanConfig, PolicyConfig, SearchConfig
 from burnqed.data.prompt import STOP
 from burnqed.policy import SamplingParams, TacticGenerator
+from burnqed.provenance import git_commit
 from burnqed.search.engine import ProofEnvironment, SearchResult, search_all
 from burnqed.search.value import ValueModel
 from burnqed.theorems import Theorem, read_theorems
@@ -239,20 +239,6 @@ def check_repl(cfg: LeanConfig) -> str:
         if "lean.repl_command" not in text:
             text = f"lean.repl_command {list(cfg.repl_command)}: {text}"
         raise InputError(text) from e
-
-
-def _git_commit() -> str | None:
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=5,
-            cwd=Path(__file__).parent,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.strip() or None if out.returncode == 0 else None
 
 
 def _progress(total: int):
@@ -501,7 +487,7 @@ def run(
         "ebm": str(ebm) if ebm else None,
         "shard": list(shard) if shard else None,
         "seed": seed,
-        "git_commit": _git_commit(),
+        "git_commit": git_commit(),
         "python": platform.python_version(),
         "lean": lean_cfg.to_dict(),
         "repl_version": repl_version,

@@ -27,27 +27,19 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import platform
 import shutil
-import subprocess
 import sys
 from collections.abc import Iterator, Mapping
-from importlib import metadata
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-import burnqed
+from burnqed.provenance import git_state, package_versions
 
 log = logging.getLogger(__name__)
 
+
 # Distributions whose versions change what a trained model is; recorded when installed.
-TRACKED_PACKAGES = (
-    "torch", "transformers", "tokenizers", "peft", "trl", "accelerate", "datasets",
-    "bitsandbytes", "safetensors",
-)  # fmt: skip
-
-
 @contextlib.contextmanager
 def staged_dir(out: Path) -> Iterator[Path]:
     """Yield ``<out>.tmp`` (emptied first); on success replace ``out`` with it.
@@ -94,41 +86,9 @@ def quiet_progress_bars(*, datasets: bool = False) -> None:
         hf_datasets.disable_progress_bars()
 
 
-def git_commit() -> dict[str, Any]:
-    """``{"commit": sha or None, "dirty": bool or None}`` of the checkout burnqed runs from."""
-    where = Path(burnqed.__file__).resolve().parent
-    try:
-        sha = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=where, capture_output=True, text=True, timeout=10
-        )
-        if sha.returncode != 0:
-            return {"commit": None, "dirty": None}
-        status = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=where, capture_output=True, text=True, timeout=10,
-        )  # fmt: skip
-    except (OSError, subprocess.TimeoutExpired):
-        return {"commit": None, "dirty": None}
-    return {"commit": sha.stdout.strip(), "dirty": bool(status.stdout.strip())}
-
-
-def package_versions() -> dict[str, str | None]:
-    """Versions of burnqed, Python and :data:`TRACKED_PACKAGES` (None when not installed)."""
-    versions: dict[str, str | None] = {
-        "burnqed": burnqed.__version__,
-        "python": platform.python_version(),
-    }
-    for name in TRACKED_PACKAGES:
-        try:
-            versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            versions[name] = None
-    return versions
-
-
 def provenance() -> dict[str, Any]:
     """Versions, git commit and command line: how an artifact was made."""
-    return {"versions": package_versions(), "git": git_commit(), "argv": list(sys.argv)}
+    return {"versions": package_versions(), "git": git_state(), "argv": list(sys.argv)}
 
 
 def write_json(path: Path, data: Mapping[str, Any]) -> None:
