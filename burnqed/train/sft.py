@@ -369,8 +369,9 @@ def select_step(
 
     ``plateau``: the lowest trajectory loss among the steps whose base-pair loss is within
     ``tolerance`` (relative) of the lowest base-pair loss up to and including that step (step 0
-    included); ``pairs_loss`` / ``trajectory_loss``: the lowest of that loss.  Ties: the earlier
-    step.  Without a trajectory loss every criterion is ``pairs_loss``.
+    included) — or, when no step holds it there, the step with the lowest base-pair loss;
+    ``pairs_loss`` / ``trajectory_loss``: the lowest of that loss.  Ties: the earlier step.
+    Without a trajectory loss every criterion is ``pairs_loss``.
     """
     steps = sorted(s for s in history if s > 0)
     if not steps:
@@ -392,6 +393,21 @@ def select_step(
         best_pairs = min(best_pairs, history[s]["pairs"])
         if history[s]["pairs"] <= best_pairs * (1 + tolerance):
             holding.append(s)
+    if not holding:
+        # Every trained step moved the base-pair loss more than `tolerance` above the warm start's:
+        # no plateau to choose from, so keep the step that hurt the base pairs least.
+        step = min(steps, key=lambda s: (history[s]["pairs"], s))
+        log.warning(
+            "sft.select_by plateau: no evaluated step kept the base-pair val loss within %.1f%% "
+            "of its lowest (%.4f at the warm start); keeping step %d, the least above it (%.4f)",
+            100 * tolerance, best_pairs, step, history[step]["pairs"],
+        )  # fmt: skip
+        return Chosen(
+            step,
+            "plateau (none held: lowest base-pair loss)",
+            f"no step held the base-pair val loss within {tolerance:.1%} of its lowest "
+            f"({best_pairs:.4f}); lowest after training {history[step]['pairs']:.4f}",
+        )
     step = min(holding, key=lambda s: (history[s]["trajectory"], s))
     return Chosen(
         step,
