@@ -487,6 +487,8 @@ class TinyBaseConfig:
     # -- bookkeeping --
     log_every: int = 50  # steps between metrics.jsonl records
     eval_pairs: int = 200  # held-out pairs for the accuracy check (0: skip)
+    # Train only on the pairs of proofs with at most this many steps (None: all).
+    max_proof_steps: int | None = None
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "hidden_size", "layers", "heads", "intermediate_size",

@@ -147,7 +147,9 @@ def _build_tiny(out: Path, cfg: TinyBaseConfig, pairs: Path, val: Path | None, s
     from burnqed.policy.tiny import build_tiny_model
 
     quiet_progress_bars()
-    examples = read_examples(pairs, what="tiny base training pairs")
+    examples = read_examples(
+        pairs, what="tiny base training pairs", max_proof_steps=cfg.max_proof_steps
+    )
     val_examples = []
     if val is not None and cfg.eval_pairs:
         # A seeded sample across theorems (the file is ordered by theorem, its head is a few).

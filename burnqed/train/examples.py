@@ -34,12 +34,18 @@ class TrainingDataError(ValueError):
 
 
 def read_examples(
-    path: Path, *, limit: int | None = None, seed: int = 0, what: str = "tactic pairs"
+    path: Path,
+    *,
+    limit: int | None = None,
+    seed: int = 0,
+    what: str = "tactic pairs",
+    max_proof_steps: int | None = None,
 ) -> list[dict[str, str]]:
     """``{"prompt", "completion"}`` dicts for the pairs in ``path``.
 
     ``limit`` keeps a seeded random subsample (the iteration > 0 base-pair subsample); order is
-    otherwise the file's.  Raises :class:`TrainingDataError` naming ``path`` when it is missing,
+    otherwise the file's.  ``max_proof_steps`` keeps only the pairs of theorems whose traced proof
+    has at most that many steps (its deepest pair's ``depth`` + 1).  Raises :class:`TrainingDataError` naming ``path`` when it is missing,
     not a tactic-pair table, or has no rows.
     """
     import pyarrow.parquet as pq
@@ -55,6 +61,17 @@ def read_examples(
         validate_tactic_pairs(table, where=str(path))
     except SchemaError as e:
         raise TrainingDataError(str(e)) from None
+    if max_proof_steps is not None:
+        import pyarrow.compute as pc
+
+        lengths = table.group_by("theorem").aggregate([("depth", "max")])
+        short = lengths.filter(pc.less(lengths.column("depth_max"), max_proof_steps))
+        keep = pc.is_in(table.column("theorem"), value_set=short.column("theorem"))
+        log.info(
+            "%s: %d of %d pairs come from proofs of at most %d steps (%s)",
+            path, pc.sum(keep).as_py() or 0, table.num_rows, max_proof_steps, what,
+        )  # fmt: skip
+        table = table.filter(keep)
     if table.num_rows == 0:
         raise TrainingDataError(f"{path}: no rows ({what})")
     states = table.column("state_before").to_pylist()

@@ -19,6 +19,9 @@ import yaml
 
 from burnqed.trajectory import read_nodes, read_summary
 
+# The module fixture runs a whole shrunken workflow: minutes on a busy 2-core machine.
+pytestmark = pytest.mark.timeout(900)
+
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 SNAKEMAKE = shutil.which("snakemake", path=str(BIN)) or "snakemake"

@@ -22,7 +22,7 @@ import yaml
 
 from burnqed.trajectory import finished_attempts, read_summary
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
