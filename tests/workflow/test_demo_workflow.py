@@ -44,7 +44,13 @@ SMALL = {
     "model": {
         # Bounded by steps, not by the clock: on a loaded machine a 60 s cap stopped it after 40
         # steps, and the model then proved nothing (the proof count below must not depend on load).
-        "tiny": {"steps": 150, "max_seconds": 900, "warmup_steps": 10, "eval_pairs": 20},
+        "tiny": {
+            "steps": 150,
+            "max_seconds": 900,
+            "warmup_steps": 10,
+            "eval_pairs": 20,
+            "max_proof_steps": None,  # all the pairs (the demo pretrains on short proofs only)
+        },
     },
     "sft": {"max_steps": 6, "eval_steps": 3, "batch_size": 8, "warmup_steps": 1},
     "search": {"max_nodes": 8, "timeout_s": 60, "concurrency": 4, "checkpoint_every": 3},

@@ -41,7 +41,15 @@ SMALL = {
         "val_fraction": 0.1,
     },
     "lean": {"workers": 1},
-    "model": {"tiny": {"steps": 150, "max_seconds": 900, "warmup_steps": 10, "eval_pairs": 20}},
+    "model": {
+        "tiny": {
+            "steps": 150,
+            "max_seconds": 900,
+            "warmup_steps": 10,
+            "eval_pairs": 20,
+            "max_proof_steps": None,  # all the pairs: iteration 0 must prove something to learn from
+        }
+    },
     "sft": {
         "max_steps": 6,
         "later_max_steps": 4,
