@@ -55,8 +55,11 @@ import pyarrow.parquet as pq
 if TYPE_CHECKING:
     import duckdb
 
-    from burnqed.search.engine import SearchResult
-    from burnqed.search.tree import Node
+# The writer takes search results (burnqed.search.engine.SearchResult, burnqed.search.tree.Node) but
+# does not import them, even for annotations: this module sits below search (and below the EBM and
+# SFT stages that read trajectories), so it must not depend on it.
+SearchResult = Any
+Node = Any
 
 log = logging.getLogger(__name__)
 
