@@ -41,6 +41,7 @@ Example::
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -486,3 +487,27 @@ def open_duckdb(
     con.register("nodes", _concat([nodes[c.part] for c in valid], NODE_SCHEMA))
     con.register("summary", _concat([c.summary for c in valid], SUMMARY_SCHEMA))
     return con, skipped
+
+
+def search_part_dirs(directory: str | Path) -> list[Path]:
+    """The trajectory directories of a search output: ``directory`` itself when it holds parts,
+    else its shards — those its ``manifest.json`` lists (so a stale shard of an earlier, differently
+    sharded run is not read), or every ``shard_*`` without a manifest.  A listed shard without
+    parts raises; no parts at all gives ``[]`` (each caller says what that means for it)."""
+    directory = Path(directory)
+    if (directory / SUMMARY_DIR).is_dir():
+        return [directory]
+    if not directory.is_dir():
+        raise FileNotFoundError(f"{directory}: no such search directory (run its search first)")
+    listed = []
+    manifest = directory / "manifest.json"
+    if manifest.is_file():
+        try:
+            listed = json.loads(manifest.read_text(encoding="utf-8")).get("shards") or []
+        except json.JSONDecodeError:
+            log.warning("%s: not valid JSON; reading every shard_* directory", manifest)
+    shards = [directory / Path(s).name for s in listed] or sorted(directory.glob("shard_*"))
+    missing = [d for d in shards if not (d / SUMMARY_DIR).is_dir()]
+    if missing:
+        raise FileNotFoundError(f"{missing[0]}: listed shard has no trajectory parts (summary/)")
+    return shards

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from burnqed.trajectory import read_nodes
+from burnqed.trajectory import read_nodes, search_part_dirs
 
 log = logging.getLogger(__name__)
 
@@ -46,14 +46,12 @@ def depth_bucket(depth: int) -> str:
 
 
 def trajectory_dirs(path: str | Path) -> list[Path]:
-    """The trajectory directories of a search output: ``path`` itself when it holds ``nodes/``,
-    else its ``shard_*`` directories (a ``manifest.json`` path stands for its directory)."""
+    """The trajectory directories of a search output (:func:`burnqed.trajectory.search_part_dirs`;
+    a ``manifest.json`` path stands for its directory); none at all raises."""
     path = Path(path)
     if path.name == "manifest.json":
         path = path.parent
-    if (path / "nodes").is_dir():
-        return [path]
-    shards = sorted(p for p in path.glob("shard_*") if (p / "nodes").is_dir())
+    shards = search_part_dirs(path)
     if not shards:
         raise FileNotFoundError(f"{path}: no trajectories (no nodes/ and no shard_*/nodes/)")
     return shards

@@ -31,18 +31,9 @@ from pathlib import Path
 
 from burnqed.config import LeanConfig, SearchConfig
 from burnqed.theorems import Theorem, read_theorems, write_theorems
-from burnqed.trajectory import read_summary
+from burnqed.trajectory import read_summary, search_part_dirs
 
 log = logging.getLogger(__name__)
-
-
-def trajectory_dirs(root: Path) -> list[Path]:
-    """The trajectory directories under a search output: ``root`` itself when it holds parts, else
-    its ``shard_*`` subdirectories (a sharded search)."""
-    root = Path(root)
-    if (root / "summary").is_dir():
-        return [root]
-    return sorted(p for p in root.glob("shard_*") if p.is_dir())
 
 
 def proved_theorems(searches: Sequence[Path]) -> tuple[set[str], list[str]]:
@@ -51,7 +42,7 @@ def proved_theorems(searches: Sequence[Path]) -> tuple[set[str], list[str]]:
     proved: set[str] = set()
     skipped: list[str] = []
     for root in searches:
-        dirs = trajectory_dirs(root)
+        dirs = search_part_dirs(root)
         if not dirs:
             raise FileNotFoundError(f"{root}: no trajectory parts (not a search output directory)")
         for d in dirs:
@@ -185,4 +176,4 @@ def run(
     return counts
 
 
-__all__ = ["proved_theorems", "run", "select_pool", "trajectory_dirs"]
+__all__ = ["proved_theorems", "run", "select_pool"]

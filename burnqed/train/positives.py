@@ -24,7 +24,6 @@ Example::
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -35,7 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from burnqed.data.schema import TACTIC_PAIR_SCHEMA
-from burnqed.trajectory import SUMMARY_DIR, open_duckdb
+from burnqed.trajectory import open_duckdb, search_part_dirs
 
 log = logging.getLogger(__name__)
 
@@ -77,23 +76,8 @@ def label_of(directory: Path) -> str:
 
 
 def _part_dirs(directory: Path) -> list[Path]:
-    """The trajectory directories of a search: itself, or its shards — those its ``manifest.json``
-    lists (so a stale shard of an earlier, differently sharded run is not read), else ``shard_*``."""
-    if (directory / SUMMARY_DIR).is_dir():
-        return [directory]
-    if not directory.is_dir():
-        raise FileNotFoundError(f"{directory}: no such search directory (run its search first)")
-    listed = []
-    manifest = directory / MANIFEST
-    if manifest.is_file():
-        try:
-            listed = json.loads(manifest.read_text(encoding="utf-8")).get("shards") or []
-        except json.JSONDecodeError:
-            log.warning("%s: not valid JSON; reading every shard_* directory", manifest)
-    shards = [directory / Path(s).name for s in listed] or sorted(directory.glob("shard_*"))
-    missing = [d for d in shards if not (d / SUMMARY_DIR).is_dir()]
-    if missing:
-        raise FileNotFoundError(f"{missing[0]}: listed shard has no trajectory parts (summary/)")
+    """:func:`burnqed.trajectory.search_part_dirs`, warning when the search wrote no parts."""
+    shards = search_part_dirs(directory)
     if not shards:
         log.warning("%s: no trajectory parts (no summary/ here or in shard_*/)", directory)
     return shards

@@ -9,10 +9,10 @@ import sys
 
 from burnqed.config import SearchConfig
 from burnqed.policy import SamplingParams
-from burnqed.search.selection import proved_theorems, run, select_pool, trajectory_dirs
+from burnqed.search.selection import proved_theorems, run, select_pool
 from burnqed.search.stage import search_to_dir
 from burnqed.theorems import Theorem, read_theorems, write_theorems
-from burnqed.trajectory import read_summary
+from burnqed.trajectory import read_summary, search_part_dirs
 from tests.search.fakes import RandomToyPolicy, ToyEnv, toy_theorems
 
 
@@ -70,9 +70,9 @@ def test_proved_theorems_reads_shards_and_counts_only_verified_proofs(tmp_path):
     root = tmp_path / "search"
     _toy_search(root / "shard_0", theorems[:12])
     _toy_search(root / "shard_1", theorems[12:])
-    assert trajectory_dirs(root) == [root / "shard_0", root / "shard_1"]
+    assert search_part_dirs(root) == [root / "shard_0", root / "shard_1"]
     expected = set()
-    for d in trajectory_dirs(root):
+    for d in search_part_dirs(root):
         for r in read_summary(d).table.to_pylist():
             if r["status"] == "proved" and r["verified"]:
                 expected.add(r["theorem"])
