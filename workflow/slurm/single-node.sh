@@ -7,7 +7,7 @@
 #
 #   workflow/slurm/single-node.sh install     # as root: apt-get install slurm-wlm munge (if missing)
 #   workflow/slurm/single-node.sh start       # as root: write the config, start the daemons, wait
-#   export SLURM_CONF=/tmp/burnqed-slurm/slurm.conf
+#   export SLURM_CONF="$BURNQED_SLURM_DIR/slurm.conf"
 #   snakemake --profile workflow/profiles/slurm --slurm-status-command squeue <target>
 #   workflow/slurm/single-node.sh stop        # stops the three daemons and waits until they are gone
 #
@@ -19,11 +19,11 @@
 # needs, and every finished job is written to SLURM's job completion log
 # (JobCompType=jobcomp/filetxt, $DIR/jobcomp.log).
 #
-# Environment: BURNQED_SLURM_DIR (default /tmp/burnqed-slurm), BURNQED_SLURM_CPUS (16),
+# Environment: BURNQED_SLURM_DIR (default $TMPDIR/burnqed-slurm, TMPDIR defaulting to /tmp), BURNQED_SLURM_CPUS (16),
 # BURNQED_SLURM_MEM_MB (131072), BURNQED_SLURM_GPUS (2), BURNQED_SLURM_PORT (16817; slurmd uses +1).
 set -euo pipefail
 
-DIR=${BURNQED_SLURM_DIR:-/tmp/burnqed-slurm}
+DIR=${BURNQED_SLURM_DIR:-${TMPDIR:-/tmp}/burnqed-slurm}
 CPUS=${BURNQED_SLURM_CPUS:-16}
 MEM_MB=${BURNQED_SLURM_MEM_MB:-131072}
 GPUS=${BURNQED_SLURM_GPUS:-2}
