@@ -9,10 +9,15 @@ found step by step counts only after :meth:`ProofEnvironment.verify` accepts the
 Throughput comes from running ``concurrency`` searches together on one event loop:
 
 - every search's generation requests go into one queue, sent to the (synchronous) generator from a
-  dedicated thread in batches of up to ``batch_generate_size``.  A batch is sent when it is full, or
-  when the requests already waiting are at least as many as could still arrive from the searches that
-  are busy elsewhere (Lean, verification, value scoring) — so waiting could at most double it.  There
-  is no timer, so no latency is added when nothing more can come.
+  dedicated thread in batches of up to ``batch_generate_size``, **whenever the generator is idle**
+  (continuous batching, as SGLang and vLLM schedule their own batches).  Requests that arrive while
+  a call runs wait for it and go out together in the next one, so batches grow by themselves when
+  generation is the bottleneck and stay small when it is not.  Nothing ever waits for a batch to
+  fill: with Lean the bottleneck (the usual case: a step's 8 candidates take seconds of Lean, its
+  generation a fraction of a batched call) holding requests back for company only idles the
+  searches, and so the Lean workers (``bench/search.py``: ``ideal_bound_fraction`` 0.80 with the
+  earlier fill-first rule, 0.88 with this one; with generation the bottleneck it is better too,
+  since an idle generator gains nothing by waiting).  There is no timer.
 - new states are scored by the value model the same way, in batches of up to ``batch_encode_size``,
   sent as soon as the model is idle (scoring is short; holding it back would stall the searches).
 - Lean calls are plain coroutines: while one search waits on Lean, the generator works for others.
@@ -170,43 +175,38 @@ class SearchResult:
 class _Search:
     """Scheduler-side bookkeeping of one live search."""
 
-    __slots__ = ("gen_wait_s", "outstanding_gen")
+    __slots__ = ("gen_wait_s",)
 
     def __init__(self) -> None:
-        self.outstanding_gen = 0  # generation requests submitted and not yet answered
-        self.gen_wait_s = 0.0
+        self.gen_wait_s = 0.0  # time spent waiting on generation batches
 
 
 class _Batcher:
-    """A queue of requests flushed to a synchronous batch function on a dedicated thread."""
+    """A queue of requests sent to a synchronous batch function on a dedicated thread."""
 
     def __init__(self, name: str, fn: Callable[[list], Sequence], batch_size: int) -> None:
         self.name = name
         self.fn = fn
         self.batch_size = batch_size
-        self.pending: deque[tuple[Any, asyncio.Future, _Search | None]] = deque()
+        self.pending: deque[tuple[Any, asyncio.Future]] = deque()
         self.busy = False
         self.sizes: list[int] = []  # every batch sent, for stats and tests
         self.busy_s = 0.0
         # One thread: backends need not be thread-safe, and a GPU runs one batch at a time anyway.
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"burnqed-{name}")
 
-    def submit(self, item: Any, owner: _Search | None) -> asyncio.Future:
+    def submit(self, item: Any) -> asyncio.Future:
         fut = asyncio.get_running_loop().create_future()
-        self.pending.append((item, fut, owner))
+        self.pending.append((item, fut))
         return fut
 
-    def take(self) -> list[tuple[Any, asyncio.Future, _Search | None]]:
+    def take(self) -> list[tuple[Any, asyncio.Future]]:
         batch = []
         while self.pending and len(batch) < self.batch_size:
             entry = self.pending.popleft()
             if not entry[1].done():  # a cancelled search (timeout) leaves cancelled futures
                 batch.append(entry)
         return batch
-
-    def live_pending(self) -> int:
-        # Cancelled entries are rare (timeouts only); counting them just flushes a bit early.
-        return len(self.pending)
 
 
 class _Scheduler:
@@ -220,7 +220,6 @@ class _Scheduler:
     ) -> None:
         self.loop = asyncio.get_running_loop()
         self.k = expansions_per_step
-        self.live: set[_Search] = set()
         # A fixed seed would replay the same random draws in every call (correlated candidates,
         # identical ones across attempts); derive one per call instead, still reproducible.
         calls = itertools.count()
@@ -249,20 +248,10 @@ class _Scheduler:
     # -- flushing --------------------------------------------------------------------------
 
     def kick(self) -> None:
-        """Send whatever batches the flush rules allow (called on every state change)."""
-        if self.value is not None and not self.value.busy and self.value.pending:
-            self._launch(self.value)
-        g = self.gen
-        if g.busy or not g.pending:
-            return
-        n = g.live_pending()
-        if n < g.batch_size:
-            # Requests that could still arrive before this batch would be full: every live search
-            # with nothing waiting on the generator may submit up to k more.
-            could_arrive = self.k * sum(1 for s in self.live if s.outstanding_gen == 0)
-            if n < could_arrive:
-                return
-        self._launch(g)
+        """Send a batch to every idle model that has requests waiting (called on every change)."""
+        for b in (self.value, self.gen):
+            if b is not None and not b.busy and b.pending:
+                self._launch(b)
 
     def _launch(self, b: _Batcher) -> None:
         batch = b.take()
@@ -277,18 +266,16 @@ class _Scheduler:
     async def _run(self, b: _Batcher, batch: list) -> None:
         t0 = time.perf_counter()
         try:
-            out = await self.loop.run_in_executor(b.executor, b.fn, [item for item, _, _ in batch])
+            out = await self.loop.run_in_executor(b.executor, b.fn, [item for item, _ in batch])
             if len(out) != len(batch):
                 raise RuntimeError(f"{b.name}: {len(out)} results for a batch of {len(batch)}")
         except Exception as e:  # the batch's searches fail; the others carry on
             log.error("%s batch of %d failed: %s", b.name, len(batch), e)
-            for _, fut, owner in batch:
-                self._answered(b, owner)
+            for _, fut in batch:
                 if not fut.done():
                     fut.set_exception(e)
         else:
-            for (_, fut, owner), res in zip(batch, out, strict=True):
-                self._answered(b, owner)
+            for (_, fut), res in zip(batch, out, strict=True):
                 if not fut.done():
                     fut.set_result(res)
         finally:
@@ -296,15 +283,10 @@ class _Scheduler:
             b.busy = False
             self.kick()
 
-    def _answered(self, b: _Batcher, owner: _Search | None) -> None:
-        if b is self.gen and owner is not None:
-            owner.outstanding_gen -= 1
-
     # -- requests --------------------------------------------------------------------------
 
     async def generate(self, search: _Search, prompts: list[str]) -> list[Generation]:
-        futs = [self.gen.submit(p, search) for p in prompts]
-        search.outstanding_gen += len(futs)
+        futs = [self.gen.submit(p) for p in prompts]
         self.kick()
         t0 = time.perf_counter()
         try:
@@ -314,7 +296,7 @@ class _Scheduler:
 
     async def energies(self, pairs: list[tuple[str, str]]) -> list[float]:
         assert self.value is not None
-        futs = [self.value.submit(p, None) for p in pairs]
+        futs = [self.value.submit(p) for p in pairs]
         self.kick()
         return [float(e) for e in await asyncio.gather(*futs)]
 
@@ -368,8 +350,6 @@ class _Attempt:
     async def run(self) -> SearchResult:
         t0 = time.perf_counter()
         self.t0 = t0
-        sched = self.sched
-        sched.live.add(self.search)
         status, reasons = "failed", []
         session = None
         try:
@@ -393,8 +373,6 @@ class _Attempt:
             reasons.append(f"{type(e).__name__}: {e}")
             self._roll_back()
         finally:
-            sched.live.discard(self.search)
-            sched.kick()
             if session is not None:
                 try:
                     await session.close()

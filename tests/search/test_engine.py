@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import itertools
+import time
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -203,10 +204,22 @@ def test_value_model_reorders_the_frontier():
     )
 
 
+@dataclasses.dataclass
+class SlowPolicy(RandomToyPolicy):
+    """A generator whose every call takes ``call_s`` (one call at a time, like a GPU)."""
+
+    call_s: float = 0.02
+
+    def generate(self, prompts, params):
+        time.sleep(self.call_s)
+        return super().generate(prompts, params)
+
+
 def test_generation_and_value_scoring_are_batched_across_theorems():
-    policy, value = RandomToyPolicy(seed=3, allow_cheat=False), ToyValue()
+    """Requests that arrive while the generator works go out together in its next call."""
+    policy, value = SlowPolicy(seed=3, allow_cheat=False), ToyValue()
     cfg = SearchConfig(
-        max_nodes=40, num_candidates=4, concurrency=6, batch_generate_size=32, batch_encode_size=8
+        max_nodes=40, num_candidates=4, concurrency=6, batch_generate_size=4, batch_encode_size=8
     )
     results = _run(
         toy_theorems(24, seed=1, low=10, high=30),
@@ -216,12 +229,45 @@ def test_generation_and_value_scoring_are_batched_across_theorems():
         value_model=value,
     )
     assert len(results) == 24
-    assert max(policy.batch_sizes) > 1 and sum(policy.batch_sizes) / len(policy.batch_sizes) > 1.5
-    assert max(policy.batch_sizes) <= 32
+    # Six searches, mostly waiting on the generator: calls of 4 and of the 2 left over.
+    assert sum(policy.batch_sizes) / len(policy.batch_sizes) > 2
+    assert max(policy.batch_sizes) == 4  # capped at batch_generate_size, and reached
     assert max(value.batch_sizes) > 1 and max(value.batch_sizes) <= 8
     # Every expansion was one prompt in some batch.
     assert sum(policy.batch_sizes) == sum(r.nodes_expanded for r in results)
     assert policy.calls[0].n == 4 and policy.calls[0].temperature == cfg.temperature_with_ebm
+
+
+def test_an_idle_generator_never_waits_for_a_batch_to_fill():
+    """Continuous batching: a request that finds the generator idle is sent at once, alone if need
+    be, even while other searches are busy in Lean and could add to the batch later."""
+
+    class LateEnv(ToyEnv):
+        """Theorems `slow…` take 0.5 s to start; the others start at once."""
+
+        async def start(self, theorem):
+            if theorem.name.startswith("slow"):
+                await asyncio.sleep(0.5)
+            return await super().start(theorem)
+
+    policy = RandomToyPolicy(seed=3, allow_cheat=False)
+    cfg = SearchConfig(max_nodes=1, num_candidates=2, concurrency=3, batch_generate_size=32)
+    t0 = time.perf_counter()
+    sent: list[float] = []
+    generate = policy.generate
+
+    def timed(prompts, params):
+        sent.append(time.perf_counter() - t0)
+        return generate(prompts, params)
+
+    policy.generate = timed
+    # The slow searches begin first, so they are live when `fast` asks the generator.
+    theorems = [toy_theorem("slow1", 5), toy_theorem("slow2", 5), toy_theorem("fast", 5)]
+    results = _run(theorems, policy, LateEnv(), cfg)
+    assert [r.nodes_expanded for r in results] == [1, 1, 1]
+    # `fast` was sent alone at once, not held for the two searches that could still join it.
+    assert policy.batch_sizes[0] == 1 and sent[0] < 0.25
+    assert sum(policy.batch_sizes) == 3 and all(t >= 0.5 for t in sent[1:])
 
 
 @pytest.mark.parametrize("k", [1, 3])
