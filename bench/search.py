@@ -12,11 +12,14 @@ and the ratios hold):
   worker (a REPL is single-threaded), for a **heavy-tailed** time: log-normal with median
   ``--lean-median`` and 99th percentile ``--lean-p99`` (σ = ln(p99/median)/2.326), and with
   probability ``--lean-hang`` a call that runs until the tactic timeout (``lean.tactic_timeout_s``;
-  real Lean has tactics that loop).  A draw above the timeout is a timeout too.  A timed-out worker
-  restarts (``--repl-start`` seconds, its whole timeline blocked — head-of-line blocking for every
-  session pinned there), and each of its sessions then replays, on first use of each state, the
-  tactic path the new process lacks (start + one call per step not yet rebuilt), as
-  ``burnqed.lean.pool`` does;
+  real Lean has tactics that loop).  A draw above the timeout is a timeout too.  At the timeout the
+  client kills the REPL, as ``burnqed.lean.pool`` does: every call queued behind the hung one
+  (head-of-line blocking for every session pinned there) fails unrun and is retried, the worker is
+  down for ``--repl-start`` seconds while a new process starts, and its sessions' states are void:
+  each session replays, on first use of each state, the tactic path the new process lacks (start +
+  one call per step not yet rebuilt).  Sessions are placed and moved as the pool places them: a
+  new one on the live worker with the fewest sessions (then the fewest calls under way), and one
+  whose states are void moves when that evens the load;
 - ``verify`` is a fresh-process whole-file check: ``--repl-start`` seconds to start a REPL plus
   the proof's tactics, one verification at a time (the pool's verification slot).
 
@@ -27,7 +30,9 @@ Figures (parameters first, then one ``name=value`` per line):
   (``ceil(E / batch_generate_size) · (a + b · batch_generate_size)``) or all Lean work — every
   tactic call's drawn time plus a restart per timeout — spread evenly over the workers, whichever
   is larger.  Replays, the pinning of sessions to workers and verification are overheads the
-  measured time includes and the ideal does not.  Target ≥ 0.9 (aim 0.95).
+  measured time includes and the ideal does not.  Target ≥ 0.9 (aim 0.95).  The replays alone,
+  at the default hang rate, are 7–9 % of the Lean work, so the bound this engine can reach here is
+  about 0.92; the ``# concurrent`` line shows how the rest was spent.
 - ``speedup_vs_sequential``: expansions per second over one-request-at-a-time search (concurrency 1,
   batches of 1, one Lean worker) on the first ``--sequential-theorems`` of the same theorems, same
   latency draws.  Target ≥ 5.
@@ -130,32 +135,80 @@ class SimSuccess:
 
 
 class SimSession:
+    """A proof session of the simulated pool, placed and moved as ``burnqed.lean.pool`` does."""
+
     def __init__(self, env: SimEnv, theorem: Theorem, worker: int) -> None:
         self.env = env
         self.worker = worker
         self.root = SimState(0, f"⊢ {theorem.name} : root", 0, False)
         self.name = theorem.name
-        self.generation = env.generation[worker]  # the worker process its states live in
-        self.live: set[int] = {id(self.root)}  # states (by id) that exist in that process
+        # The process its live states are in: (worker, generation), None right after a move.
+        self.ids: tuple[int, int] | None = None
+        self.live: set[int] = set()  # states (by id) that exist in that process
 
-    def _replay_s(self, state: SimState) -> float:
-        """After a restart: the calls that rebuild ``state`` (start + missing steps), as the pool
-        replays a path on the first use of a state in the new process."""
+    def _place(self, now: float) -> int:
+        """``ProofSession._place``: stay unless the states are void here and moving to a live
+        worker evens the load."""
+        env, w = self.env, self.worker
+        if self.ids is None or self.ids == (w, env.generation(w, now)):
+            return w
+        best = env.least_loaded(now)
+        if best == w or not env.live(best, now) or not env.better(best, w):
+            return w
+        env.sessions[w] -= 1
+        env.sessions[best] += 1
+        self.worker, self.ids, self.live = best, None, set()
+        env.moves += 1
+        return best
+
+    def _replay_s(self, w: int, now: float, state: SimState) -> float:
+        """The calls that rebuild ``state`` in ``w``'s current process (start + missing steps), as
+        the pool replays a path on the first use of a state in a new process."""
         env = self.env
-        if self.generation != env.generation[self.worker]:
-            self.generation, self.live = env.generation[self.worker], set()
+        here = (w, env.generation(w, now))
+        if self.ids != here:
+            self.ids, self.live = here, set()
         cost, s = 0.0, state
         while s is not None and id(s) not in self.live:
             self.live.add(id(s))
-            cost += env.latency.body(self.name, s.text, "replay", self.generation)
+            cost += env.latency.body(self.name, s.text, "replay", here)
             env.replays += 1
             s = s.parent
         return cost
 
+    async def run(self, state: SimState | None, lean_s: float) -> float:
+        """Run one call (``state`` None: the session's start) until it runs; returns when it ends
+        (a timed-out call: when the REPL is killed)."""
+        env = self.env
+        while True:
+            now = time.perf_counter()
+            w = self.worker if state is None else self._place(now)
+            kill = env.pending_kill(w, now)
+            if kill is not None:
+                # Behind a call that will time out: when the REPL is killed this one fails unrun
+                # and is retried (after a move, if the session moves).
+                env.queued[w] += 1
+                try:
+                    await asyncio.sleep(kill - now)
+                finally:
+                    env.queued[w] -= 1
+                env.unrun += 1
+                continue
+            replay = 0.0 if state is None else self._replay_s(w, now, state)
+            env.queued[w] += 1
+            try:
+                await env.call(w, replay, lean_s)
+            finally:
+                env.queued[w] -= 1
+            if state is None:
+                self.ids = (w, env.generation(w, time.perf_counter()))
+                self.live = {id(self.root)}
+            return w
+
     async def apply(self, state: SimState, tactic: str) -> SimSuccess | TacticFailure:
         env = self.env
         lat = env.latency.draw(self.name, state.text, tactic)
-        await env.call(self.worker, self._replay_s(state), lat)
+        w = await self.run(state, lat)
         if lat >= env.latency.timeout_s:
             return TacticFailure("timeout", f"timeout after {lat:g} s", lat)
         u = _u(self.name, state.text, tactic)
@@ -167,8 +220,8 @@ class SimSession:
         solved = u > 1 - 0.002 * min(depth, 8)  # deeper states close more often
         text = "no goals" if solved else f"⊢ {self.name} : {state.text[-12:]}{tactic}{u:.6f}"
         new = SimState(depth, text, depth, solved, state, tactic)
-        if self.generation == env.generation[self.worker]:
-            self.live.add(id(new))  # made in the current process (else: before its restart)
+        if self.ids == (w, env.generation(w, time.perf_counter())):
+            self.live.add(id(new))  # made in the session's current process
         return SimSuccess(new, (), lat)
 
     async def close(self) -> None:
@@ -176,13 +229,15 @@ class SimSession:
 
 
 class SimEnv:
-    """``workers`` Lean workers with heavy-tailed calls, each session pinned to one worker.
+    """``workers`` Lean workers with heavy-tailed calls, run as ``burnqed.lean.pool`` runs them.
 
-    As in ``burnqed.lean.pool``: a session lives on the least-loaded worker (Pantograph states are
-    per-process) and a worker runs one call at a time.  Each worker keeps its own timeline (a call
-    starts when the worker is free and ends exactly its drawn time later), as a REPL process does:
-    the event loop's wake-up latency delays when a search sees a result, not the worker's next call.
-    A timeout adds a restart to the worker's timeline and voids its sessions' states (replays).
+    Each worker keeps its own timeline (a call starts when the worker is free and ends exactly its
+    drawn time later), as a REPL process does: the event loop's wake-up latency delays when a
+    search sees a result, not the worker's next call.  A call that times out kills the REPL at the
+    timeout: every call queued behind it fails unrun and is retried, the worker is down for
+    ``repl_start_s`` (a new process), and its sessions' states are void (replays).  Placement as in
+    the pool: a new session goes to the live worker with the fewest sessions, then the fewest
+    requests under way; a session whose states are void moves to a better live worker.
     """
 
     def __init__(self, latency: Latency, workers: int, repl_start_s: float) -> None:
@@ -190,39 +245,65 @@ class SimEnv:
         self.repl_start_s = repl_start_s
         self.free_at = [0.0] * workers
         self.sessions = [0] * workers
-        self.generation = [0] * workers  # bumped by each restart
+        self.queued = [0] * workers  # calls under way (waiting or running), as _Worker.queued
+        self.kills: list[list[tuple[float, float]]] = [[] for _ in range(workers)]  # (kill, up)
         self.calls = 0
         self.work_s = 0.0  # unavoidable Lean work: drawn call times + restarts
         self.timeouts = 0
         self.replays = 0
         self.replay_s = 0.0
+        self.unrun = 0  # calls killed unrun behind a timeout, retried
+        self.moves = 0
         self.verifications = 0
         self.verify_s = 0.0
         self._verify_slot = asyncio.Semaphore(1)
+
+    def generation(self, w: int, now: float) -> int:
+        """Which process of worker ``w`` is current at ``now`` (kills so far)."""
+        return sum(1 for kill, _ in self.kills[w] if kill <= now)
+
+    def pending_kill(self, w: int, now: float) -> float | None:
+        return next((kill for kill, _ in self.kills[w] if kill > now), None)
+
+    def live(self, w: int, now: float) -> bool:
+        """Not between a kill and its new process being up (``_Worker.client is not None``)."""
+        return not any(kill <= now < up for kill, up in self.kills[w])
+
+    def least_loaded(self, now: float) -> int:
+        return min(
+            range(len(self.sessions)),
+            key=lambda w: (not self.live(w, now), self.sessions[w], self.queued[w], w),
+        )
+
+    def better(self, best: int, w: int) -> bool:
+        """Moving one session from ``w`` to ``best`` evens the load (``LeanPool._better``)."""
+        nb, nw = self.sessions[best] + 1, self.sessions[w]
+        return nb < nw or (nb == nw and self.queued[best] < self.queued[w])
 
     async def call(self, worker: int, replay_s: float, lean_s: float) -> None:
         self.calls += 1
         self.work_s += lean_s
         self.replay_s += replay_s
         busy = replay_s + lean_s
-        if lean_s >= self.latency.timeout_s:  # the client kills the REPL; a new one starts
-            self.timeouts += 1
-            self.work_s += self.repl_start_s
-            self.generation[worker] += 1
-            busy += self.repl_start_s
         if not busy:
             return
         now = time.perf_counter()
-        end = max(now, self.free_at[worker]) + busy
+        start = max(now, self.free_at[worker])
+        end = start + busy
         self.free_at[worker] = end
+        if lean_s >= self.latency.timeout_s:  # the client kills the REPL; a new one starts
+            self.timeouts += 1
+            self.work_s += self.repl_start_s
+            self.free_at[worker] = end + self.repl_start_s
+            self.kills[worker].append((end, end + self.repl_start_s))
         await asyncio.sleep(end - now)
 
     async def start(self, theorem: Theorem) -> SimSession:
-        worker = min(range(len(self.sessions)), key=self.sessions.__getitem__)
+        worker = self.least_loaded(time.perf_counter())
         self.sessions[worker] += 1
-        start_s = self.latency.body(theorem.name, "start")
-        await self.call(worker, 0.0, start_s)
-        return SimSession(self, theorem, worker)
+        session = SimSession(self, theorem, worker)
+        await session.run(None, self.latency.body(theorem.name, "start"))
+        return session
 
     async def verify(self, theorem: Theorem, tactics: list[str]) -> Verdict:
         """A fresh REPL process checks the whole file: start-up plus the proof's tactics."""
@@ -296,8 +377,9 @@ def bench_throughput(args, cfg: SearchConfig, workers: int, latency: Latency):
     proved = sum(r.status == "proved" for r in results)
     print(
         f"# concurrent: {len(ths)} theorems, {expansions} expansions, {env.calls} Lean calls "
-        f"({env.timeouts} timeouts → restarts, {env.replays} replayed calls, "
-        f"{env.replay_s:.2f} s replaying), {proved} proved ({env.verifications} verifications, "
+        f"({env.timeouts} timeouts → restarts, {env.unrun} killed unrun and retried, "
+        f"{env.moves} session moves, {env.replays} replayed calls, {env.replay_s:.2f} s "
+        f"replaying), {proved} proved ({env.verifications} verifications, "
         f"{env.verify_s:.2f} s), wall {wall:.2f} s; ideal {ideal:.2f} s (generation "
         f"{gen_ideal:.2f} s, Lean {lean_ideal:.2f} s); {len(gen.batches)} generation batches of "
         f"mean {statistics.mean(gen.batches):.1f}",

@@ -1,14 +1,18 @@
 """A pool of REPL workers shared by many proof searches, whose states survive worker restarts.
 
 :class:`LeanPool` starts ``lean.workers`` REPL processes (:class:`~burnqed.lean.client.ReplClient`).
-Each :class:`ProofSession` (one proof search) is pinned to the least-loaded worker when it starts, so
-many searches (6–64) share few workers.  There is no lock per worker: the sessions' requests go to
+Each :class:`ProofSession` (one proof search) is pinned to the least-loaded worker when it starts — a
+live one with the fewest sessions, then the fewest requests under way — so many searches (6–64)
+share few workers.  There is no lock per worker: the sessions' requests go to
 its client together, which pipelines them (:data:`~burnqed.lean.client.PIPELINE_DEPTH`), so the REPL
 goes from one request to the next without waiting for Python.  A session hands out
 :class:`ProofState`\\ s with session-local ids (``sid``) and remembers, for each, the parent and
 tactic that produced it.  When its worker restarts, REPL state ids are void; the session rebuilds
 the states it is asked about lazily, on next use, by starting the theorem again and replaying the
-tactic path (``replays`` in :meth:`LeanPool.stats`).
+tactic path (``replays`` in :meth:`LeanPool.stats`).  Since its states must be rebuilt anyway, a
+session whose worker restarted (or is restarting, or recycling) first moves to the least-loaded live
+worker when that evens the load (``moves``): restarts leave sessions unevenly spread as searches
+come and go, and a worker with fewer sessions than the others runs dry before them.
 
 Workers restart:
 - after any timeout (REPL-side ``interrupt`` or client-side read timeout: a timed-out REPL poisons
@@ -126,6 +130,7 @@ class _Worker:
         self.index = index
         self.client: ReplClient | None = None  # takes new requests; None while (re)starting
         self.sessions = 0  # open sessions pinned here
+        self.queued = 0  # requests of those sessions under way (waiting, in the pipe or running)
         self.starting: asyncio.Task[ReplClient] | None = None  # background (re)start
 
 
@@ -146,7 +151,16 @@ class LeanPool:
         # Each verifier is a fresh REPL with a full import (GBs with Mathlib): one at a time.
         self._verify_slot = asyncio.Semaphore(1)
         self._counts = dict.fromkeys(
-            ("restarts", "recycles", "replays", "timeouts", "crashes", "sessions", "verifications"),
+            (
+                "restarts",
+                "recycles",
+                "replays",
+                "timeouts",
+                "crashes",
+                "sessions",
+                "moves",
+                "verifications",
+            ),
             0,
         )
         self._retired_requests = 0  # requests and REPL time of clients already closed
@@ -352,11 +366,22 @@ class LeanPool:
         assert unit.goal_state_id is not None
         return GoalState(unit.goal_state_id, unit.goals)
 
+    def _least_loaded(self) -> _Worker:
+        """The worker a session should use: live before (re)starting, then the fewest sessions,
+        then the fewest requests under way, then the lowest index (deterministic)."""
+        return min(self._workers, key=lambda w: (w.client is None, w.sessions, w.queued, w.index))
+
+    @staticmethod
+    def _better(best: _Worker, w: _Worker) -> bool:
+        """Would moving one session from ``w`` to ``best`` even the load?"""
+        after = best.sessions + 1
+        return after < w.sessions or (after == w.sessions and best.queued < w.queued)
+
     async def start(self, theorem: Theorem) -> ProofSession:
         """Open a proof session on the least-loaded worker; :class:`StartError` if it won't start."""
         if self._closed:
             raise ReplError("the Lean pool is closed")
-        w = min(self._workers, key=lambda w: (w.sessions, w.index))
+        w = self._least_loaded()
         w.sessions += 1
         session = ProofSession(self, theorem, w)
         try:
@@ -520,6 +545,28 @@ class ProofSession:
             repl_id = r.state_id
         return repl_id
 
+    def _place(self) -> _Worker:
+        """The worker for this session's next request: its own, unless its REPL ids are void there
+        (the worker restarted, is restarting or is recycling) and moving to a live worker evens the
+        load (:meth:`LeanPool._better`).  Its states are rebuilt by replay wherever it goes, so
+        such a move costs nothing extra; a session never leaves states it could still use.  (Moving
+        every session off a restarting worker would be worse: it then runs dry until new sessions
+        come, ``bench/search.py``.)"""
+        w = self._worker
+        if self._ids_client is None or self._ids_client is w.client:
+            return w  # its ids are valid here, or it has just moved and holds none yet
+        pool = self._pool
+        best = pool._least_loaded()
+        if best is w or best.client is None or not pool._better(best, w):
+            return w
+        w.sessions -= 1
+        best.sessions += 1
+        self._worker = best
+        self._ids_client, self._repl_ids = None, {}
+        self._pool._counts["moves"] += 1
+        log.debug("%s: moved from worker%d to worker%d", self.theorem.key, w.index, best.index)
+        return best
+
     async def apply(self, state: ProofState, tactic: str) -> TacticResult:
         """Run ``tactic`` on ``state`` (guard first; see the module docstring for failures).
 
@@ -534,57 +581,64 @@ class ProofSession:
         known = self._children.get((sid, tactic))
         if known is not None:  # Lean is deterministic: the same step gives the same state
             return TacticSuccess(self._states[known], self._messages[known], 0.0)
-        pool, w = self._pool, self._worker
+        pool = self._pool
         last: ReplError | None = None
         own_failures = 0  # failures of this request (not of ones queued beside it)
         for _ in range(MAX_TRIES):
-            client = await pool._ready(w)
+            # Re-read each try: a concurrent apply of this session may have moved it.
+            w = self._place()
+            w.queued += 1
             try:
-                async with self._replay_lock:
-                    repl_id = await self._materialize(client, sid)
-            except ReplError as e:  # crash, timeout or garbage while replaying
-                last = e
-                if pool._broken(w, client, f"replaying for {self.theorem.key}: {e}"):
-                    own_failures += 1
-                    if own_failures == 2:
-                        break
-                continue
-            t0 = time.perf_counter()
-            try:
-                r = await client.goal_tactic(repl_id, tactic)
-            except ReplTimeoutError as e:
-                if _poisoned(w, client, e):
+                client = await pool._ready(w)
+                try:
+                    async with self._replay_lock:
+                        repl_id = await self._materialize(client, sid)
+                except ReplError as e:  # crash, timeout or garbage while replaying
                     last = e
-                    continue
-                elapsed = time.perf_counter() - t0
-                pool._counts["timeouts"] += 1
-                pool._replace(w, client, f"timeout: {e}")
-                await client.close()  # the timed-out process is gone when the caller hears of it
-                return TacticFailure("timeout", str(e), elapsed)
-            except ReplProtocolError as e:
-                if e.kind == "index" and "state index" in e.desc:  # our ids went stale
-                    last = e
-                    if pool._broken(w, client, f"lost state ids: {e}"):
+                    if pool._broken(w, client, f"replaying for {self.theorem.key}: {e}"):
                         own_failures += 1
                         if own_failures == 2:
                             break
                     continue
-                # A Lean exception inside the tactic (PyPantograph #82): the tactic failed.
-                return TacticFailure("error", e.desc, time.perf_counter() - t0)
-            except ReplError as e:
-                last = e
-                if pool._broken(w, client, str(e)):
-                    own_failures += 1
-                    log.warning(
-                        "%s: %r (failure %d): %s", self.theorem.key, tactic, own_failures, e
-                    )
-                    if own_failures == 2:
-                        break
-                continue
-            if isinstance(r, TacticRejected):
-                return TacticFailure(r.kind, r.message, r.lean_time_s)
-            new = self._record(sid, tactic, r, client)
-            return TacticSuccess(new, self._messages[new.sid], r.lean_time_s)
+                t0 = time.perf_counter()
+                try:
+                    r = await client.goal_tactic(repl_id, tactic)
+                except ReplTimeoutError as e:
+                    if _poisoned(w, client, e):
+                        last = e
+                        continue
+                    elapsed = time.perf_counter() - t0
+                    pool._counts["timeouts"] += 1
+                    pool._replace(w, client, f"timeout: {e}")
+                    # The timed-out process is gone when the caller hears of it.
+                    await client.close()
+                    return TacticFailure("timeout", str(e), elapsed)
+                except ReplProtocolError as e:
+                    if e.kind == "index" and "state index" in e.desc:  # our ids went stale
+                        last = e
+                        if pool._broken(w, client, f"lost state ids: {e}"):
+                            own_failures += 1
+                            if own_failures == 2:
+                                break
+                        continue
+                    # A Lean exception inside the tactic (PyPantograph #82): the tactic failed.
+                    return TacticFailure("error", e.desc, time.perf_counter() - t0)
+                except ReplError as e:
+                    last = e
+                    if pool._broken(w, client, str(e)):
+                        own_failures += 1
+                        log.warning(
+                            "%s: %r (failure %d): %s", self.theorem.key, tactic, own_failures, e
+                        )
+                        if own_failures == 2:
+                            break
+                    continue
+                if isinstance(r, TacticRejected):
+                    return TacticFailure(r.kind, r.message, r.lean_time_s)
+                new = self._record(sid, tactic, r, client)
+                return TacticSuccess(new, self._messages[new.sid], r.lean_time_s)
+            finally:
+                w.queued -= 1
         if own_failures == 2:
             raise ReplError(
                 f"{self.theorem.key}: {tactic!r} on state {sid} failed again after restarting "

@@ -507,17 +507,20 @@ def run(
         async def main() -> dict:
             pool: AbstractAsyncContextManager = LeanPool(lean_cfg, log_dir=log_dir)
             async with pool as env:
-                return await search_to_dir(
-                    pool_theorems,
-                    generator,
-                    env,
-                    search_cfg,
-                    Path(out),
-                    sampling=sampling,
-                    value_model=value_model,
-                    resume=resume,
-                    provenance=provenance,
-                )
+                try:
+                    return await search_to_dir(
+                        pool_theorems,
+                        generator,
+                        env,
+                        search_cfg,
+                        Path(out),
+                        sampling=sampling,
+                        value_model=value_model,
+                        resume=resume,
+                        provenance=provenance,
+                    )
+                finally:  # restarts, replays and moves: where the Lean time went
+                    log.info("Lean pool: %s", env.stats())
 
         return run_until_signalled(main())
 

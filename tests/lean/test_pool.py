@@ -277,6 +277,54 @@ def test_many_sessions_share_the_workers(tag: str) -> None:
             assert sorted(w for w, _ in results) == [0] * 4 + [1] * 4  # least-loaded assignment
             assert len(repl_processes(tag)) == 2
             assert pool.stats()["sessions"] == 8 and pool.stats()["sessions_open"] == 0
+            assert pool.stats()["moves"] == 0  # no restart: no session ever leaves its states
+
+    asyncio.run(main())
+
+
+def test_a_new_session_goes_to_the_worker_with_fewest_sessions_then_fewest_requests() -> None:
+    async def main():
+        async with LeanPool(make_cfg(workers=2, tactic_timeout_s=5.0)) as pool:
+            a = await pool.start(AND_COMM)
+            b = await pool.start(AND_COMM)
+            assert (a.worker_index, b.worker_index) == (0, 1)
+            busy = asyncio.create_task(a.apply(a.root, "sleep 400"))  # worker0 has work queued
+            await asyncio.sleep(0.1)
+            c = await pool.start(AND_COMM)  # one session each: the idle worker wins the tie
+            assert c.worker_index == 1
+            assert isinstance(await busy, TacticSuccess)
+            d = await pool.start(AND_COMM)  # worker0 has one session, worker1 two
+            assert d.worker_index == 0
+
+    asyncio.run(main())
+
+
+def test_a_session_whose_worker_restarted_moves_where_it_evens_the_load() -> None:
+    """Its states are void anyway: it replays them on a worker with fewer sessions.  A session
+    whose move would not even the load stays, and replays on its own worker's new process."""
+
+    async def main():
+        async with LeanPool(make_cfg(workers=2)) as pool:
+            a = await pool.start(AND_COMM)  # worker0
+            b = await pool.start(AND_COMM)  # worker1
+            c = await pool.start(AND_COMM)  # worker0
+            assert [s.worker_index for s in (a, b, c)] == [0, 1, 0]
+            a1 = (await a.apply(a.root, "intro h")).state
+            c1 = (await c.apply(c.root, "intro h")).state
+            await b.close()  # worker1 now has no session, worker0 two
+            t = await a.apply(a1, "sleep 5000")
+            assert isinstance(t, TacticFailure) and t.kind == "timeout"  # worker0 restarts
+            assert pool.stats()["moves"] == 0  # nobody moves before it needs its states
+            replays = pool.stats()["replays"]
+            a2 = await a.apply(a1, "constructor")
+            assert a.worker_index == 1 and pool.stats()["moves"] == 1
+            assert isinstance(a2, TacticSuccess) and len(a2.state.goals) == 2
+            assert pool.stats()["replays"] == replays + 2  # the root and `intro h`, on worker1
+            c2 = await c.apply(c1, "constructor")  # one session per worker: c stays
+            assert c.worker_index == 0 and pool.stats()["moves"] == 1
+            assert isinstance(c2, TacticSuccess) and len(c2.state.goals) == 2
+            assert (await prove(a)).solved and (await prove(c)).solved
+            assert pool.stats()["sessions_open"] == 2
 
     asyncio.run(main())
 

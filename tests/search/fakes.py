@@ -141,6 +141,10 @@ class ToyEnv:
             async with self._sem:
                 await asyncio.sleep(self.latency_s)
 
+    def stats(self) -> dict:
+        """What ``LeanPool.stats`` reports, as far as the toy logic has it."""
+        return {"applies": self.applies, "verifications": len(self.verifications)}
+
     async def start(self, theorem: Theorem) -> ToySession:
         session = ToySession(self, theorem)
         self.open_sessions += 1
