@@ -16,7 +16,7 @@ Throughput comes from running ``concurrency`` searches together on one event loo
   fill: with Lean the bottleneck (the usual case: a step's 8 candidates take seconds of Lean, its
   generation a fraction of a batched call) holding requests back for company only idles the
   searches, and so the Lean workers (``bench/search.py``: ``ideal_bound_fraction`` 0.80 with the
-  earlier fill-first rule, 0.88 with this one; with generation the bottleneck it is better too,
+  earlier fill-first rule, 0.86 with this one; with generation the bottleneck it is better too,
   since an idle generator gains nothing by waiting).  There is no timer.
 - new states are scored by the value model the same way, in batches of up to ``batch_encode_size``,
   sent as soon as the model is idle (scoring is short; holding it back would stall the searches).
