@@ -489,6 +489,9 @@ def open_duckdb(
     return con, skipped
 
 
+MANIFEST = "manifest.json"  # a search output's manifest (burnqed.search.stage writes it last)
+
+
 def search_part_dirs(directory: str | Path) -> list[Path]:
     """The trajectory directories of a search output: ``directory`` itself when it holds parts,
     else its shards — those its ``manifest.json`` lists (so a stale shard of an earlier, differently
@@ -500,7 +503,7 @@ def search_part_dirs(directory: str | Path) -> list[Path]:
     if not directory.is_dir():
         raise FileNotFoundError(f"{directory}: no such search directory (run its search first)")
     listed = []
-    manifest = directory / "manifest.json"
+    manifest = directory / MANIFEST
     if manifest.is_file():
         try:
             listed = json.loads(manifest.read_text(encoding="utf-8")).get("shards") or []

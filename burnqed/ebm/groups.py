@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from burnqed.trajectory import read_nodes, search_part_dirs
+from burnqed.trajectory import MANIFEST, read_nodes, search_part_dirs
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,7 @@ def trajectory_dirs(path: str | Path) -> list[Path]:
     """The trajectory directories of a search output (:func:`burnqed.trajectory.search_part_dirs`;
     a ``manifest.json`` path stands for its directory); none at all raises."""
     path = Path(path)
-    if path.name == "manifest.json":
+    if path.name == MANIFEST:
         path = path.parent
     shards = search_part_dirs(path)
     if not shards:

@@ -563,7 +563,7 @@ class ProofSession:
         best.sessions += 1
         self._worker = best
         self._ids_client, self._repl_ids = None, {}
-        self._pool._counts["moves"] += 1
+        pool._counts["moves"] += 1
         log.debug("%s: moved from worker%d to worker%d", self.theorem.key, w.index, best.index)
         return best
 

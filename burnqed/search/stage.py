@@ -56,11 +56,15 @@ from burnqed.provenance import git_commit
 from burnqed.search.engine import ProofEnvironment, SearchResult, search_all
 from burnqed.search.value import ValueModel
 from burnqed.theorems import Theorem, read_theorems
-from burnqed.trajectory import SUMMARY_DIR, TrajectoryWriter, finished_attempts, read_summary
+from burnqed.trajectory import (
+    MANIFEST,
+    SUMMARY_DIR,
+    TrajectoryWriter,
+    finished_attempts,
+    read_summary,
+)
 
 log = logging.getLogger(__name__)
-
-MANIFEST = "manifest.json"
 
 
 class SearchTerminated(RuntimeError):
