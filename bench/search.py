@@ -69,7 +69,6 @@ from burnqed.config import LeanConfig, SearchConfig
 from burnqed.lean.pool import TacticFailure, Verdict
 from burnqed.policy import Candidate, SamplingParams, dedup_candidates
 from burnqed.search import search_all
-from burnqed.search.stage import default_expansions_per_step
 from burnqed.search.tree import SearchTree
 from burnqed.theorems import Theorem
 from burnqed.trajectory import TrajectoryWriter
@@ -359,14 +358,14 @@ def theorems(n: int) -> list[Theorem]:
 
 async def _search(ths, cfg, gen, env, k):
     t0 = time.perf_counter()
-    results = await search_all(ths, gen, env, cfg, expansions_per_step=k)
+    results = await search_all(ths, gen, env, replace(cfg, expansions_per_step=k))
     return results, time.perf_counter() - t0
 
 
 def bench_throughput(args, cfg: SearchConfig, workers: int, latency: Latency):
     a, b = args.gen_a * args.scale, args.gen_b * args.scale
     start = args.repl_start * args.scale
-    k = args.expansions_per_step or default_expansions_per_step(cfg)
+    k = args.expansions_per_step or cfg.expansions_per_step
     ths = theorems(args.theorems)
     gen, env = SimGenerator(a, b), SimEnv(latency, workers, start)
     results, wall = asyncio.run(_search(ths, cfg, gen, env, k))
@@ -404,7 +403,7 @@ def bench_throughput(args, cfg: SearchConfig, workers: int, latency: Latency):
 
 def bench_overhead(args, cfg: SearchConfig) -> float:
     ths = theorems(args.theorems)
-    k = default_expansions_per_step(cfg)
+    k = cfg.expansions_per_step
     best = 0.0
     for _ in range(args.repeats):
         env = SimEnv(Latency(0.0, 0.0, 0.0, math.inf), 1, 0.0)
@@ -420,6 +419,7 @@ def _fake_result(tree: SearchTree, i: int):
         theorem=f"t{i:07d}",
         attempt=0,
         status="failed",
+        ended_by="budget",
         proof=None,
         verified=False,
         proof_expansion=None,
@@ -567,7 +567,7 @@ def main() -> None:
     if args.concurrency:
         cfg = replace(cfg, concurrency=args.concurrency)
     workers = lean_defaults.workers
-    k = args.expansions_per_step or default_expansions_per_step(cfg)
+    k = args.expansions_per_step or cfg.expansions_per_step
     sc = args.scale
     latency = Latency(
         args.lean_median * sc,

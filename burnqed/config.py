@@ -375,7 +375,8 @@ class SearchConfig(Section):
     section: ClassVar[str] = "search"
     max_nodes: int = 100
     max_depth: int = 50
-    timeout_s: float = 120.0
+    timeout_s: float | None = None
+    expansions_per_step: int = 2
     num_candidates: int = 8
     temperature: float = 0.8
     temperature_with_ebm: float = 1.0

@@ -18,6 +18,8 @@ Readers return Arrow tables (or DuckDB views over them) plus the list of parts t
 truncated, corrupt, orphaned or inconsistent — each named, with the reason; skipping is logged, never
 silent and never fatal.
 
+Attempt statuses, end reasons and counters are defined once, in :mod:`burnqed.outcomes`.
+
 **Retried errors (the one rule every reader applies).**  An attempt whose summary row has status
 ``error`` did not run to a result (a REPL that kept dying, a policy server that stayed down, a
 statement that would not start); ``--resume`` runs it again and, parts being append-only, writes
@@ -106,7 +108,10 @@ SUMMARY_SCHEMA = pa.schema(
     [
         pa.field("theorem", pa.string(), nullable=False),  # theorem key
         pa.field("attempt", pa.int32(), nullable=False),
-        pa.field("status", pa.string(), nullable=False),  # proved | failed | timeout | error
+        # burnqed.outcomes: proved | failed | timeout | statement_error | error
+        pa.field("status", pa.string(), nullable=False),
+        # why the search stopped: proof | budget | frontier | timeout | statement | fault
+        pa.field("ended_by", pa.string(), nullable=False),
         pa.field("proof", pa.list_(pa.string())),  # verified tactic list; null unless proved
         pa.field("verified", pa.bool_(), nullable=False),  # whole-file verification accepted it
         # expansion index that produced the proof's final state: solved at budget b ⇔ < b
@@ -120,6 +125,8 @@ SUMMARY_SCHEMA = pa.schema(
         pa.field("lean_s", pa.float64(), nullable=False),
         pa.field("gen_wait_s", pa.float64(), nullable=False),
         pa.field("tokens", pa.int64(), nullable=False),
+        # tactics a wall-clock backstop failed instead of the heartbeat limit (non-deterministic)
+        pa.field("wall_timeouts", pa.int32(), nullable=False),
         pa.field("reasons", pa.list_(pa.string()), nullable=False),
     ]
 )
@@ -175,6 +182,7 @@ def _summary_row(r: SearchResult) -> dict[str, Any]:
         "theorem": r.theorem,
         "attempt": r.attempt,
         "status": r.status,
+        "ended_by": r.ended_by,
         "proof": list(r.proof) if r.proof is not None else None,
         "verified": r.verified,
         "proof_expansion": r.proof_expansion,
@@ -186,6 +194,7 @@ def _summary_row(r: SearchResult) -> dict[str, Any]:
         "lean_s": r.lean_s,
         "gen_wait_s": r.gen_wait_s,
         "tokens": r.tokens,
+        "wall_timeouts": r.wall_timeouts,
         "reasons": list(r.reasons),
     }
 

@@ -1,18 +1,27 @@
 """Solve rates at every budget, pass@k and anytime curves from ONE search run, in DuckDB SQL.
 
-A search at the largest budget logs, per node, the expansion that produced it and, per attempt, the
-expansion that produced the proof's last state (``proof_expansion``, burnqed.trajectory).  A run with
-``max_nodes = b`` expands the same nodes in the same order up to ``b`` (best-first is deterministic
-given the policy's answers), so the attempt is solved at budget ``b`` exactly when
-``proof_expansion < b``; its nodes and time at ``b`` are those spent until the proof or until the
-b-th expansion (the latest child created by the first ``b`` expansions).
+A search at the largest budget logs, per node, the expansion and the scheduler step that expanded
+it and, per attempt, the expansion that produced the proof's last state (``proof_expansion``,
+burnqed.trajectory).  A run with ``max_nodes = b`` performs exactly the first ``b`` expansions of
+the larger run (best-first is deterministic given the policy's answers; its last step is cut at
+``b``), so the attempt is solved at budget ``b`` exactly when ``proof_expansion < b``.  What that run
+*spends* is counted as it would spend it: a search pops ``k = search.expansions_per_step`` nodes per
+step and finishes the step before it looks for a proof, so a proof found at expansion ``pe`` costs
+every expansion of ``pe``'s step (up to ``b``), with their Lean seconds and tokens, and the time at
+which that step ended; an unsolved run spends ``min(b, nodes_expanded)`` expansions.  Why such a
+run stops (``ended_by``: proof, budget, frontier, timeout, statement, fault) is counted per budget
+(:func:`burnqed.outcomes.ended_by_at`), as are the events the clock decided.
 
-Accounting (what the eval JSON and every table say):
+Accounting (what the eval JSON and every table say; statuses are :mod:`burnqed.outcomes`'):
 
 - a *proof* is a summary row with ``status = 'proved'`` and ``verified`` (whole-file check);
-- attempts with ``status = 'error'`` are infrastructure failures, never results: a theorem counts
-  (is *evaluated*) only when all its ``pass_n`` attempts finished without error; the others are
-  listed apart (``errors``), and the eval is ``partial n/N`` unless every theorem was evaluated;
+- a statement Lean rejects (``statement_error``) is the benchmark row's defect: the theorem stays in
+  the denominator, unsolved, and is listed (``statement_defects``);
+- attempts with ``status = 'error'`` are infrastructure failures, never results: they are listed
+  apart (``errors``) and retried by ``--resume``.  A theorem counts (is *evaluated*) when at least
+  one of its ``pass_n`` attempts finished; it keeps its finished attempts, pass@k is computed over
+  theorems with at least ``k`` finished attempts, and the eval is ``partial n/N`` (n: theorems whose
+  every attempt finished) unless every attempt of every theorem finished;
 - rows for theorems not in the benchmark, or attempts >= ``pass_n``, are ignored and counted.
 
 Example::
@@ -39,14 +48,16 @@ from burnqed.trajectory import open_duckdb
 log = logging.getLogger(__name__)
 
 
-def status_label(evaluated: int, expected: int) -> str:
-    """``complete N/N`` or ``partial n/N``: printed wherever a number of this eval appears."""
-    return f"{'complete' if evaluated == expected else 'partial'} {evaluated}/{expected}"
+def status_label(evaluated: int, expected: int, *, some: int = 0) -> str:
+    """``complete N/N`` or ``partial n/N`` (n: theorems whose every attempt finished; ``some`` more
+    finished only some of theirs): printed wherever a number of this eval appears."""
+    label = f"{'complete' if evaluated == expected else 'partial'} {evaluated}/{expected}"
+    return f"{label} (+{some} with some attempts)" if some else label
 
 
 _VIEWS = """
 create or replace temp table att as
-select s.theorem, s.attempt, s.status, s.status = 'error' as errored,
+select s.theorem, s.attempt, s.status, s.ended_by, s.status = 'error' as errored,
        coalesce(s.status = 'proved' and s.verified and s.proof_expansion is not null, false)
            as proved,
        case when s.status = 'proved' and s.verified then s.proof_expansion end as pe,
@@ -57,55 +68,87 @@ where s.attempt < {pass_n};
 create or replace temp table thm as
 select e.theorem,
        count(a.attempt) filter (where not a.errored) as ok_attempts,
-       count(a.attempt) filter (where a.errored) as error_attempts
+       count(a.attempt) filter (where a.errored) as error_attempts,
+       coalesce(bool_or(a.status = 'statement_error'), false) as statement_defect
 from expected_theorems e left join att a on a.theorem = e.theorem
 group by e.theorem;
 
+-- Every finished attempt counts (an errored attempt beside it is retried, not a reason to drop it).
 create or replace temp table eval_att as
-select a.* from att a join thm t on a.theorem = t.theorem
-where t.ok_attempts = {pass_n} and not a.errored;
+select a.* from att a where not a.errored;
 
-create or replace temp table proof_cost as
-select n.theorem, n.attempt,
-       coalesce(sum(n.expand_lean_s) filter (where n.expansion_index <= a.pe), 0) as lean_s,
-       coalesce(sum(n.tokens) filter (where n.expansion_index <= a.pe), 0) as tokens,
-       max(n.created_s) filter (where n.on_proof_path and n.solved) as time_s
-from nodes n join eval_att a on n.theorem = a.theorem and n.attempt = a.attempt
+create or replace temp table expansion as
+select n.theorem, n.attempt, n.expansion_index as ix, n.step, n.expand_lean_s as lean_s,
+       n.tokens
+from nodes n semi join eval_att a on n.theorem = a.theorem and n.attempt = a.attempt
+where n.expansion_index is not null;
+
+-- The last expansion of the step that produced the proof: a run with a budget b > pe performs that
+-- whole step (cut at b), so it spends up to there, not just up to pe.
+create or replace temp table proof_step as
+select a.theorem, a.attempt, max(x.ix) as step_end
+from eval_att a
+join expansion p on p.theorem = a.theorem and p.attempt = a.attempt and p.ix = a.pe
+join expansion x on x.theorem = a.theorem and x.attempt = a.attempt and x.step = p.step
 where a.proved
-group by n.theorem, n.attempt;
+group by a.theorem, a.attempt;
 
-create or replace temp table t_at_budget as
-select c.theorem, c.attempt, b.budget, max(c.created_s) as time_s
-from nodes c
-join nodes p on c.theorem = p.theorem and c.attempt = p.attempt and c.parent_id = p.node_id
-join eval_att a on a.theorem = c.theorem and a.attempt = c.attempt
-join budget_list b on p.expansion_index < b.budget and a.nodes_expanded > b.budget
-group by c.theorem, c.attempt, b.budget;
-
+-- What a separate run with max_nodes = budget does: solved or not, why it stops, the expansions
+-- it performs (n_spent), and from them its Lean seconds, tokens and wall time.
 create or replace temp table att_budget as
 select a.theorem, a.attempt, b.budget,
        coalesce(a.proved and a.pe < b.budget, false) as solved,
-       case when a.proved and a.pe < b.budget then a.pe + 1
-            when a.nodes_expanded <= b.budget then a.nodes_expanded
-            else b.budget end as nodes,
-       case when a.proved and a.pe < b.budget then coalesce(pc.time_s, a.wall_s)
-            when a.nodes_expanded <= b.budget then a.wall_s
-            else coalesce(t.time_s, a.wall_s) end as time_s
+       case when a.proved and a.pe < b.budget then 'proof'
+            when a.nodes_expanded >= b.budget then 'budget'
+            else a.ended_by end as ended_by,
+       case when a.proved and a.pe < b.budget then least(b.budget, ps.step_end + 1)
+            else least(b.budget, a.nodes_expanded) end as n_spent,
+       a.nodes_expanded, a.wall_s
 from eval_att a cross join budget_list b
-left join proof_cost pc on pc.theorem = a.theorem and pc.attempt = a.attempt
-left join t_at_budget t on t.theorem = a.theorem and t.attempt = a.attempt and t.budget = b.budget;
+left join proof_step ps on ps.theorem = a.theorem and ps.attempt = a.attempt;
+
+create or replace temp table spent as
+select ab.theorem, ab.attempt, ab.budget,
+       coalesce(sum(x.lean_s), 0) as lean_s, coalesce(sum(x.tokens), 0) as tokens
+from att_budget ab
+left join expansion x on x.theorem = ab.theorem and x.attempt = ab.attempt and x.ix < ab.n_spent
+group by ab.theorem, ab.attempt, ab.budget;
+
+-- Children created by the expansions a run performs: when its last step ended, and how many of its
+-- tactic calls a wall-clock backstop failed (node error kind `timeout`: non-deterministic).
+create or replace temp table created as
+select ab.theorem, ab.attempt, ab.budget, max(c.created_s) as time_s,
+       count(*) filter (where c.error like 'timeout:%') as wall_timeouts
+from att_budget ab
+join nodes p on p.theorem = ab.theorem and p.attempt = ab.attempt and p.expansion_index < ab.n_spent
+join nodes c on c.theorem = p.theorem and c.attempt = p.attempt and c.parent_id = p.node_id
+group by ab.theorem, ab.attempt, ab.budget;
+
+create or replace temp table cost as
+select ab.*, s.lean_s, s.tokens,
+       case when not ab.solved and ab.n_spent = ab.nodes_expanded then ab.wall_s
+            else coalesce(c.time_s, ab.wall_s) end as time_s,
+       coalesce(c.wall_timeouts, 0) as wall_timeouts
+from att_budget ab
+join spent s using (theorem, attempt, budget)
+left join created c using (theorem, attempt, budget);
 
 create or replace temp table thm_budget as
-select budget, theorem, count(*) filter (where solved) as c
-from att_budget group by budget, theorem;
+select budget, theorem, count(*) filter (where solved) as c, count(*) as n
+from cost group by budget, theorem;
 """
 
 _BY_BUDGET = """
 with s as (select budget, count(*) filter (where c > 0) as solved from thm_budget group by budget),
-     a as (select budget, avg(nodes) as avg_nodes, median(nodes) as median_nodes,
-                  avg(time_s) as avg_time_s, median(time_s) as median_time_s
-           from att_budget group by budget)
-select b.budget, coalesce(s.solved, 0), a.avg_nodes, a.median_nodes, a.avg_time_s, a.median_time_s
+     a as (select budget, avg(n_spent) as avg_nodes, median(n_spent) as median_nodes,
+                  avg(time_s) as avg_time_s, median(time_s) as median_time_s,
+                  avg(lean_s) as avg_lean_s, avg(tokens) as avg_tokens,
+                  sum(wall_timeouts) as wall_timeouts,
+                  count(*) filter (where ended_by = 'timeout') as attempt_timeouts
+           from cost group by budget)
+select b.budget, coalesce(s.solved, 0), a.avg_nodes, a.median_nodes, a.avg_time_s,
+       a.median_time_s, a.avg_lean_s, a.avg_tokens, coalesce(a.wall_timeouts, 0),
+       coalesce(a.attempt_timeouts, 0)
 from budget_list b left join s on s.budget = b.budget left join a on a.budget = b.budget
 order by b.budget
 """
@@ -113,15 +156,16 @@ order by b.budget
 _PER_THEOREM = """
 with per as (
     select t.theorem,
-           t.ok_attempts = $pass_n as evaluated,
+           t.ok_attempts > 0 as evaluated,
            t.ok_attempts as attempts, t.error_attempts as errored_attempts,
+           t.statement_defect,
            count(a.attempt) filter (where a.proved and a.pe < $max_budget) as proved_attempts,
            min(a.pe) filter (where a.pe < $max_budget) as first_proof_expansion,
            avg(a.nodes_expanded) as mean_nodes,
            avg(a.wall_s) as mean_time_s,
            arg_min(a.proof, a.pe) filter (where a.proved and a.pe < $max_budget) as proof
     from thm t left join eval_att a on a.theorem = t.theorem
-    group by t.theorem, t.ok_attempts, t.error_attempts
+    group by t.theorem, t.ok_attempts, t.error_attempts, t.statement_defect
 )
 select per.* exclude (proof),
        (select min(budget) from budget_list b where b.budget > per.first_proof_expansion)
@@ -130,15 +174,17 @@ select per.* exclude (proof),
 from per order by per.theorem
 """
 
+# One attempt per theorem on every axis: the one whose proof came after the fewest expansions
+# (then the lowest attempt index), with the cost a run that stops at that proof spends.
 _ANYTIME = """
-select a.theorem,
-       min(a.pe + 1) as nodes,
-       min(pc.lean_s) as lean_s,
-       min(pc.tokens) as tokens,
-       min(coalesce(pc.time_s, a.wall_s)) as wall_s
-from eval_att a join proof_cost pc on pc.theorem = a.theorem and pc.attempt = a.attempt
-where a.proved and a.pe < $max_budget
-group by a.theorem
+with first as (
+    select a.theorem, arg_min(a.attempt, a.pe * 1000000 + a.attempt) as attempt
+    from eval_att a where a.proved and a.pe < $max_budget group by a.theorem
+)
+select f.theorem, a.pe + 1 as nodes, c.lean_s, c.tokens, c.time_s as wall_s
+from first f
+join eval_att a on a.theorem = f.theorem and a.attempt = f.attempt
+join cost c on c.theorem = f.theorem and c.attempt = f.attempt and c.budget = $max_budget
 """
 
 
@@ -169,7 +215,7 @@ def score_trajectories(
     con, skipped = open_duckdb(trajectories)
     con.register("expected_theorems", pa.table({"theorem": pa.array(list(expected), pa.string())}))
     con.register("budget_list", pa.table({"budget": pa.array(budgets, pa.int64())}))
-    params = {"pass_n": pass_n, "max_budget": budgets[-1]}
+    params = {"max_budget": budgets[-1]}
     con.execute(_VIEWS.format(pass_n=int(pass_n)))
     ignored = con.execute(
         "select count(*) filter (where theorem not in (select theorem from expected_theorems)),"
@@ -186,16 +232,17 @@ def score_trajectories(
             pass_n,
         )
     counts = con.execute(
-        "select count(*) filter (where ok_attempts = $pass_n), count(*),"
-        " coalesce(sum(ok_attempts), 0), coalesce(sum(error_attempts), 0) from thm",
+        "select count(*) filter (where ok_attempts = $pass_n), count(*) filter (where ok_attempts"
+        " > 0), count(*), coalesce(sum(ok_attempts), 0), coalesce(sum(error_attempts), 0) from thm",
         {"pass_n": pass_n},
     ).fetchone()
-    evaluated, n_expected, ok_attempts, error_attempts = (int(x) for x in counts)
+    full, evaluated, n_expected, ok_attempts, error_attempts = (int(x) for x in counts)
     attempts_expected = n_expected * pass_n
     status = {
-        "complete": evaluated == n_expected and n_expected > 0,
-        "label": status_label(evaluated, n_expected),
+        "complete": full == n_expected and n_expected > 0,
+        "label": status_label(full, n_expected, some=evaluated - full),
         "evaluated_theorems": evaluated,
+        "fully_evaluated_theorems": full,
         "expected_theorems": n_expected,
         "attempts_expected": attempts_expected,
         "attempts_finished": ok_attempts,
@@ -203,17 +250,21 @@ def score_trajectories(
         "attempts_missing": attempts_expected - ok_attempts - error_attempts,
         "ignored_rows": {"not_in_benchmark": int(ignored[0]), "attempt_ge_pass_n": int(ignored[1])},
         "skipped_parts": skipped,
-        "denominator": "theorems whose pass_n attempts all finished without an error",
+        "denominator": "theorems with at least one finished attempt (a statement Lean rejects "
+        "counts, unsolved; infrastructure errors do not); pass@k over theorems with at least k",
     }
 
     hist = con.execute(
-        "select budget, c, count(*) from thm_budget group by budget, c order by budget, c"
+        "select budget, n, c, count(*) from thm_budget group by budget, n, c order by all"
+    ).fetchall()
+    ended = con.execute(
+        "select budget, ended_by, count(*) from cost group by all order by all"
     ).fetchall()
     by_budget = []
     for row in con.execute(_BY_BUDGET).fetchall():
-        budget, solved, avg_nodes, med_nodes, avg_t, med_t = row
+        budget, solved, avg_nodes, med_nodes, avg_t, med_t, avg_lean, avg_tok, wall_to, att_to = row
         solved = int(solved or 0)
-        counts_c = [(pass_n, int(c), int(w)) for b, c, w in hist if b == budget]
+        counts_c = [(int(n), int(c), int(w)) for b, n, c, w in hist if b == budget]
         by_budget.append(
             {
                 "budget": int(budget),
@@ -223,10 +274,19 @@ def score_trajectories(
                 "ci95": list(mean_ci(np.repeat([1.0, 0.0], [solved, evaluated - solved])))
                 if evaluated
                 else None,
+                # what a separate run with this budget spends per attempt (nodes = expansions)
                 "avg_nodes": avg_nodes,
                 "median_nodes": med_nodes,
                 "avg_time_s": avg_t,
                 "median_time_s": med_t,
+                "avg_lean_s": avg_lean,
+                "avg_tokens": avg_tok,
+                # why such a run stops (burnqed.outcomes.END_REASONS): attempts per reason
+                "ended_by": {reason: int(k) for b, reason, k in ended if b == budget},
+                "nondeterministic_events": {
+                    "tactic_wall_timeouts": int(wall_to),
+                    "attempt_timeouts": int(att_to),
+                },
                 "pass_at_k": pass_at_k_table(counts_c, pass_n),
             }
         )
@@ -240,6 +300,14 @@ def score_trajectories(
     }
     errors = (
         con.sql("select theorem, attempt, reasons from att where errored order by theorem, attempt")
+        .to_arrow_table()
+        .to_pylist()
+    )
+    defects = (
+        con.sql(
+            "select theorem, any_value(reasons[1]) as reason from att "
+            "where status = 'statement_error' group by theorem order by theorem"
+        )
         .to_arrow_table()
         .to_pylist()
     )
@@ -258,12 +326,17 @@ def score_trajectories(
         },
         "pass_at_k": last["pass_at_k"],
         "anytime": {
-            "description": "fraction of evaluated theorems proved by some attempt within x of: "
-            "node expansions, summed Lean seconds, generated tokens, wall seconds",
+            "description": "fraction of evaluated theorems proved within x of: node expansions, "
+            "summed Lean seconds, generated tokens, wall seconds — one attempt per theorem on "
+            "every axis (the one proving it with the fewest expansions), at the cost a run that "
+            "stops at that proof spends",
             **anytime,
         },
+        "ended_by": last["ended_by"],
+        "nondeterministic_events": last["nondeterministic_events"],
         "per_theorem": per_theorem,
         "solved_theorems": solved_theorems,
+        "statement_defects": defects,
         "errors": errors,
         "previous": compare_with_previous(
             solved_theorems,

@@ -65,20 +65,21 @@ def mean_ci(values: Sequence[float] | np.ndarray, z: float = Z_95) -> tuple[floa
 def pass_at_k_table(counts: Sequence[tuple[int, int, int]], n: int) -> list[dict]:
     """pass@k for every ``k <= n`` from ``counts`` = [(attempts, successes, theorems), …].
 
-    Every theorem here has the same ``n`` attempts (theorems with fewer are not evaluated; see
-    burnqed.eval.metrics), so the per-theorem values depend only on ``c``: the loop runs over the
-    distinct success counts, never over theorems.
+    A theorem's value at ``k`` uses its own finished attempts (an errored attempt beside them is not
+    a failure; burnqed.eval.metrics), and only theorems with at least ``k`` finished attempts enter
+    pass@k (``theorems`` says how many did).  The per-theorem values depend only on (attempts,
+    successes): the loop runs over those distinct pairs, never over theorems.
     """
-    weights = np.array([w for _, _, w in counts], dtype=np.int64)
-    successes = [c for _, c, _ in counts]
     out = []
     for k in range(1, n + 1):
-        per_c = np.array([pass_at_k(n, c, k) for c in successes], dtype=np.float64)
-        values = np.repeat(per_c, weights)
-        lo, hi = mean_ci(values)
+        rows = [(a, c, w) for a, c, w in counts if a >= k]
+        per = np.array([pass_at_k(a, c, k) for a, c, _ in rows], dtype=np.float64)
+        values = np.repeat(per, np.array([w for _, _, w in rows], dtype=np.int64))
+        lo, hi = mean_ci(values) if len(values) else (None, None)
         out.append(
             {
                 "k": k,
+                "theorems": len(values),
                 "pass_at_k": float(values.mean()) if len(values) else None,
                 "ci95": [lo, hi] if len(values) else None,
             }

@@ -54,15 +54,13 @@ from typing import Any, Protocol
 from burnqed.config import SearchConfig
 from burnqed.data.prompt import STOP, format_prompt
 from burnqed.lean.errors import StartError
+from burnqed.outcomes import END_REASONS, STATUS_OF_END, STATUSES
 from burnqed.policy import Generation, SamplingParams, TacticGenerator
 from burnqed.search.tree import FAILED, PROVED, InvariantError, Node, SearchTree
 from burnqed.search.value import ValueModel, priority
 from burnqed.theorems import Theorem
 
 log = logging.getLogger(__name__)
-
-# Attempt statuses (summary rows).
-STATUSES = ("proved", "failed", "timeout", "error")
 
 
 # --------------------------------------------------------------------------------------------
@@ -107,14 +105,16 @@ class ProofEnvironment(Protocol):
 class SearchResult:
     """The outcome of one (theorem, attempt).
 
-    Invariants (:meth:`check`): ``status == "proved"`` ⇔ ``proof is not None`` ⇔ ``verified`` ⇔
-    ``proof_expansion is not None``; ``proof_expansion < nodes_expanded <= max_nodes``;
-    ``nodes_expanded <= nodes_total``; an error or timeout carries a reason.
+    Statuses and end reasons are :mod:`burnqed.outcomes`'.  Invariants (:meth:`check`):
+    ``status == "proved"`` ⇔ ``proof is not None`` ⇔ ``verified`` ⇔ ``proof_expansion is not None``;
+    ``status == STATUS_OF_END[ended_by]``; ``proof_expansion < nodes_expanded <= max_nodes``;
+    ``nodes_expanded <= nodes_total``; a timeout, statement error or error carries a reason.
     """
 
     theorem: str
     attempt: int
-    status: str  # proved | failed (budget spent or frontier empty) | timeout | error
+    status: str  # burnqed.outcomes.STATUSES
+    ended_by: str  # burnqed.outcomes.END_REASONS: why the search stopped
     proof: tuple[str, ...] | None  # the verified tactic list
     verified: bool  # whole-file verification accepted `proof`
     proof_expansion: int | None  # expansion index (0-based) that produced the proof's last state
@@ -125,6 +125,8 @@ class SearchResult:
     lean_s: float  # summed Lean time of tactic applications
     gen_wait_s: float  # time this search spent waiting on generation batches
     tokens: int  # generated tokens over all expansions
+    # tactics a wall-clock backstop failed (kind "timeout"): non-deterministic events
+    wall_timeouts: int = 0
     reasons: tuple[str, ...] = ()  # why it stopped / failed / errored, human-readable
     # the verifier's reasons, one entry per proof it rejected ("; "-joined), in the order tried
     rejections: tuple[str, ...] = ()
@@ -142,6 +144,11 @@ class SearchResult:
                 raise InvariantError(f"{self.theorem}#{self.attempt}: {msg}")
 
         need(self.status in STATUSES, f"unknown status {self.status!r}")
+        need(self.ended_by in END_REASONS, f"unknown end reason {self.ended_by!r}")
+        need(
+            STATUS_OF_END[self.ended_by] == self.status,
+            f"ended by {self.ended_by} but status {self.status}",
+        )
         proved = self.status == "proved"
         need(proved == (self.proof is not None), "proof present iff proved")
         need(proved == self.verified, "verified iff proved")
@@ -153,8 +160,8 @@ class SearchResult:
             need(self.nodes_expanded <= cfg.max_nodes, "expansions exceed max_nodes")
             if self.proof is not None:
                 need(len(self.proof) <= cfg.max_depth, "proof longer than max_depth")
-        if self.status in ("timeout", "error"):
-            need(bool(self.reasons), "a timeout or error must say why")
+        if self.status in ("timeout", "statement_error", "error"):
+            need(bool(self.reasons), f"a {self.status} must say why")
         if self.tree is not None:
             t = self.tree
             need(len(t.nodes) == self.nodes_total, "nodes_total disagrees with the tree")
@@ -216,10 +223,9 @@ class _Scheduler:
         sampling: SamplingParams,
         value_model: ValueModel | None,
         cfg: SearchConfig,
-        expansions_per_step: int,
     ) -> None:
         self.loop = asyncio.get_running_loop()
-        self.k = expansions_per_step
+        self.k = cfg.expansions_per_step
         # A fixed seed would replay the same random draws in every call (correlated candidates,
         # identical ones across attempts); derive one per call instead, still reproducible.
         calls = itertools.count()
@@ -334,6 +340,7 @@ class _Attempt:
         self.rejections: list[str] = []  # the verifier's reasons for each rejected proof
         self.lean_s = 0.0
         self.tokens = 0
+        self.wall_timeouts = 0  # tactics failed by a wall-clock backstop (burnqed.outcomes)
         self.stop = ""
 
     def _priority(self, cum_logprob: float, depth: int, energy: float | None) -> float:
@@ -350,26 +357,25 @@ class _Attempt:
     async def run(self) -> SearchResult:
         t0 = time.perf_counter()
         self.t0 = t0
-        status, reasons = "failed", []
+        ended_by, reasons = "fault", []
         session = None
         try:
+            # search.timeout_s is a fault backstop (null: none); node budgets bound a search.
             async with asyncio.timeout(self.cfg.timeout_s):
                 session = await self.env.start(self.theorem)
-                await self._search(session)
-            if self.proof is not None:
-                status = "proved"
-            else:
+                ended_by = await self._search(session)
+            if ended_by != "proof":
                 reasons.append(self.stop)
         except TimeoutError:
-            status = "timeout"
-            reasons.append(f"wall-clock timeout after {self.cfg.timeout_s:g} s")
+            ended_by = "timeout"
+            reasons.append(f"wall-clock timeout after {self.cfg.timeout_s:g} s (search.timeout_s)")
             self._roll_back()
-        except StartError as e:
-            status = "error"
-            reasons.append(f"start: {e}")
+        except StartError as e:  # Lean's own verdict on the statement: a result, not a fault
+            ended_by = "statement"
+            reasons.append(f"statement: {e}")
         except Exception as e:  # one broken attempt must not end the run; it is recorded instead
             log.exception("%s attempt %d failed", self.theorem.key, self.attempt)
-            status = "error"
+            ended_by = "fault"
             reasons.append(f"{type(e).__name__}: {e}")
             self._roll_back()
         finally:
@@ -384,7 +390,8 @@ class _Attempt:
         return SearchResult(
             theorem=self.theorem.key,
             attempt=self.attempt,
-            status=status,
+            status=STATUS_OF_END[ended_by],
+            ended_by=ended_by,
             proof=self.proof,
             verified=self.verified,
             proof_expansion=self.proof_expansion,
@@ -395,6 +402,7 @@ class _Attempt:
             lean_s=self.lean_s,
             gen_wait_s=self.search.gen_wait_s,
             tokens=self.tokens,
+            wall_timeouts=self.wall_timeouts,
             reasons=tuple(reasons),
             rejections=tuple(self.rejections),
             tree=tree,
@@ -410,7 +418,8 @@ class _Attempt:
         self.in_flight = []
         self.unverified = []
 
-    async def _search(self, session: ProofSessionLike) -> None:
+    async def _search(self, session: ProofSessionLike) -> str:
+        """Search until it ends; return why (``proof``, ``budget`` or ``frontier``)."""
         cfg, sched = self.cfg, self.sched
         root = session.root
         tree = self.tree = SearchTree(root_state=root, root_text=root.text)
@@ -422,10 +431,10 @@ class _Attempt:
         while True:
             if tree.expansions >= cfg.max_nodes:
                 self.stop = f"node budget spent ({cfg.max_nodes} expansions)"
-                return
+                return "budget"
             if not frontier:
                 self.stop = "frontier empty: every branch failed or hit max_depth"
-                return
+                return "frontier"
             take = min(sched.k, cfg.max_nodes - tree.expansions)
             popped = [
                 tree.nodes[heapq.heappop(frontier)[1]] for _ in range(min(take, len(frontier)))
@@ -469,6 +478,8 @@ class _Attempt:
                 lean_by_node[i] += lean
                 st = getattr(res, "state", None)
                 if st is None:
+                    if res.kind == "timeout":  # the clock decided, not the heartbeat limit
+                        self.wall_timeouts += 1
                     tree.add_error(
                         parent,
                         cand.text,
@@ -532,7 +543,7 @@ class _Attempt:
             self.unverified = []
             if self.proof is not None:
                 self.stop = "proof found"
-                return
+                return "proof"
 
 
 # --------------------------------------------------------------------------------------------
@@ -550,7 +561,6 @@ async def search_all(
     value_model: ValueModel | None = None,
     attempts: int | None = None,
     skip: frozenset[tuple[str, int]] | set[tuple[str, int]] = frozenset(),
-    expansions_per_step: int = 1,
     keep_trees: bool = False,
     on_result: Callable[[SearchResult], None] | None = None,
 ) -> list[SearchResult]:
@@ -559,16 +569,16 @@ async def search_all(
     ``writer.add(result)`` (e.g. a :class:`burnqed.trajectory.TrajectoryWriter`) receives each result
     with its tree as soon as it finishes; ``on_result`` is called after it (progress bars).  The
     returned results drop their trees unless ``keep_trees`` (trees of a large run do not fit in
-    memory).  ``expansions_per_step`` (k) nodes are popped per step of each search.
+    memory).  ``cfg.expansions_per_step`` (k) nodes are popped per step of each search.
     """
-    if expansions_per_step < 1:
-        raise ValueError(f"expansions_per_step must be >= 1, got {expansions_per_step}")
+    if cfg.expansions_per_step < 1:
+        raise ValueError(f"expansions_per_step must be >= 1, got {cfg.expansions_per_step}")
     if sampling is None:
         temperature = cfg.temperature_with_ebm if value_model is not None else cfg.temperature
         sampling = SamplingParams(n=cfg.num_candidates, temperature=temperature, stop=STOP)
     n_attempts = cfg.attempts if attempts is None else attempts
     work = deque((t, a) for t in theorems for a in range(n_attempts) if (t.key, a) not in skip)
-    sched = _Scheduler(generator, sampling, value_model, cfg, expansions_per_step)
+    sched = _Scheduler(generator, sampling, value_model, cfg)
     results: list[SearchResult] = []
     t0 = time.perf_counter()
 

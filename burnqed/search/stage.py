@@ -10,10 +10,14 @@ Output (``out/``): ``nodes/part-*.parquet``, ``summary/part-*.parquet`` (burnqed
 ``manifest.json`` — counts, solve rate, errors, config, model, provenance — written only when every
 attempt has a row, so a directory without it is unfinished.
 
-Infrastructure errors are not results.  An attempt with status ``error`` (the REPL kept dying, the
-policy server stayed down, the statement would not start) is left out of ``solve_rate``, whose
-denominator is ``results`` (attempts that ran to proved/failed/timeout); the manifest lists the
-errors apart (``errors``: count, fraction, count per reason class, each attempt with its reason).
+Infrastructure errors are not results (statuses: :mod:`burnqed.outcomes`).  An attempt with status
+``error`` (the REPL kept dying, the policy server stayed down, a start that timed out) is left out of
+``solve_rate``, whose denominator is ``results`` (attempts that ran to an outcome, a statement Lean
+rejects included: ``statement_error`` is the benchmark row's defect, listed in ``statement_errors``);
+the manifest lists the errors apart (``errors``: count, fraction, count per reason class, each
+attempt with its reason).  It also counts why the searches ended (``ended_by``), the events the
+clock decided (``nondeterministic_events``: 0 in a reproducible run) and the Lean pool's counters
+(``lean_pool``: restarts, interrupts, loads, replays, …).
 ``--resume`` keeps every finished attempt and retries exactly the ``error`` ones (their new rows
 supersede the old ones: the rule is in :mod:`burnqed.trajectory`).  When errors exceed
 ``search.max_error_fraction`` of the attempts, the manifest is written all the same (marked
@@ -35,7 +39,6 @@ import contextlib
 import hashlib
 import json
 import logging
-import math
 import os
 import platform
 import re
@@ -51,6 +54,7 @@ from typing import Any, Literal
 
 from burnqed.config import InputError, LeanConfig, PolicyConfig, SearchConfig
 from burnqed.data.prompt import STOP
+from burnqed.outcomes import nondeterministic_events
 from burnqed.policy import SamplingParams, TacticGenerator
 from burnqed.provenance import git_commit
 from burnqed.search.engine import ProofEnvironment, SearchResult, search_all
@@ -104,13 +108,6 @@ def error_report(summary: Any, max_error_fraction: float) -> dict:
             for r in sorted(rows, key=lambda r: (r["theorem"], r["attempt"]))[:MAX_LISTED_ERRORS]
         ],
     }
-
-
-def default_expansions_per_step(cfg: SearchConfig) -> int:
-    """Nodes each search pops per step: enough that the searches in flight can keep two generation
-    batches queued (one running, one filling) — ``ceil(2 · batch_generate_size / concurrency)`` —
-    so the generator never waits for Lean.  1 (pure best-first) when concurrency alone suffices."""
-    return max(1, math.ceil(2 * cfg.batch_generate_size / max(cfg.concurrency, 1)))
 
 
 def shard_theorems(theorems: Sequence[Theorem], shard: tuple[int, int] | None) -> list[Theorem]:
@@ -262,7 +259,6 @@ async def search_to_dir(
     sampling: SamplingParams,
     value_model: ValueModel | None = None,
     resume: bool = False,
-    expansions_per_step: int | None = None,
     provenance: Mapping[str, Any] | None = None,
 ) -> dict:
     """Search the unfinished attempts of ``theorems`` into ``out``; return the manifest.
@@ -300,7 +296,6 @@ async def search_to_dir(
         retried,
         out,
     )
-    k = expansions_per_step or default_expansions_per_step(cfg)
     meta = {"burnqed.search": json.dumps({**(provenance or {}), "config": cfg.to_dict()})}
     t0 = time.perf_counter()
     counts: Counter[str] = Counter()
@@ -331,7 +326,6 @@ async def search_to_dir(
                 writer=writer,
                 value_model=value_model,
                 skip=done,
-                expansions_per_step=k,
                 on_result=on_result,
             )
     finally:
@@ -354,17 +348,27 @@ async def search_to_dir(
     errors = error_report(summary, cfg.max_error_fraction)
     results = summary.num_rows - errors["count"]
     exceeded = errors["fraction"] > cfg.max_error_fraction
+    rows = summary.select(["theorem", "attempt", "status", "wall_timeouts", "reasons"]).to_pylist()
     manifest = {
         "attempts": summary.num_rows,
         "theorems": len(theorems),
         "statuses": dict(statuses),
+        "ended_by": dict(Counter(summary.column("ended_by").to_pylist())),
         # Errors are not results: the denominator is the attempts that ran to an outcome.
         "results": results,
         "solve_rate": statuses.get("proved", 0) / results if results else None,
         "errors": errors,
         "error_limit_exceeded": exceeded,
+        # Statements Lean rejects: results (unsolved), listed so the benchmark row can be fixed.
+        "statement_errors": [
+            {"theorem": r["theorem"], "attempt": r["attempt"], "reason": "; ".join(r["reasons"])}
+            for r in rows
+            if r["status"] == "statement_error"
+        ][:MAX_LISTED_ERRORS],
+        "nondeterministic_events": nondeterministic_events(rows),
+        "lean_pool": env.stats() if callable(getattr(env, "stats", None)) else None,
         "node_rows": sum(summary.column("nodes_total").to_pylist()),
-        "expansions_per_step": k,
+        "expansions_per_step": cfg.expansions_per_step,
         "sampling": {
             "n": sampling.n,
             "temperature": sampling.temperature,

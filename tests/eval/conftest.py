@@ -62,16 +62,25 @@ def toy_search(
     max_nodes: int,
     attempts: int = 1,
     env: ToyEnv | None = None,
+    k: int = 1,
+    depth_normalisation: float = 0.0,
 ) -> dict:
-    """One search into ``out`` with one expansion per step (so a smaller budget is a prefix)."""
+    """One search into ``out`` popping ``k`` nodes per step (a smaller budget is a prefix)."""
     # Errors are what some tests plant: the search must not fail on them (the eval reports them).
     cfg = SearchConfig.from_dict(
-        {**SEARCH, "max_nodes": max_nodes, "attempts": attempts, "max_error_fraction": 1.0}
+        {
+            **SEARCH,
+            "max_nodes": max_nodes,
+            "attempts": attempts,
+            "max_error_fraction": 1.0,
+            "expansions_per_step": k,
+            "depth_normalisation": depth_normalisation,
+        }
     )
     return asyncio.run(
         search_to_dir(
             theorems, policy, env or ToyEnv(), cfg, out,
-            sampling=SamplingParams(n=cfg.num_candidates), expansions_per_step=1,
+            sampling=SamplingParams(n=cfg.num_candidates),
         )
     )  # fmt: skip
 

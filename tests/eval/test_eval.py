@@ -4,6 +4,7 @@ errored evals are labelled and kept out of the denominator, a benchmark not the 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import json
 
@@ -16,28 +17,58 @@ from burnqed.eval.metrics import score_trajectories
 from burnqed.eval.stage import check_benchmark, run
 from burnqed.eval.table import eval_markdown, render_rich
 from burnqed.theorems import read_theorems
-from burnqed.trajectory import read_summary
+from burnqed.trajectory import read_nodes, read_summary
 from tests.eval.conftest import LEAN, POLICY, SEARCH, toy_search, write_benchmark
 from tests.search.fakes import RandomToyPolicy, ToyEnv, toy_theorem, toy_theorems
 
 BUDGETS = [1, 3, 6, 12, 25, 40]
 
 
-def test_budget_curve_from_one_run_equals_separate_runs_per_budget(tmp_path):
-    theorems = toy_theorems(14, seed=7, low=5, high=20)
+@pytest.mark.parametrize("k", [1, 3])
+def test_budget_curve_from_one_run_equals_separate_runs_per_budget(tmp_path, k):
+    """Solve rate, nodes, Lean seconds and tokens at every budget equal what a separate run with
+    that budget spends — also when a step expands k > 1 nodes (the proof's whole step is spent)."""
+    theorems = toy_theorems(14, seed=8, low=5, high=20)
     names = [t.name for t in theorems]
-    toy_search(tmp_path / "full", theorems, RandomToyPolicy(seed=11), max_nodes=BUDGETS[-1])
+    # Length-normalised priorities: the proof does not always come from a step's last node.
+    search = functools.partial(toy_search, k=k, depth_normalisation=1.0)
+    search(tmp_path / "full", theorems, RandomToyPolicy(seed=11), max_nodes=BUDGETS[-1])
+    if k > 1:  # the case this test is about: a proof found before the end of its step
+        nodes = [
+            r for r in read_nodes(tmp_path / "full").table.to_pylist() if r["step"] is not None
+        ]
+        step_of = {(r["theorem"], r["expansion_index"]): r["step"] for r in nodes}
+        last = {}
+        for (t, ix), st in step_of.items():
+            last[t, st] = max(last.get((t, st), -1), ix)
+        early = [
+            r
+            for r in read_summary(tmp_path / "full").table.to_pylist()
+            if r["proof_expansion"] is not None
+            and last[r["theorem"], step_of[r["theorem"], r["proof_expansion"]]]
+            > r["proof_expansion"]
+        ]
+        assert early
     m = score_trajectories(tmp_path / "full", expected=names, budgets=BUDGETS, pass_n=1)
     solved_by_budget = {}
     for row in m["by_budget"]:
         b = row["budget"]
         out = tmp_path / f"b{b}"
-        toy_search(out, theorems, RandomToyPolicy(seed=11), max_nodes=b)
+        search(out, theorems, RandomToyPolicy(seed=11), max_nodes=b)
         sep = read_summary(out).table.to_pylist()
         proved = {r["theorem"] for r in sep if r["status"] == "proved" and r["verified"]}
         assert row["solved"] == len(proved), b
         assert row["theorems"] == 14
-        assert row["avg_nodes"] == pytest.approx(sum(r["nodes_expanded"] for r in sep) / 14), b
+        mean = {
+            key: sum(r[key] for r in sep) / 14 for key in ("nodes_expanded", "lean_s", "tokens")
+        }
+        assert row["avg_nodes"] == pytest.approx(mean["nodes_expanded"]), b
+        assert row["avg_lean_s"] == pytest.approx(mean["lean_s"]), b
+        assert row["avg_tokens"] == pytest.approx(mean["tokens"]), b
+        ended = {}
+        for r in sep:
+            ended[r["ended_by"]] = ended.get(r["ended_by"], 0) + 1
+        assert row["ended_by"] == ended, b
         solved_by_budget[b] = proved
     assert set(m["solved_theorems"]) == solved_by_budget[BUDGETS[-1]]
     rates = [solved_by_budget[b] for b in BUDGETS]
@@ -115,20 +146,39 @@ def test_partial_eval_is_labelled_partial_everywhere(tmp_path, benchmark):
 
 
 def test_errored_attempts_are_reported_apart_from_the_denominator(tmp_path):
+    """Infrastructure errors are not results; a statement Lean rejects is (unsolved, listed); a
+    theorem keeps the attempts that finished beside an errored one."""
     broken = dataclasses.replace(
         toy_theorem("broken", 3), formal_statement="theorem broken : ? := by\n"
     )
-    theorems = [*toy_theorems(5, seed=2, low=3, high=8), broken]
-    toy_search(tmp_path / "eval", theorems, RandomToyPolicy(seed=1), max_nodes=30, attempts=2)
+    theorems = [
+        *toy_theorems(5, seed=2, low=3, high=8),
+        toy_theorem("flaky", 3),
+        toy_theorem("down", 3),
+        broken,
+    ]
+    env = ToyEnv(crash_starts={"flaky": 1, "down": 2})
+    toy_search(tmp_path / "eval", theorems, RandomToyPolicy(seed=1), max_nodes=30, attempts=2,
+               env=env)  # fmt: skip
     m = score_trajectories(
         tmp_path / "eval", expected=[t.name for t in theorems], budgets=[30], pass_n=2
     )
     st = m["status"]
-    assert st["label"] == "partial 5/6" and st["attempts_errored"] == 2
-    assert st["attempts_finished"] == 10 and st["attempts_missing"] == 0
-    assert m["by_budget"][0]["theorems"] == 5
-    assert {(e["theorem"], e["attempt"]) for e in m["errors"]} == {("broken", 0), ("broken", 1)}
+    # 6 theorems finished both attempts (broken among them), flaky one of two, down none.
+    assert st["label"] == "partial 6/8 (+1 with some attempts)" and not st["complete"]
+    assert st["attempts_errored"] == 3 and st["attempts_finished"] == 13
+    assert st["evaluated_theorems"] == 7 and m["by_budget"][0]["theorems"] == 7
+    assert {e["theorem"] for e in m["errors"]} == {"flaky", "down"} and len(m["errors"]) == 3
+    per = {r["theorem"]: r for r in m["per_theorem"]}
+    assert per["flaky"]["evaluated"] and per["flaky"]["attempts"] == 1
+    assert not per["down"]["evaluated"]
+    # The defective statement counts, unsolved, and is listed as the benchmark's defect.
+    assert per["broken"]["evaluated"] and per["broken"]["statement_defect"]
+    assert [d["theorem"] for d in m["statement_defects"]] == ["broken"]
     assert "broken" not in m["solved_theorems"]
+    assert m["ended_by"]["statement"] == 2
+    # pass@k over theorems with at least k finished attempts.
+    assert [p["theorems"] for p in m["pass_at_k"]] == [7, 6]
 
 
 def test_a_benchmark_that_is_not_the_pinned_one_is_refused(tmp_path, benchmark, fake_backends):

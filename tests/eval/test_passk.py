@@ -53,8 +53,8 @@ def test_table_is_the_mean_over_theorems_for_every_k():
     assert table[0]["pass_at_k"] == pytest.approx((2 * 0.25 + 1) / 6)
     assert table[-1]["pass_at_k"] == pytest.approx(3 / 6)  # k = n: any success
     assert pass_at_k_table([], 2) == [
-        {"k": 1, "pass_at_k": None, "ci95": None},
-        {"k": 2, "pass_at_k": None, "ci95": None},
+        {"k": 1, "theorems": 0, "pass_at_k": None, "ci95": None},
+        {"k": 2, "theorems": 0, "pass_at_k": None, "ci95": None},
     ]
 
 

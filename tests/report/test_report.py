@@ -18,7 +18,7 @@ from burnqed.report.stage import run_cross, run_iteration
 from burnqed.theorems import read_theorems
 from burnqed.trajectory import TrajectoryWriter
 from tests.eval.conftest import LEAN, POLICY, SEARCH, toy_search, write_benchmark
-from tests.search.fakes import FixedPolicy, RandomToyPolicy, toy_theorems
+from tests.search.fakes import FixedPolicy, RandomToyPolicy, ToyEnv, toy_theorems
 
 PNGS = ("budget_curve.png", "anytime.png", "energy_hist.png", "proof_depth.png", "nodes_hist.png")
 CFG = ReportConfig().to_dict()
@@ -32,14 +32,16 @@ def assert_real_png(path: Path) -> None:
     assert ink > 0.01 and float(rgb.std()) > 0.02, (path, ink)
 
 
-def make_eval(root: Path, benchmark: Path, label: str, policy, *, searched=None, budgets=(4, 12)):
+def make_eval(
+    root: Path, benchmark: Path, label: str, policy, *, searched=None, budgets=(4, 12), env=None
+):
     """A toy search of ``searched`` (default: the whole benchmark) scored by the eval stage."""
     theorems = list(read_theorems(benchmark))
     traj = root / label / "eval"
     if searched == 0:
         TrajectoryWriter(traj).close()  # an empty run: the directory, no attempts
     else:
-        toy_search(traj, theorems[:searched], policy, max_nodes=max(budgets))
+        toy_search(traj, theorems[:searched], policy, max_nodes=max(budgets), env=env)
     cfg = {"budgets": list(budgets), "pass_n": 1, "num_candidates": 4, "benchmark": "toy"}
     eval_run(model="m", benchmark=benchmark, trajectories=traj, out=root / label / "eval.json",
              cfg=cfg, search=SEARCH, lean=LEAN, policy=POLICY, run_search=False)  # fmt: skip
@@ -157,12 +159,9 @@ def test_every_plot_labels_its_axes_with_and_without_data(tmp_path):
 
 
 def test_cli_report_iteration_reports_an_errored_attempt_apart(tmp_path, bench, repo_root):
-    import dataclasses
-
-    theorems = [*read_theorems(bench)]
-    broken = dataclasses.replace(theorems[0], formal_statement="theorem x : ? := by\n")
-    bench2 = write_benchmark(tmp_path, [broken, *theorems[1:]], name="toy2")
-    cur = make_eval(tmp_path, bench2, "iter_0", RandomToyPolicy(seed=2))
+    first = next(iter(read_theorems(bench))).name
+    env = ToyEnv(crash_starts={first: 1})  # its REPL dies: an infrastructure error, not a result
+    cur = make_eval(tmp_path, bench, "iter_0", RandomToyPolicy(seed=2), env=env)
     out = tmp_path / "iter_0" / "report"
     rc = cli_main(["report", "iteration", "--params", str(repo_root / "params.yaml"),
                    "--eval", str(cur), "--out", str(out)])  # fmt: skip
@@ -170,4 +169,4 @@ def test_cli_report_iteration_reports_an_errored_attempt_apart(tmp_path, bench, 
     md = (out / "report.md").read_text(encoding="utf-8")
     assert "partial 7/8" in md.split("## Go/no-go")[0]
     assert "errored attempts: reason (not counted as results) | attempts" in md
-    assert "| start" in md  # the reason the broken statement failed
+    assert "| ReplError" in md  # the reason the attempt failed

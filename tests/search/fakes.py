@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from burnqed.lean.errors import StartError
+from burnqed.lean.errors import ReplError, StartError
 from burnqed.lean.pool import TacticFailure, Verdict
 from burnqed.policy import Candidate, Generation, SamplingParams, dedup_candidates
 from burnqed.theorems import Theorem
@@ -127,9 +127,16 @@ class ToyEnv:
     """The ``ProofEnvironment`` of the toy logic; optional per-call latency over ``workers``."""
 
     def __init__(
-        self, *, latency_s: float = 0.0, workers: int = 6, lean_time_s: float = 0.001
+        self,
+        *,
+        latency_s: float = 0.0,
+        workers: int = 6,
+        lean_time_s: float = 0.001,
+        crash_starts: dict[str, int] | None = None,
     ) -> None:
         self.latency_s = latency_s
+        # theorem name → how many of its starts fail with an infrastructure error (a dying REPL)
+        self.crash_starts = dict(crash_starts or {})
         self.lean_time_s = lean_time_s
         self._sem = asyncio.Semaphore(workers) if latency_s else None
         self.applies = 0
@@ -146,6 +153,11 @@ class ToyEnv:
         return {"applies": self.applies, "verifications": len(self.verifications)}
 
     async def start(self, theorem: Theorem) -> ToySession:
+        if self.crash_starts.get(theorem.name, 0) > 0:
+            self.crash_starts[theorem.name] -= 1
+            raise ReplError(
+                f"worker0: pid 1 exited (code -9) during frontend.process ({theorem.name})"
+            )
         session = ToySession(self, theorem)
         self.open_sessions += 1
         return session

@@ -8,6 +8,7 @@ must pass ``pool.verify`` again, as a whole file, in a fresh worker.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import random
 import sys
 from collections.abc import Sequence
@@ -85,7 +86,11 @@ def test_search_over_the_propositional_repl_finds_only_verifying_proofs():
                 await s.close()
             policy = TracedPolicy(steps)
             results = await search_all(
-                theorems, policy, pool, cfg, keep_trees=True, expansions_per_step=2
+                theorems,
+                policy,
+                pool,
+                dataclasses.replace(cfg, expansions_per_step=2),
+                keep_trees=True,
             )
             verdicts = {
                 r.theorem: await pool.verify(

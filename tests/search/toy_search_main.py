@@ -37,6 +37,7 @@ def main() -> int:
         concurrency=4,
         checkpoint_every=args.checkpoint_every,
         timeout_s=600,
+        expansions_per_step=1,
     )
     theorems = toy_theorems(args.theorems, seed=5, low=3, high=14)
     coro = search_to_dir(
@@ -47,7 +48,6 @@ def main() -> int:
         args.out,
         sampling=SamplingParams(n=cfg.num_candidates, temperature=cfg.temperature),
         resume=args.resume,
-        expansions_per_step=1,
     )
     try:
         run_until_signalled(coro)

@@ -78,6 +78,7 @@ def summary_row(proof: Proof, nodes_total: int) -> dict:
     proved = proof.status == "proved"
     return {
         "theorem": proof.theorem, "attempt": proof.attempt, "status": proof.status,
+        "ended_by": "proof" if proved else "frontier", "wall_timeouts": 0, "rejections": [],
         "proof": [t for _, t in proof.steps] if proved else None, "verified": proof.verified,
         "proof_expansion": len(proof.steps) if proved else None, "nodes_expanded": nodes_total,
         "nodes_total": nodes_total, "rejected_proofs": 0 if proof.verified else 1,
