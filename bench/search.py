@@ -329,7 +329,7 @@ class SimGenerator:
         self.a, self.b = a, b
         self.batches: list[int] = []
 
-    def generate(self, prompts, params: SamplingParams):
+    def generate(self, prompts, params: SamplingParams, seeds=None):
         self.batches.append(len(prompts))
         if self.a or self.b:
             time.sleep(self.a + self.b * len(prompts))

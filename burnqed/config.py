@@ -336,6 +336,8 @@ class PolicyConfig(Section):
         "0.8",
         "--log-level",
         "warning",
+        "--enable-deterministic-inference",
+        "--disable-radix-cache",
     )
     embedding_server_url: str | None = None
     embedding_server_command: tuple[str, ...] | None = (

@@ -7,7 +7,11 @@ provenance) and ``metrics.jsonl`` (the training curve).
 :func:`load_value_model` refuses an EBM trained on another model's embeddings — a new LoRA means new
 embeddings, and scoring them with an old head gives confident nonsense — with both digests in the
 message.  The returned :class:`EBMValueModel` embeds a batch of states through the policy backend
-(goal embeddings cached per goal) and returns their energies.
+(goal embeddings cached per goal) and returns their energies.  A state's energy is the same alone
+or in any batch, by construction: the in-process backend embeds one text per forward, and the head
+scores one state per forward (a batched matrix product's rows change with the batch's shape on a
+CPU, and search must not depend on how its states were batched).  The goal cache holds exactly what
+embedding the goal alone gives, so the order in which goals arrive changes nothing.
 
 Example::
 
@@ -26,6 +30,7 @@ from typing import Any
 import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
+from torch.nn.utils import parametrize
 
 from burnqed.config import EBMConfig
 from burnqed.ebm.embeddings import embedding_model_digest
@@ -94,7 +99,12 @@ class EBMValueModel:
         pos = {s: i for i, s in enumerate(uniq)}
         zs = torch.from_numpy(vecs[[pos[s] for s in states]]).to(self.device)  # (n, d)
         zg = torch.from_numpy(np.stack([self._goals[g] for g in goals])).to(self.device)  # (n, d)
-        return self.head(zs, zg).float().cpu().numpy().astype(np.float32)
+        out = np.empty(len(states), np.float32)
+        # One state per forward (module docstring); the spectral norms are computed once per call.
+        with parametrize.cached():
+            for i in range(len(states)):
+                out[i] = self.head(zs[i : i + 1], zg[i : i + 1]).float().item()
+        return out
 
 
 def load_value_model(path: Path, generator: Any, *, device: str = "auto") -> EBMValueModel:

@@ -241,9 +241,11 @@ def run(
             "sampling": (search_manifest or {}).get("sampling"),
             "seeds": {
                 "seed": seed,
-                "scheme": "attempts 0..pass_n-1 of a theorem are separate searches; each "
-                "generation call gets its own seed (seed·1000003 + call index, "
-                "burnqed.search.engine), so no two attempts share one",
+                "scheme": "every candidate has its own seed, burnqed.policy.candidate_seeds(seed, "
+                "theorem key, attempt, state hash, candidate index): attempts 0..pass_n-1 are "
+                "independent draws, and evals with the same seed (iterations, controls, the EBM "
+                "ablation) draw the same random numbers for the same (theorem, attempt, state) — "
+                "paired comparisons",
             },
             "search_manifest": search_manifest,
             "git_commit": git_commit(),

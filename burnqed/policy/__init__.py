@@ -5,16 +5,28 @@ Every backend (in-process transformers, SGLang native HTTP, OpenAI-compatible HT
 de-duplicated candidates, each with its summed token logprob and token count; ``embed`` returns one
 vector per text.  Callers (search, eval, EBM) depend only on this module, which imports nothing heavy.
 
+**Reproducible sampling.**  Every candidate has its own seed (``seeds[i][j]``: prompt ``i``,
+candidate ``j``), derived by :func:`candidate_seeds` from what is being sampled — run seed, theorem,
+attempt, the node's state, candidate index — and never from how prompts happen to be batched.  Each
+backend makes a candidate a function of (model, prompt, its seed) alone: in process by
+construction (one forward per prompt, one random stream per candidate), SGLang by one request item
+per candidate with its own ``sampling_seed`` in deterministic mode, vLLM by one request per
+candidate with its own ``seed`` (``reference/inference-servers.md`` §3.3).  So a search does not
+depend on the concurrency, batch size or timing of a run, and two evals of the same theorems draw
+the same random numbers (paired comparisons).  Without seeds a backend samples freshly.
+
 Example (with any backend ``gen``)::
 
     params = SamplingParams(n=4, temperature=0.8, max_new_tokens=64)
-    groups = gen.generate([prompt_a, prompt_b], params)   # 2 groups, same order as the prompts
+    seeds = [candidate_seeds(0, "thm", 0, "root", 4), candidate_seeds(0, "thm", 0, "s1", 4)]
+    groups = gen.generate([prompt_a, prompt_b], params, seeds=seeds)   # 2 groups, prompt order
     best = groups[0].candidates[0]                          # sorted best logprob first
     best.text, best.logprob, best.num_tokens, best.mean_logprob
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
@@ -32,7 +44,6 @@ class SamplingParams:
     top_p: float = 1.0
     max_new_tokens: int = 64
     stop: tuple[str, ...] = ()  # stop strings, trimmed from the returned text
-    seed: int | None = None  # per-request seed where the backend supports one
 
     def __post_init__(self) -> None:
         if self.n < 1:
@@ -70,6 +81,41 @@ class Generation:
     tokens: int = field(default=0)  # generated tokens over all raw candidates (for accounting)
 
 
+SEED_BITS = 63  # seeds are non-negative and fit a signed 64-bit integer (torch, SGLang, vLLM)
+
+
+def candidate_seeds(
+    run_seed: int, theorem: str, attempt: int, node: str, n: int
+) -> tuple[int, ...]:
+    """The seeds of the ``n`` candidates sampled for one node: a hash of (run seed, theorem key,
+    attempt, the node's identity in its tree, candidate index) — nothing that depends on batching
+    or timing.  Search uses the node's state hash as its identity, so the same state of the same
+    (theorem, attempt) gets the same draws in every run and in every eval compared with it.
+
+    >>> candidate_seeds(0, "t", 0, "root", 2) == candidate_seeds(0, "t", 0, "root", 3)[:2]
+    True
+    >>> len(set(candidate_seeds(0, "t", 0, "root", 4)))
+    4
+    """
+    base = f"{int(run_seed)}\x00{theorem}\x00{int(attempt)}\x00{node}\x00".encode()
+    out = []
+    for j in range(n):
+        digest = hashlib.blake2b(base + str(j).encode(), digest_size=8).digest()
+        out.append(int.from_bytes(digest, "big") >> (64 - SEED_BITS))
+    return tuple(out)
+
+
+def check_seeds(seeds: Sequence[Sequence[int]] | None, prompts: int, n: int) -> None:
+    """``seeds`` is None or holds ``n`` seeds for each of ``prompts`` prompts (else ValueError)."""
+    if seeds is None:
+        return
+    if len(seeds) != prompts or any(len(s) != n for s in seeds):
+        shape = [len(s) for s in seeds]
+        raise ValueError(
+            f"seeds must be {prompts} lists of {n} seeds (one per candidate), got {shape}"
+        )
+
+
 def normalise_tactic(text: str) -> str:
     """Whitespace-normalised form used as the de-duplication key."""
     return " ".join(text.split())
@@ -104,8 +150,15 @@ class TacticGenerator(Protocol):
 
     model_id: str  # identifies the weights (path or served name); keys the embedding cache
 
-    def generate(self, prompts: Sequence[str], params: SamplingParams) -> list[Generation]:
-        """One :class:`Generation` per prompt, in prompt order."""
+    def generate(
+        self,
+        prompts: Sequence[str],
+        params: SamplingParams,
+        seeds: Sequence[Sequence[int]] | None = None,
+    ) -> list[Generation]:
+        """One :class:`Generation` per prompt, in prompt order.  ``seeds[i][j]`` seeds candidate
+        ``j`` of prompt ``i`` (module docstring); with the same seed a backend returns the same
+        candidate whatever else is in the call."""
         ...
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:

@@ -1,21 +1,26 @@
 """HTTP policy backends: SGLang's native API and the OpenAI-compatible API (vLLM or SGLang).
 
-Both send one request per batch of prompts with explicit sampling parameters (a server's defaults
-would otherwise come from the model's ``generation_config.json``), sum per-token logprobs into the
-candidate's score (no server returns a cumulative one over HTTP), and retry with exponential
-back-off on 503 and connection errors until ``retry_total_s`` has passed, then raise
-:class:`ServerError` naming the URL and the last failure.  Wire formats: ``reference/inference-
-servers.md`` §3–§6.
+Both send explicit sampling parameters (a server's defaults would otherwise come from the model's
+``generation_config.json``), sum per-token logprobs into the candidate's score (no server returns a
+cumulative one over HTTP), and retry with exponential back-off on 503 and connection errors until
+``retry_total_s`` has passed, then raise :class:`ServerError` naming the URL and the last failure.
+Wire formats: ``reference/inference-servers.md`` §3–§6.  Every candidate is its own sample with its
+own seed (``burnqed.policy``: reproducible sampling; §3.3: neither server makes the ``n`` samples of
+one request independent draws keyed by candidate):
 
-- :class:`SGLangGenerator`: ``POST /generate`` with ``text`` (a string for one prompt with ``n == 1``,
-  which SGLang answers with one object; otherwise a list, answered prompt-major: ``out[i*n + j]`` is
-  sample ``j`` of prompt ``i``), ``return_logprob`` and ``logprob_start_len = -1``; the logprob is the
-  sum of ``meta_info.output_token_logprobs[k][0]``.  ``POST /encode`` on the embedding server.
-- :class:`OpenAIGenerator`: ``POST /v1/completions`` with a ``prompt`` list, ``n``, ``logprobs`` and
-  ``seed``; choices are grouped by ``index // n``; the logprob is the sum of
-  ``logprobs.token_logprobs``.  Greedy requests (temperature 0) ask for one sample and repeat it
-  ``n`` times, since vLLM rejects ``n > 1`` without sampling.  ``POST /v1/embeddings`` on the
-  embedding (pooling) server.
+- :class:`SGLangGenerator`: ``POST /generate`` with one ``text`` item per candidate and a list of
+  ``sampling_params``, each with ``n = 1`` and the candidate's own ``sampling_seed`` (SGLang gives all
+  ``n`` copies of one item the same seed, hence identical samples in deterministic mode); answered
+  in order, ``out[i*n + j]`` is candidate ``j`` of prompt ``i``.  ``return_logprob`` and
+  ``logprob_start_len = -1``; the logprob is the sum of ``meta_info.output_token_logprobs[k][0]``.
+  The seed acts only when the server runs with ``--enable-deterministic-inference`` (the GPU
+  profile's command; ``docs/cloud.md``).  ``POST /encode`` on the embedding server.
+- :class:`OpenAIGenerator` (vLLM): one ``POST /v1/completions`` per candidate (``n = 1``, its own
+  ``seed``), all of a call's requests in flight at once so the server batches them itself; the
+  logprob is the sum of ``logprobs.token_logprobs``.  With ``VLLM_BATCH_INVARIANT=1`` on the server a
+  candidate does not depend on what else it was batched with.  Greedy requests (temperature 0) ask
+  for one sample per prompt and repeat it ``n`` times.  ``POST /v1/embeddings`` on the embedding
+  (pooling) server.
 
 Aborted samples (``finish_reason`` abort) are dropped with a warning, so ``Generation.raw_count``
 falls below ``n``.  Example::
@@ -25,24 +30,29 @@ falls below ``n``.  Example::
 
     wait_for_health("http://127.0.0.1:30000", timeout_s=900)
     gen = SGLangGenerator("http://127.0.0.1:30000", model_id="models/iter_1/merged")
-    groups = gen.generate(prompts, SamplingParams(n=8, temperature=0.8, stop=("```",)))
+    seeds = [candidate_seeds(0, "thm", 0, f"node{i}", 8) for i in range(len(prompts))]
+    groups = gen.generate(prompts, SamplingParams(n=8, temperature=0.8, stop=("```",)), seeds)
     gen.close()
 """
 
 from __future__ import annotations
 
 import logging
+import secrets
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
 import numpy as np
 
 from burnqed.policy import (
+    SEED_BITS,
     Candidate,
     Generation,
     SamplingParams,
+    check_seeds,
     dedup_candidates,
     trim_completion,
 )
@@ -59,6 +69,15 @@ RETRY_ERRORS = (
 )
 FIRST_BACKOFF_S = 0.2
 MAX_BACKOFF_S = 5.0
+MAX_CONCURRENT_REQUESTS = 64  # OpenAI path: requests of one call in flight at once
+
+
+def _seeds(seeds: Sequence[Sequence[int]] | None, prompts: int, n: int) -> list[list[int]]:
+    """The caller's per-candidate seeds, or fresh random ones (an unseeded call)."""
+    check_seeds(seeds, prompts, n)
+    if seeds is None:
+        return [[secrets.randbits(SEED_BITS) for _ in range(n)] for _ in range(prompts)]
+    return [[int(x) for x in s] for s in seeds]
 
 
 class ServerError(RuntimeError):
@@ -68,10 +87,21 @@ class ServerError(RuntimeError):
 class _Client:
     """One ``httpx.Client`` plus the bounded retry loop both backends share."""
 
-    def __init__(self, url: str, *, request_timeout_s: float, retry_total_s: float) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        request_timeout_s: float,
+        retry_total_s: float,
+        max_connections: int = MAX_CONCURRENT_REQUESTS,
+    ) -> None:
         self.url = url.rstrip("/")
         self.retry_total_s = retry_total_s
-        self.http = httpx.Client(timeout=httpx.Timeout(request_timeout_s, connect=10.0))
+        # Thread-safe: the OpenAI path sends a call's requests from several threads at once.
+        self.http = httpx.Client(
+            timeout=httpx.Timeout(request_timeout_s, connect=10.0),
+            limits=httpx.Limits(max_connections=max_connections),
+        )
 
     def request(self, method: str, path: str, payload: dict | None = None) -> Any:
         """The decoded JSON answer; retries 5xx-unavailable and connection errors, then raises."""
@@ -179,11 +209,8 @@ def _group(raw: list[list[Candidate | None]], url: str) -> list[Generation]:
 
 
 class SGLangGenerator:
-    """:class:`~burnqed.policy.TacticGenerator` over SGLang's native ``/generate`` and ``/encode``.
-
-    SGLang's native sampling parameters have no per-request seed, so ``SamplingParams.seed`` is not
-    sent (use the OpenAI-compatible path where reproducible sampling matters).
-    """
+    """:class:`~burnqed.policy.TacticGenerator` over SGLang's native ``/generate`` and ``/encode``:
+    one request item per candidate, each with its own ``sampling_seed`` (module docstring)."""
 
     def __init__(
         self,
@@ -205,34 +232,60 @@ class SGLangGenerator:
             else None
         )
 
-    def generate(self, prompts: Sequence[str], params: SamplingParams) -> list[Generation]:
+    def generate(
+        self,
+        prompts: Sequence[str],
+        params: SamplingParams,
+        seeds: Sequence[Sequence[int]] | None = None,
+    ) -> list[Generation]:
         prompts = list(prompts)
         if not prompts:
             return []
-        n = params.n
-        payload = {
-            # One prompt with n == 1 as a plain string: SGLang answers it with one object.
-            "text": prompts[0] if len(prompts) == 1 and n == 1 else prompts,
-            "sampling_params": {
-                "n": n,
-                "temperature": params.temperature,
-                "top_p": params.top_p,
-                "max_new_tokens": params.max_new_tokens,
-                "stop": list(params.stop),
-            },
-            "return_logprob": True,
-            "logprob_start_len": -1,  # logprobs of the output tokens only
-        }
+        payload = self.payload(prompts, params, seeds)
         answer = self._client.request("POST", "/generate", payload)
         items = [answer] if isinstance(answer, dict) else answer
         where = f"{self.url}/generate"
-        if not isinstance(items, list) or len(items) != len(prompts) * n:
+        per = 1 if params.temperature == 0 else params.n  # items per prompt
+        if not isinstance(items, list) or len(items) != len(prompts) * per:
             got = len(items) if isinstance(items, list) else type(items).__name__
-            raise ServerError(f"{where}: expected {len(prompts)} × {n} results, got {got}")
+            raise ServerError(f"{where}: expected {len(prompts)} × {per} results, got {got}")
         raw: list[list[Candidate | None]] = []
         for i in range(len(prompts)):
-            raw.append([self._candidate(items[i * n + j], params, where) for j in range(n)])
+            cands = [self._candidate(items[i * per + j], params, where) for j in range(per)]
+            raw.append(cands * (params.n // per))
         return _group(raw, where)
+
+    @staticmethod
+    def payload(
+        prompts: Sequence[str],
+        params: SamplingParams,
+        seeds: Sequence[Sequence[int]] | None = None,
+    ) -> dict:
+        """The ``/generate`` request: one item per candidate (``n = 1``, its own ``sampling_seed``);
+        greedy decoding (temperature 0) needs no seed and one item per prompt, repeated ``n`` times
+        by :meth:`generate` (raw counts and tokens stay those of ``n`` samples)."""
+        n, greedy = params.n, params.temperature == 0
+        all_seeds = _seeds(seeds, len(prompts), n)
+        texts, sampling = [], []
+        for prompt, own in zip(prompts, all_seeds, strict=True):
+            for j in range(1 if greedy else n):
+                sp: dict[str, Any] = {
+                    "n": 1,
+                    "temperature": params.temperature,
+                    "top_p": params.top_p,
+                    "max_new_tokens": params.max_new_tokens,
+                    "stop": list(params.stop),
+                }
+                if not greedy:
+                    sp["sampling_seed"] = own[j]
+                texts.append(prompt)
+                sampling.append(sp)
+        return {
+            "text": texts,  # a list: SGLang answers a list, one result per item, in order
+            "sampling_params": sampling,
+            "return_logprob": True,
+            "logprob_start_len": -1,  # logprobs of the output tokens only
+        }
 
     @staticmethod
     def _candidate(item: dict, params: SamplingParams, where: str) -> Candidate | None:
@@ -280,7 +333,9 @@ class SGLangGenerator:
 
 
 class OpenAIGenerator:
-    """:class:`~burnqed.policy.TacticGenerator` over ``/v1/completions`` and ``/v1/embeddings``.
+    """:class:`~burnqed.policy.TacticGenerator` over ``/v1/completions`` and ``/v1/embeddings``: one
+    completion request per candidate with its own ``seed``, up to ``max_concurrent_requests`` in
+    flight at once (module docstring).
 
     The request's ``model`` is the served model name: ``served_model`` if given, else ``model_id``
     when ``/v1/models`` lists it, else the only model listed.
@@ -295,13 +350,22 @@ class OpenAIGenerator:
         request_timeout_s: float = 300.0,
         retry_total_s: float = 120.0,
         embedding_url: str | None = None,
+        max_concurrent_requests: int = MAX_CONCURRENT_REQUESTS,
     ) -> None:
+        if max_concurrent_requests < 1:
+            raise ValueError(f"max_concurrent_requests must be >= 1, got {max_concurrent_requests}")
         self.model_id = model_id
         self.url = url.rstrip("/")
         self._served = served_model
         self._embed_served = served_model
         self._client = _Client(
-            url, request_timeout_s=request_timeout_s, retry_total_s=retry_total_s
+            url,
+            request_timeout_s=request_timeout_s,
+            retry_total_s=retry_total_s,
+            max_connections=max_concurrent_requests,
+        )
+        self._pool = ThreadPoolExecutor(
+            max_workers=max_concurrent_requests, thread_name_prefix="burnqed-openai"
         )
         self._embed_client = (
             _Client(embedding_url, request_timeout_s=request_timeout_s, retry_total_s=retry_total_s)
@@ -326,43 +390,66 @@ class OpenAIGenerator:
             f"{client.url}/v1/models: {self.model_id!r} is not served (serving {ids})"
         )
 
-    def generate(self, prompts: Sequence[str], params: SamplingParams) -> list[Generation]:
+    def generate(
+        self,
+        prompts: Sequence[str],
+        params: SamplingParams,
+        seeds: Sequence[Sequence[int]] | None = None,
+    ) -> list[Generation]:
         prompts = list(prompts)
         if not prompts:
             return []
         if self._served is None:
             self._served = self._served_model(self._client)
-        # vLLM refuses n > 1 with greedy decoding; the n samples would be identical anyway, so
-        # ask for one and repeat it (raw_count and token accounting stay those of n samples).
-        repeat = params.n if params.temperature == 0 else 1
-        n = params.n // repeat
-        payload: dict[str, Any] = {
-            "model": self._served,
-            "prompt": prompts,
-            "n": n,
-            "max_tokens": params.max_new_tokens,
-            "temperature": params.temperature,
-            "top_p": params.top_p,
-            "stop": list(params.stop),
-            "logprobs": 1,  # the sampled token's logprob (plus one alternative)
-        }
-        if params.seed is not None:
-            payload["seed"] = params.seed
         where = f"{self.url}/v1/completions"
-        answer = self._client.request("POST", "/v1/completions", payload)
-        try:
-            choices = sorted(answer["choices"], key=lambda c: c["index"])
-        except (KeyError, TypeError) as e:
-            raise ServerError(f"{where}: malformed answer ({e!r}): {str(answer)[:300]}") from e
-        if [c["index"] for c in choices] != list(range(len(prompts) * n)):
-            raise ServerError(
-                f"{where}: expected choice indices 0..{len(prompts) * n - 1} for {len(prompts)} × {n}, "
-                f"got {[c['index'] for c in choices][:20]}"
-            )
-        raw: list[list[Candidate | None]] = [[] for _ in prompts]
-        for c in choices:
-            raw[c["index"] // n].extend([self._candidate(c, params, where)] * repeat)
+        requests = self.payloads(self._served, prompts, params, seeds)
+        answers = list(
+            self._pool.map(lambda p: self._client.request("POST", "/v1/completions", p), requests)
+        )
+        per = len(requests) // len(prompts)  # requests per prompt: n, or 1 when greedy
+        raw: list[list[Candidate | None]] = []
+        for i in range(len(prompts)):
+            cands = []
+            for answer in answers[i * per : (i + 1) * per]:
+                try:
+                    (choice,) = answer["choices"]
+                except (KeyError, TypeError, ValueError) as e:
+                    raise ServerError(
+                        f"{where}: expected one choice per request ({e!r}): {str(answer)[:300]}"
+                    ) from e
+                cands.append(self._candidate(choice, params, where))
+            raw.append(cands * (params.n // per))
         return _group(raw, where)
+
+    @staticmethod
+    def payloads(
+        model: str,
+        prompts: Sequence[str],
+        params: SamplingParams,
+        seeds: Sequence[Sequence[int]] | None = None,
+    ) -> list[dict]:
+        """One ``/v1/completions`` request per candidate (``n = 1``, its own ``seed``), prompt-major;
+        greedy decoding: one unseeded request per prompt (vLLM refuses ``n > 1`` without sampling,
+        and the ``n`` samples would be identical anyway)."""
+        greedy = params.temperature == 0
+        all_seeds = _seeds(seeds, len(prompts), params.n)
+        out = []
+        for prompt, own in zip(prompts, all_seeds, strict=True):
+            for j in range(1 if greedy else params.n):
+                payload: dict[str, Any] = {
+                    "model": model,
+                    "prompt": prompt,
+                    "n": 1,
+                    "max_tokens": params.max_new_tokens,
+                    "temperature": params.temperature,
+                    "top_p": params.top_p,
+                    "stop": list(params.stop),
+                    "logprobs": 1,  # the sampled token's logprob (plus one alternative)
+                }
+                if not greedy:
+                    payload["seed"] = own[j]
+                out.append(payload)
+        return out
 
     @staticmethod
     def _candidate(choice: dict, params: SamplingParams, where: str) -> Candidate | None:
@@ -406,6 +493,7 @@ class OpenAIGenerator:
         return vectors
 
     def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
         self._client.close()
         if self._embed_client is not None:
             self._embed_client.close()

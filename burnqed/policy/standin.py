@@ -19,6 +19,12 @@ It records every model request with its answer (``server.requests``, or
 Only ``text`` inputs, ``logprob_start_len = -1`` and no top logprobs are supported; other SGLang
 sampling keys are accepted and ignored; unknown keys are rejected with 400, as SGLang does.
 
+Seeds: it behaves as SGLang with ``--enable-deterministic-inference`` (``reference/inference-servers.md``
+§3.3), which burnqed's GPU profile runs: an item's ``sampling_seed`` (42 when absent) seeds its
+sample, the same seed gives the same tokens whatever else is in the batch, and all ``n`` copies of one
+item share the seed — so they come out identical.  ``/v1/completions`` honours ``seed`` per request
+the way vLLM does (SGLang ignores it there, issue #15481; burnqed's SGLang path is ``/generate``).
+
 Example (in a test thread, or as a process the launcher starts like a real server)::
 
     with StandinServer("models/tiny", fail_first=2) as server:
@@ -34,6 +40,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import random
 import signal
 import socket
 import sys
@@ -46,9 +53,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from burnqed.policy import SamplingParams
+from burnqed.policy import SEED_BITS, SamplingParams
 
 log = logging.getLogger(__name__)
+
+DEFAULT_SAMPLING_SEED = 42  # SGLang's, for items without one (deterministic mode)
 
 # SGLang's SamplingParams constructor arguments; any other key is a 400 there, so here too.
 KNOWN_SAMPLING_KEYS = frozenset(
@@ -249,14 +258,14 @@ class StandinServer:
         parsed = [_sampling_params(sp) for sp in per_prompt]
         out = []
         with self._model_lock:
-            if all(p == parsed[0] for p in parsed):  # the usual case: one batched call
-                groups = self._sample(prompts, *parsed[0])
-            else:
-                groups = [
-                    g for p, sp in zip(prompts, parsed, strict=True) for g in self._sample([p], *sp)
-                ]
+            # The generator is batch-invariant: items sampled one by one are what a batch gives.
+            groups = [
+                g
+                for p, (params, _, n, seed) in zip(prompts, parsed, strict=True)
+                for g in self._sample([p], params, n, seed)
+            ]
             tok = self.generator.tokenizer
-            for prompt, (params, no_stop_trim, _), samples in zip(
+            for prompt, (params, no_stop_trim, _, _), samples in zip(
                 prompts, parsed, groups, strict=True
             ):
                 prompt_tokens = len(tok(prompt).input_ids)
@@ -267,14 +276,13 @@ class StandinServer:
                         )
                     )
         # SGLang: a single prompt with n == 1 is one object; anything else a prompt-major list.
-        return out[0] if single and parsed[0][0].n == 1 else out
+        return out[0] if single and parsed[0][2] == 1 else out
 
-    def _sample(
-        self, prompts: list[str], params: SamplingParams | None, no_stop_trim: bool, n: int
-    ):
+    def _sample(self, prompts: list[str], params: SamplingParams | None, n: int, seed: int):
         if params is None:  # max_new_tokens == 0: SGLang's prefix-caching request
             return [[None] * n for _ in prompts]
-        return self.generator.sample(prompts, params)
+        # Deterministic mode: every one of the n copies of an item is seeded with its seed.
+        return self.generator.sample(prompts, params, [[seed] * n for _ in prompts])
 
     def _result(self, s, params, no_stop_trim, prompt_tokens, return_logprob, started) -> dict:
         if s is None:
@@ -385,13 +393,17 @@ class StandinServer:
                 top_p=float(body.get("top_p", 1.0)),
                 max_new_tokens=int(body.get("max_tokens", 16)),
                 stop=(stop,) if isinstance(stop, str) else tuple(stop),
-                seed=None if seed is None else int(seed),
             )
         except ValueError as e:
             raise BadRequest(str(e)) from None
+        # vLLM: a request's seed seeds its own generator; its n samples are successive draws.
+        seeds = None
+        if seed is not None:
+            rng = random.Random(int(seed))
+            seeds = [[rng.getrandbits(SEED_BITS) for _ in range(params.n)] for _ in prompts]
         want_logprobs = body.get("logprobs") is not None
         with self._model_lock:
-            groups = self.generator.sample(prompts, params)
+            groups = self.generator.sample(prompts, params, seeds)
             tok = self.generator.tokenizer
             prompt_tokens = sum(len(tok(p).input_ids) for p in prompts)
             choices = []
@@ -450,8 +462,8 @@ class StandinServer:
         }
 
 
-def _sampling_params(sp: Any) -> tuple[SamplingParams | None, bool, int]:
-    """SGLang ``sampling_params`` → (our params or None for 0 new tokens, no_stop_trim, n)."""
+def _sampling_params(sp: Any) -> tuple[SamplingParams | None, bool, int, int]:
+    """SGLang ``sampling_params`` → (our params or None for 0 new tokens, no_stop_trim, n, seed)."""
     if not isinstance(sp, dict):
         raise BadRequest(f"sampling_params must be an object, got {type(sp).__name__}")
     unknown = sorted(set(sp) - KNOWN_SAMPLING_KEYS)
@@ -468,11 +480,14 @@ def _sampling_params(sp: Any) -> tuple[SamplingParams | None, bool, int]:
             top_p=float(sp.get("top_p", 1.0)),
             max_new_tokens=max(max_new, 1),
             stop=stop,
-            seed=sp.get("sampling_seed"),
         )
     except ValueError as e:
         raise BadRequest(str(e)) from None
-    return (None if max_new == 0 else params), bool(sp.get("no_stop_trim", False)), n
+    seed = sp.get("sampling_seed", DEFAULT_SAMPLING_SEED)
+    if isinstance(seed, bool) or not isinstance(seed, int):  # SamplingParams.verify: an integer
+        raise BadRequest(f"sampling_seed must be an integer, got {seed!r}")
+    no_stop_trim = bool(sp.get("no_stop_trim", False))
+    return (None if max_new == 0 else params), no_stop_trim, n, seed
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -1,9 +1,22 @@
 """In-process Hugging Face transformers backend (CPU dev, tests, the demo, small GPUs).
 
-Batched sampling: ``B`` prompts are left-padded into one batch and ``model.generate`` draws
-``num_return_sequences=n`` per prompt, so ``B × n`` sequences decode together.  A candidate's logprob
-is the sum of the **raw model** log-probabilities of its tokens (``output_logits=True``, then
-``log_softmax``), not of the temperature/top-p processed scores that sampling used — the same
+**Batch-invariant, per-candidate-seeded sampling.**  A prompt's candidates must be the same whether
+it is sampled alone or in a call with any other prompts (``burnqed.policy``: a search must not depend
+on how its prompts were batched).  Floating-point results on a CPU change with the batch's shape — a
+batch of one runs another matrix kernel than a batch of eight, a row's result depends on where the
+kernel's row tiles fall, and left padding moves where attention's reductions split — so "equal within
+a tolerance" is the best a padded batch can give, and one flipped token changes a search tree.  This
+backend makes the equality hold *by construction*: every prompt gets its own forward passes, with
+its ``n`` candidates as the batch (shape ``(n, prompt length)``, then ``(n, 1)`` per decoded token:
+nothing in it depends on the other prompts), and every candidate draws its tokens from its own
+``torch.Generator`` seeded with its own seed (one uniform per decoding step, inverse-CDF sampling
+over the temperature/top-p distribution), so candidate ``j`` is a function of (model, prompt,
+``n``, ``seeds[j]``) alone.  A finished candidate keeps its row (fed its last token, output ignored)
+so the others' shapes never change.  The cost against one padded batch of all prompts is measured
+by ``bench/policy.py``.
+
+A candidate's logprob is the sum of the **raw model** log-probabilities of its tokens (``log_softmax``
+of the logits, not of the temperature/top-p processed distribution that sampling used) — the same
 quantity a teacher-forced forward pass gives, and the one SGLang and vLLM report.
 
 What a candidate's tokens are (``num_tokens`` and the logprob sum cover exactly these): the
@@ -11,17 +24,20 @@ generated tokens up to *and including* the one that ended it — the EOS token, 
 completed a stop string (the text is cut before the stop string, as servers do).  A candidate that
 hit ``max_new_tokens`` has all of them.  Servers count the same way, so scores are comparable.
 
-Embeddings: ``pooling="last"`` is the last token's final-layer hidden state, L2-normalised (what
-SGLang ``/encode`` and vLLM's pooling runner return, so an energy model sees the same inputs);
-``pooling="mean"`` is the attention-mask-aware mean of the final layer (not normalised).
+Embeddings: one forward per text (the same by-construction rule: an energy must not depend on the
+batch it was scored in).  ``pooling="last"`` is the last token's final-layer hidden state,
+L2-normalised (what SGLang ``/encode`` and vLLM's pooling runner return, so an energy model sees the
+same inputs); ``pooling="mean"`` is the mean of the final layer over the text's tokens (not
+normalised).
 
 Example::
 
-    from burnqed.policy import SamplingParams
+    from burnqed.policy import SamplingParams, candidate_seeds
     from burnqed.policy.transformers_backend import TransformersGenerator
 
     gen = TransformersGenerator("models/base")
-    groups = gen.generate(["p1", "p2"], SamplingParams(n=4, temperature=1.0, stop=("```",), seed=0))
+    seeds = [candidate_seeds(0, "t", 0, node, 4) for node in ("a", "b")]
+    groups = gen.generate(["p1", "p2"], SamplingParams(n=4, temperature=1.0, stop=("```",)), seeds)
     vectors = gen.embed(["⊢ p → p", "⊢ q"])       # (2, hidden_size) float32
     gen.close()
 """
@@ -35,12 +51,14 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer, StoppingCriteria, StoppingCriteriaList
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from burnqed.policy import (
+    SEED_BITS,
     Candidate,
     Generation,
     SamplingParams,
+    check_seeds,
     dedup_candidates,
     trim_completion,
 )
@@ -62,23 +80,32 @@ class Sample:
     matched: int | str | None  # the EOS id or stop string that ended it; None for "length"
 
 
-class _StopOnText(StoppingCriteria):
-    """Marks a sequence done once its generated text contains a stop string.
+def pool_hidden(hidden: torch.Tensor, pooling: str) -> torch.Tensor:
+    """One text's embedding from its final-layer states ``hidden`` ``(T, d)``: the last token's,
+    L2-normalised (``last``), or the mean over tokens (``mean``).  The one pooling function: search's
+    scorer and training use it through :meth:`TransformersGenerator.embed`."""
+    if pooling == "last":
+        return torch.nn.functional.normalize(hidden[-1], dim=-1)
+    if pooling == "mean":
+        return hidden.mean(0)
+    raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
 
-    The same rule :meth:`TransformersGenerator._cut` applies afterwards, so generation stops exactly
-    where the candidate is cut.  (transformers' own ``stop_strings`` only matches at the end of the
-    text, which misses a token like "```\\n" that carries the stop string plus more.)
-    """
 
-    def __init__(self, tokenizer, prompt_len: int, stop: Sequence[str]) -> None:
-        self.tokenizer, self.prompt_len, self.stop = tokenizer, prompt_len, tuple(stop)
-
-    def __call__(self, input_ids: torch.LongTensor, scores, **kwargs) -> torch.BoolTensor:
-        texts = self.tokenizer.batch_decode(
-            input_ids[:, self.prompt_len :], skip_special_tokens=True
-        )
-        done = [any(s in t for s in self.stop) for t in texts]
-        return torch.tensor(done, dtype=torch.bool, device=input_ids.device)
+def _draw(logits: torch.Tensor, temperature: float, top_p: float, u: torch.Tensor) -> torch.Tensor:
+    """One token per row of ``logits`` ``(rows, V)`` by inverse-CDF sampling with the row's uniform
+    ``u`` ``(rows,)`` from the temperature-scaled, top-p-truncated distribution.  Row-wise only:
+    a row's token depends on its own logits and uniform, never on the other rows."""
+    probs = torch.softmax(logits / temperature, -1)  # (rows, V)
+    order = torch.arange(probs.shape[-1], device=probs.device).expand_as(probs)
+    if top_p < 1.0:
+        # Nucleus: the most probable tokens whose mass reaches top_p (at least one).
+        probs, order = torch.sort(probs, stable=True, dim=-1, descending=True)
+        before = probs.cumsum(-1) - probs  # mass of the tokens ranked above each one
+        probs = probs.masked_fill(before >= top_p, 0.0)
+    cdf = probs.double().cumsum(-1)  # (rows, V)
+    target = (u.double() * cdf[:, -1]).unsqueeze(1)  # (rows, 1)
+    index = torch.searchsorted(cdf, target, right=True).clamp(max=cdf.shape[-1] - 1)
+    return order.gather(1, index)[:, 0]
 
 
 class TransformersGenerator:
@@ -91,16 +118,12 @@ class TransformersGenerator:
         device: str = "auto",
         dtype: str = "auto",
         pooling: str = "last",
-        max_batch: int = 64,
         model_id: str | None = None,
     ) -> None:
         if pooling not in POOLINGS:
             raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
-        if max_batch < 1:
-            raise ValueError(f"max_batch must be >= 1, got {max_batch}")
         self.model_id = model_id or str(model_dir)
         self.pooling = pooling
-        self.max_batch = max_batch  # sequences per forward batch (prompts × n, or texts)
         self.device = torch.device(_resolve_device(device))
         torch_dtype = _resolve_dtype(dtype, self.device)
         # Never a hub lookup: a path-like argument must be a valid directory (checked here, naming
@@ -108,9 +131,6 @@ class TransformersGenerator:
         if is_path_like(model_dir):
             check_model_dir(model_dir)
         self.tokenizer = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
-        # Left padding: every prompt then ends at the same position, where generation starts and
-        # where last-token pooling reads.
-        self.tokenizer.padding_side = "left"
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         self.model = AutoModelForCausalLM.from_pretrained(
@@ -127,8 +147,13 @@ class TransformersGenerator:
     # ----------------------------------------------------------------------------------------
     # Generation
 
-    def generate(self, prompts: Sequence[str], params: SamplingParams) -> list[Generation]:
-        groups = self.sample(prompts, params)
+    def generate(
+        self,
+        prompts: Sequence[str],
+        params: SamplingParams,
+        seeds: Sequence[Sequence[int]] | None = None,
+    ) -> list[Generation]:
+        groups = self.sample(prompts, params, seeds)
         out = []
         for samples in groups:
             raw = [
@@ -143,62 +168,72 @@ class TransformersGenerator:
             out.append(dedup_candidates(raw))
         return out
 
-    def sample(self, prompts: Sequence[str], params: SamplingParams) -> list[list[Sample]]:
-        """``n`` raw samples per prompt, grouped per prompt in prompt order (no de-duplication)."""
+    def sample(
+        self,
+        prompts: Sequence[str],
+        params: SamplingParams,
+        seeds: Sequence[Sequence[int]] | None = None,
+    ) -> list[list[Sample]]:
+        """``n`` raw samples per prompt, grouped per prompt in prompt order (no de-duplication).
+
+        ``seeds[i][j]`` seeds candidate ``j`` of prompt ``i``; without seeds, fresh ones are drawn
+        from torch's global generator (reproducible under ``torch.manual_seed``)."""
         prompts = list(prompts)
-        per_chunk = max(1, self.max_batch // params.n)
-        out: list[list[Sample]] = []
-        # A fixed seed reproduces the candidates without disturbing the caller's global RNG.
-        devices = [self.device] if self.device.type == "cuda" else []
-        with torch.random.fork_rng(devices=devices, enabled=params.seed is not None):
-            if params.seed is not None:
-                torch.manual_seed(params.seed)
-            for start in range(0, len(prompts), per_chunk):
-                out.extend(self._sample_chunk(prompts[start : start + per_chunk], params))
-        return out
+        check_seeds(seeds, len(prompts), params.n)
+        if seeds is None:
+            seeds = torch.randint(0, 2**SEED_BITS - 1, (len(prompts), params.n)).tolist()
+        return [self._sample_one(p, params, s) for p, s in zip(prompts, seeds, strict=True)]
 
     @torch.inference_mode()
-    def _sample_chunk(self, prompts: list[str], params: SamplingParams) -> list[list[Sample]]:
-        enc = self.tokenizer(prompts, return_tensors="pt", padding=True).to(self.device)
-        prompt_len = enc.input_ids.shape[1]
-        greedy = params.temperature == 0
-        stopping = StoppingCriteriaList()
-        if params.stop:
-            stopping.append(_StopOnText(self.tokenizer, prompt_len, params.stop))
-        out = self.model.generate(
-            **enc,
-            do_sample=not greedy,
-            temperature=None if greedy else params.temperature,
-            top_p=None if greedy else params.top_p,
-            top_k=None,  # the model's generation_config must not add a hidden top-k
-            max_new_tokens=params.max_new_tokens,
-            # Greedy decoding draws one sequence (transformers refuses n > 1 without sampling); the
-            # n identical samples a server would return are copies of it.
-            num_return_sequences=1 if greedy else params.n,
-            stopping_criteria=stopping,
-            eos_token_id=sorted(self.eos_ids),
-            pad_token_id=self.tokenizer.pad_token_id,
-            output_logits=True,
-            return_dict_in_generate=True,
-        )
-        generated = out.sequences[:, prompt_len:]  # (B·n, T), B·n prompt-major
-        # Raw logprob of each generated token, one step at a time so a large vocabulary never
-        # materialises a (T, B·n, V) tensor.
-        token_lp = torch.stack(
-            [
-                torch.log_softmax(step.float(), dim=-1)
-                .gather(1, generated[:, t : t + 1])
-                .squeeze(1)
-                for t, step in enumerate(out.logits)
-            ],
-            dim=1,
-        )  # (B·n, T)
-        ids, lps = generated.tolist(), token_lp.tolist()
-        samples = [self._cut(i, lp, params.stop) for i, lp in zip(ids, lps, strict=True)]
-        if greedy:
-            return [[s] * params.n for s in samples]
+    def _sample_one(
+        self, prompt: str, params: SamplingParams, seeds: Sequence[int]
+    ) -> list[Sample]:
+        """The ``n`` candidates of one prompt: one forward per step over the candidates alone."""
         n = params.n
-        return [samples[i * n : (i + 1) * n] for i in range(len(prompts))]
+        greedy = params.temperature == 0
+        rows = 1 if greedy else n  # greedy: one sequence; the n identical samples are copies
+        ids = self.tokenizer(prompt, return_tensors="pt").input_ids.to(self.device)  # (1, T)
+        ids = ids.expand(rows, -1).contiguous()  # (rows, T)
+        # One uniform per candidate per step, from the candidate's own stream.
+        uniforms = torch.stack(
+            [
+                torch.rand(params.max_new_tokens, generator=torch.Generator().manual_seed(int(s)))
+                for s in seeds[:rows]
+            ]
+        ).to(self.device)  # (rows, max_new_tokens), float32
+        out = self.model(input_ids=ids, use_cache=True)
+        cache = out.past_key_values
+        logits = out.logits[:, -1].float()  # (rows, V)
+        eos = torch.tensor(sorted(self.eos_ids), device=self.device)
+        tokens: list[torch.Tensor] = []
+        logprobs: list[torch.Tensor] = []
+        done = torch.zeros(rows, dtype=torch.bool, device=self.device)
+        texts_done = [False] * rows
+        for t in range(params.max_new_tokens):
+            if greedy:
+                nxt = logits.argmax(-1)  # (rows,)
+            else:
+                nxt = _draw(logits, params.temperature, params.top_p, uniforms[:, t])
+            tokens.append(nxt)
+            logprobs.append(torch.log_softmax(logits, -1).gather(1, nxt[:, None])[:, 0])
+            done |= torch.isin(nxt, eos)
+            if params.stop:  # a stop string can only end where its last token was generated
+                generated = torch.stack(tokens, 1).tolist()
+                for r in range(rows):
+                    if not texts_done[r] and not done[r]:
+                        text = self.tokenizer.decode(generated[r], skip_special_tokens=True)
+                        texts_done[r] = any(s in text for s in params.stop)
+                done |= torch.tensor(texts_done, device=self.device)
+            if bool(done.all()) or t + 1 == params.max_new_tokens:
+                break
+            # Finished rows are fed their last token too: the batch keeps its shape.
+            out = self.model(input_ids=nxt[:, None], past_key_values=cache, use_cache=True)
+            cache = out.past_key_values
+            logits = out.logits[:, -1].float()
+        generated = torch.stack(tokens, 1).tolist()  # (rows, steps)
+        token_lp = torch.stack(logprobs, 1).tolist()
+        samples = [self._cut(i, lp, params.stop) for i, lp in zip(generated, token_lp, strict=True)]
+        return samples * n if greedy else samples
 
     def _cut(self, ids: list[int], lps: list[float], stop: Sequence[str]) -> Sample:
         """Cut one generated row where it ended: first EOS, or the token completing a stop string."""
@@ -229,28 +264,18 @@ class TransformersGenerator:
 
     @torch.inference_mode()
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        texts = list(texts)
-        if not texts:
-            return np.zeros((0, self.hidden_size), dtype=np.float32)
+        """``(len(texts), hidden_size)`` float32, one forward per text (module docstring)."""
         limit = getattr(self.model.config, "max_position_embeddings", None)
-        chunks = []
-        for start in range(0, len(texts), self.max_batch):
-            enc = self.tokenizer(
-                texts[start : start + self.max_batch],
-                return_tensors="pt",
-                padding=True,
-                truncation=limit is not None,
-                max_length=limit,
-            ).to(self.device)
+        out = np.zeros((len(texts), self.hidden_size), dtype=np.float32)
+        for i, text in enumerate(texts):
+            ids = self.tokenizer(
+                text, return_tensors="pt", truncation=limit is not None, max_length=limit
+            ).input_ids.to(self.device)  # (1, T)
             # The decoder stack without the LM head: its output is the final (normed) layer.
-            hidden = self.model.base_model(**enc).last_hidden_state.float()  # (b, T, d)
-            if self.pooling == "last":
-                pooled = torch.nn.functional.normalize(hidden[:, -1], dim=-1)  # left padded
-            else:
-                mask = enc.attention_mask.unsqueeze(-1).to(hidden.dtype)  # (b, T, 1)
-                pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1)
-            chunks.append(pooled.cpu().numpy())
-        return np.concatenate(chunks).astype(np.float32, copy=False)
+            hidden = self.model.base_model(input_ids=ids).last_hidden_state.float()  # (1, T, d)
+            pooled = pool_hidden(hidden[0], self.pooling)  # (d,)
+            out[i] = pooled.cpu().numpy()
+        return out
 
     def close(self) -> None:
         self.model = None  # type: ignore[assignment]

@@ -22,12 +22,19 @@ Throughput comes from running ``concurrency`` searches together on one event loo
   sent as soon as the model is idle (scoring is short; holding it back would stall the searches).
 - Lean calls are plain coroutines: while one search waits on Lean, the generator works for others.
 
-Determinism (what makes anytime budgets exact): within a search, nodes are popped in priority order
-(ties by node id), popped nodes get consecutive expansion indices, and results are processed in
-expansion order then candidate order — never in completion order.  With a deterministic policy and
-environment, a run with ``max_nodes = b`` therefore performs exactly the first ``b`` expansions of a
-run with a larger budget, and ``SearchResult.solved_within(b)`` on the larger run equals the smaller
-run's outcome.
+Determinism and schedule invariance (what makes runs repeat and anytime budgets exact): within a
+search, nodes are popped in priority order (ties by node id, which is creation order), popped nodes
+get consecutive expansion indices, and results are processed in expansion order then candidate order
+— never in completion order.  Every candidate is sampled with its own seed, derived from (run seed,
+theorem key, attempt, the node's state hash, candidate index) (:func:`burnqed.policy.candidate_seeds`),
+and the backends make a candidate a function of its prompt and seed alone; energies are computed per
+state; Lean's answers are deterministic (a heartbeat limit, not the clock, decides a tactic; a
+wall-clock backstop that fires is counted as a non-deterministic event); a search whose proof is
+being verified waits for the verdict.  So a theorem's tree — node order, candidates, energies,
+proof — does not depend on ``concurrency``, the batch sizes, the number of Lean workers or which one
+serves it, or how long anything takes; and a run with ``max_nodes = b`` performs exactly the first
+``b`` expansions of a run with a larger budget, so ``SearchResult.solved_within(b)`` on the larger
+run equals the smaller run's outcome.
 
 Example (with a generator ``gen`` and a ``LeanPool`` or fake environment ``env``)::
 
@@ -42,7 +49,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import heapq
-import itertools
 import logging
 import time
 from collections import deque
@@ -55,7 +61,7 @@ from burnqed.config import SearchConfig
 from burnqed.data.prompt import STOP, format_prompt
 from burnqed.lean.errors import StartError
 from burnqed.outcomes import END_REASONS, STATUS_OF_END, STATUSES
-from burnqed.policy import Generation, SamplingParams, TacticGenerator
+from burnqed.policy import Generation, SamplingParams, TacticGenerator, candidate_seeds
 from burnqed.search.tree import FAILED, PROVED, InvariantError, Node, SearchTree
 from burnqed.search.value import ValueModel, priority
 from burnqed.theorems import Theorem
@@ -223,19 +229,19 @@ class _Scheduler:
         sampling: SamplingParams,
         value_model: ValueModel | None,
         cfg: SearchConfig,
+        seed: int | None,
     ) -> None:
+        self.seed = seed  # the run seed every candidate's seed derives from (None: unseeded)
         self.loop = asyncio.get_running_loop()
         self.k = cfg.expansions_per_step
-        # A fixed seed would replay the same random draws in every call (correlated candidates,
-        # identical ones across attempts); derive one per call instead, still reproducible.
-        calls = itertools.count()
 
-        def generate(prompts: list[str]) -> list[Generation]:
-            params = sampling
-            if sampling.seed is not None:
-                params = dataclasses.replace(sampling, seed=sampling.seed * 1_000_003 + next(calls))
-            return generator.generate(prompts, params)
+        def generate(items: list[tuple[str, tuple[int, ...] | None]]) -> list[Generation]:
+            prompts = [p for p, _ in items]
+            if items and items[0][1] is None:  # an unseeded run
+                return generator.generate(prompts, sampling)
+            return generator.generate(prompts, sampling, [s for _, s in items])
 
+        self.sampling = sampling
         self.gen = _Batcher("generate", generate, cfg.batch_generate_size)
         self.value: _Batcher | None = None
         if value_model is not None:
@@ -291,8 +297,10 @@ class _Scheduler:
 
     # -- requests --------------------------------------------------------------------------
 
-    async def generate(self, search: _Search, prompts: list[str]) -> list[Generation]:
-        futs = [self.gen.submit(p) for p in prompts]
+    async def generate(
+        self, search: _Search, prompts: list[str], seeds: list[tuple[int, ...] | None]
+    ) -> list[Generation]:
+        futs = [self.gen.submit(item) for item in zip(prompts, seeds, strict=True)]
         self.kick()
         t0 = time.perf_counter()
         try:
@@ -445,7 +453,17 @@ class _Attempt:
             step += 1
             t_step = time.perf_counter()
 
-            gens = await sched.generate(self.search, [format_prompt(n.text) for n in popped])
+            # Each candidate's seed is keyed by what it samples (theorem, attempt, state), never by
+            # the batch it lands in: the tree does not depend on concurrency or timing.
+            seeds = [
+                None
+                if sched.seed is None
+                else candidate_seeds(
+                    sched.seed, self.theorem.key, self.attempt, n.state_hash, sched.sampling.n
+                )
+                for n in popped
+            ]
+            gens = await sched.generate(self.search, [format_prompt(n.text) for n in popped], seeds)
             jobs = [(i, c) for i, g in enumerate(gens) for c in g.candidates]
             results = await asyncio.gather(
                 *(session.apply(popped[i].state, c.text) for i, c in jobs)
@@ -557,6 +575,7 @@ async def search_all(
     cfg: SearchConfig,
     *,
     sampling: SamplingParams | None = None,
+    seed: int | None = 0,
     writer: Any = None,
     value_model: ValueModel | None = None,
     attempts: int | None = None,
@@ -569,7 +588,9 @@ async def search_all(
     ``writer.add(result)`` (e.g. a :class:`burnqed.trajectory.TrajectoryWriter`) receives each result
     with its tree as soon as it finishes; ``on_result`` is called after it (progress bars).  The
     returned results drop their trees unless ``keep_trees`` (trees of a large run do not fit in
-    memory).  ``cfg.expansions_per_step`` (k) nodes are popped per step of each search.
+    memory).  ``cfg.expansions_per_step`` (k) nodes are popped per step of each search.  ``seed``
+    is the run seed every candidate's seed derives from (:func:`burnqed.policy.candidate_seeds`;
+    None: unseeded sampling, not reproducible).
     """
     if cfg.expansions_per_step < 1:
         raise ValueError(f"expansions_per_step must be >= 1, got {cfg.expansions_per_step}")
@@ -578,7 +599,7 @@ async def search_all(
         sampling = SamplingParams(n=cfg.num_candidates, temperature=temperature, stop=STOP)
     n_attempts = cfg.attempts if attempts is None else attempts
     work = deque((t, a) for t in theorems for a in range(n_attempts) if (t.key, a) not in skip)
-    sched = _Scheduler(generator, sampling, value_model, cfg)
+    sched = _Scheduler(generator, sampling, value_model, cfg, seed)
     results: list[SearchResult] = []
     t0 = time.perf_counter()
 
@@ -620,7 +641,6 @@ async def search_all(
 
 
 def _without_tree(r: SearchResult) -> SearchResult:
-    import dataclasses
 
     return dataclasses.replace(r, tree=None)
 

@@ -257,6 +257,7 @@ async def search_to_dir(
     out: Path,
     *,
     sampling: SamplingParams,
+    seed: int | None = 0,
     value_model: ValueModel | None = None,
     resume: bool = False,
     provenance: Mapping[str, Any] | None = None,
@@ -323,6 +324,7 @@ async def search_to_dir(
                 env,
                 cfg,
                 sampling=sampling,
+                seed=seed,
                 writer=writer,
                 value_model=value_model,
                 skip=done,
@@ -374,7 +376,12 @@ async def search_to_dir(
             "temperature": sampling.temperature,
             "top_p": sampling.top_p,
             "max_new_tokens": sampling.max_new_tokens,
-            "seed": sampling.seed,
+            # every candidate's seed derives from this, the theorem, attempt and state
+            "seed": seed,
+            "seeds": "per candidate: burnqed.policy.candidate_seeds(seed, theorem key, attempt, "
+            "state hash, candidate index)"
+            if seed is not None
+            else "unseeded",
         },
         "config": cfg.to_dict(),
         "elapsed_s_this_run": time.perf_counter() - t0,
@@ -487,7 +494,6 @@ def run(
         top_p=policy_cfg.top_p,
         max_new_tokens=policy_cfg.max_new_tokens,
         stop=STOP,
-        seed=seed,
     )
     provenance = {
         "theorems_file": str(theorems),
@@ -523,6 +529,7 @@ def run(
                         search_cfg,
                         Path(out),
                         sampling=sampling,
+                        seed=seed,
                         value_model=value_model,
                         resume=resume,
                         provenance=provenance,

@@ -10,7 +10,7 @@ import psutil
 import pytest
 
 from burnqed.config import PolicyConfig
-from burnqed.policy import SamplingParams, TacticGenerator, trim_completion
+from burnqed.policy import SamplingParams, TacticGenerator, candidate_seeds, trim_completion
 from burnqed.policy.backend import open_generator
 from burnqed.policy.http import OpenAIGenerator, SGLangGenerator
 from burnqed.policy.launcher import ServerLaunchError
@@ -20,7 +20,8 @@ from tests.policy.corpus import prompts
 
 # How a user points burnqed at a server in another environment: the full command, interpreter first.
 STANDIN = (sys.executable, "-m", "burnqed.policy.standin", "--model", "{model}", "--port", "{port}")
-PARAMS = SamplingParams(n=3, temperature=1.0, max_new_tokens=6, stop=("```",), seed=1)
+PARAMS = SamplingParams(n=3, temperature=1.0, max_new_tokens=6, stop=("```",))
+SEEDS = [candidate_seeds(1, "thm", 0, f"node{i}", 3) for i in range(2)]
 
 
 def test_trim_completion():
@@ -33,7 +34,7 @@ def test_transformers_backend(tiny_model):
     cfg = PolicyConfig(backend="transformers", pooling="mean")
     with open_generator(cfg, str(tiny_model)) as gen:
         assert isinstance(gen, TransformersGenerator) and gen.pooling == "mean"
-        groups = gen.generate(prompts()[:2], PARAMS)
+        groups = gen.generate(prompts()[:2], PARAMS, SEEDS)
         assert [g.raw_count for g in groups] == [3, 3]
         assert gen.embed(["⊢ p"]).shape == (1, 64)
     assert gen.model is None  # closed
@@ -53,8 +54,10 @@ def test_sglang_backend_launches_both_servers_and_stops_them(tiny_model, tmp_pat
         assert gen.model_id == str(tiny_model)
         servers = psutil.Process().children(recursive=True)
         assert len(servers) == 2
-        groups = gen.generate(prompts()[:2], PARAMS)
+        groups = gen.generate(prompts()[:2], PARAMS, SEEDS)
         assert [g.raw_count for g in groups] == [3, 3]
+        # Seeded per candidate, the server (deterministic mode) repeats itself exactly.
+        assert groups == gen.generate(prompts()[:2], PARAMS, SEEDS)
         vectors = gen.embed(["⊢ p", prompts()[0]])
         np.testing.assert_allclose(vectors, generator.embed(["⊢ p", prompts()[0]]), atol=1e-5)
     gone = [not p.is_running() or p.status() == psutil.STATUS_ZOMBIE for p in servers]
@@ -70,8 +73,9 @@ def test_configured_url_is_used_without_launching(generator, tiny_model):
         with open_generator(cfg, str(tiny_model)) as gen:
             assert isinstance(gen, OpenAIGenerator)
             assert psutil.Process().children() == []
-            assert len(gen.generate(prompts()[:1], PARAMS)) == 1
-        assert [r.path for r in server.requests] == ["/v1/completions"]  # no warm-up either
+            assert len(gen.generate(prompts()[:1], PARAMS, SEEDS[:1])) == 1
+        # One request per candidate, and no warm-up.
+        assert [r.path for r in server.requests] == ["/v1/completions"] * 3
 
 
 def test_server_that_dies_on_start_fails_the_stage(tiny_model, tmp_path):

@@ -5,15 +5,21 @@ The same client against a real vLLM server: test_vllm_server.py (marked ``server
 
 from __future__ import annotations
 
+import random
+
 import numpy as np
 import pytest
 
-from burnqed.policy import SamplingParams
+from burnqed.policy import SEED_BITS, SamplingParams, candidate_seeds
 from burnqed.policy.http import OpenAIGenerator, ServerError
 from burnqed.policy.standin import StandinServer
 from tests.policy.corpus import prompts
 
-PARAMS = SamplingParams(n=4, temperature=1.0, top_p=0.95, max_new_tokens=10, stop=("e",), seed=7)
+PARAMS = SamplingParams(n=4, temperature=1.0, top_p=0.95, max_new_tokens=10, stop=("e",))
+
+
+def seeds_for(ps, n=4, run_seed=7):
+    return [candidate_seeds(run_seed, "thm", 0, p, n) for p in ps]
 
 
 @pytest.fixture
@@ -26,67 +32,69 @@ def client(url: str, **kw) -> OpenAIGenerator:
     return OpenAIGenerator(url, model_id=kw.pop("model_id", "whatever"), retry_total_s=5.0, **kw)
 
 
-def test_prompts_times_n_grouped_by_index(server, teacher_forced):
+def test_one_request_per_candidate_with_its_own_seed(server, teacher_forced):
     ps = prompts()[:3]
-    groups = client(server.url).generate(ps, PARAMS)
-    req = server.requests[-1]
-    # The request: a prompt list, n, logprobs, seed and every sampling parameter, explicitly.
-    assert req.body == {
-        "model": server.model_dir,
-        "prompt": ps,
-        "n": 4,
-        "max_tokens": 10,
-        "temperature": 1.0,
-        "top_p": 0.95,
-        "stop": ["e"],
-        "logprobs": 1,
-        "seed": 7,
-    }
-    choices = req.response["choices"]
-    assert [c["index"] for c in choices] == list(range(12))
+    seeds = seeds_for(ps)
+    groups = client(server.url).generate(ps, PARAMS, seeds)
+    reqs = [r for r in server.requests if r.path == "/v1/completions"]
+    assert len(reqs) == 12  # 3 prompts × 4 candidates, each its own request
+    # Each request: one prompt, n = 1, the candidate's seed and every sampling parameter, explicitly.
+    bodies = sorted((r.body for r in reqs), key=lambda b: (ps.index(b["prompt"]), b["seed"]))
+    expected = sorted(
+        (
+            {
+                "model": server.model_dir,
+                "prompt": p,
+                "n": 1,
+                "max_tokens": 10,
+                "temperature": 1.0,
+                "top_p": 0.95,
+                "stop": ["e"],
+                "logprobs": 1,
+                "seed": s,
+            }
+            for p, own in zip(ps, seeds, strict=True)
+            for s in own
+        ),
+        key=lambda b: (ps.index(b["prompt"]), b["seed"]),
+    )
+    assert bodies == expected
     assert len(groups) == 3
-    # The seed makes the stand-in's draws repeatable, so the raw samples (with token ids) are known.
-    samples = server.generator.sample(ps, PARAMS)
+    by_seed = {r.body["seed"]: r.response["choices"][0] for r in reqs}
     for i, gen in enumerate(groups):
         assert gen.raw_count == 4
-        mine = choices[i * 4 : (i + 1) * 4]
-        for choice, s in zip(mine, samples[i], strict=True):
-            assert choice["text"] == s.text
-            assert choice["logprobs"]["token_logprobs"] == list(s.token_logprobs)
-            assert sum(s.token_logprobs) == pytest.approx(
-                teacher_forced(ps[i], s.token_ids), abs=1e-4
+        choices = [by_seed[s] for s in seeds[i]]
+        for c in choices:
+            # The stand-in follows vLLM: a request's seed seeds its own draws (known here).
+            (sample,) = server.generator.sample(
+                [ps[i]],
+                SamplingParams(n=1, temperature=1.0, top_p=0.95, max_new_tokens=10, stop=("e",)),
+                [
+                    [
+                        random.Random(next(s for s in seeds[i] if by_seed[s] is c)).getrandbits(
+                            SEED_BITS
+                        )
+                    ]
+                ],
+            )[0]
+            assert c["text"] == sample.text
+            assert c["logprobs"]["token_logprobs"] == list(sample.token_logprobs)
+            assert sum(sample.token_logprobs) == pytest.approx(
+                teacher_forced(ps[i], sample.token_ids), abs=1e-4
             )
-        sums = [sum(c["logprobs"]["token_logprobs"]) for c in mine]
-        for c in gen.candidates:
-            k = next(k for k, t in enumerate(sums) if t == pytest.approx(c.logprob, abs=1e-9))
-            assert (
-                c.num_tokens == len(samples[i][k].token_ids)
-                and c.text == samples[i][k].text.strip()
-            )
+        sums = [sum(c["logprobs"]["token_logprobs"]) for c in choices]
+        for cand in gen.candidates:
+            assert any(t == pytest.approx(cand.logprob, abs=1e-9) for t in sums)
 
 
-def test_choices_out_of_order_are_regrouped(server, monkeypatch):
-    real = server.completions
-
-    def shuffled(body):
-        out = real(body)
-        out["choices"] = out["choices"][::-1]
-        return out
-
-    monkeypatch.setattr(server, "completions", shuffled)
-    ps = prompts()[:2]
-    a = client(server.url).generate(ps, PARAMS)
-    monkeypatch.setattr(server, "completions", real)
-    b = client(server.url).generate(ps, PARAMS)
-    assert a == b
-
-
-def test_seed_reproduces(server):
+def test_seeds_reproduce_alone_or_among_other_prompts(server):
     gen = client(server.url)
-    a = gen.generate(prompts()[:2], PARAMS)
-    b = gen.generate(prompts()[:2], PARAMS)
-    c = gen.generate(prompts()[:2], SamplingParams(n=4, temperature=1.0, max_new_tokens=10, seed=8))
-    assert a == b and a != c
+    ps = prompts()[:4]
+    a = gen.generate(ps, PARAMS, seeds_for(ps))
+    b = gen.generate(ps[::-1], PARAMS, seeds_for(ps)[::-1])[::-1]
+    (alone,) = gen.generate(ps[2:3], PARAMS, seeds_for(ps)[2:3])
+    c = gen.generate(ps, PARAMS, seeds_for(ps, run_seed=8))
+    assert a == b and a[2] == alone and a != c
 
 
 def test_served_model_name_resolution(server):
@@ -95,13 +103,11 @@ def test_served_model_name_resolution(server):
     assert server.requests[-1].body["model"] == server.model_dir  # the only model served
 
 
-def test_missing_choices_are_an_error(server, monkeypatch):
+def test_a_request_without_its_choice_is_an_error(server, monkeypatch):
     real = server.completions
-    monkeypatch.setattr(
-        server, "completions", lambda body: {**real(body), "choices": real(body)["choices"][:-1]}
-    )
-    with pytest.raises(ServerError, match=r"expected choice indices 0\.\.7 for 2 × 4"):
-        client(server.url).generate(prompts()[:2], PARAMS)
+    monkeypatch.setattr(server, "completions", lambda body: {**real(body), "choices": []})
+    with pytest.raises(ServerError, match="expected one choice per request"):
+        client(server.url).generate(prompts()[:2], PARAMS, seeds_for(prompts()[:2]))
 
 
 def test_embeddings(generator):
@@ -120,6 +126,7 @@ def test_greedy_asks_for_one_sample_and_repeats_it(server):
         prompts()[1:2], SamplingParams(n=3, temperature=0.0, max_new_tokens=5)
     )
     req = server.requests[-1]
+    assert len(server.requests) == 1 and "seed" not in req.body  # one request, no seed needed
     assert req.body["n"] == 1 and len(req.response["choices"]) == 1
     choice = req.response["choices"][0]
     assert gen.raw_count == 3 and gen.tokens == 3 * len(choice["logprobs"]["token_logprobs"])

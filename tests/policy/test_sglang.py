@@ -8,13 +8,17 @@ import httpx
 import numpy as np
 import pytest
 
-from burnqed.policy import SamplingParams
+from burnqed.policy import SamplingParams, candidate_seeds
 from burnqed.policy.http import ServerError, SGLangGenerator
 from burnqed.policy.launcher import free_port
 from burnqed.policy.standin import StandinServer
 from tests.policy.corpus import prompts
 
 PARAMS = SamplingParams(n=4, temperature=1.0, top_p=0.9, max_new_tokens=10, stop=("e", "\n"))
+
+
+def seeds_for(ps, n=4, run_seed=0):
+    return [candidate_seeds(run_seed, "thm", 0, p, n) for p in ps]
 
 
 @pytest.fixture
@@ -34,12 +38,12 @@ def client(url: str, **kw) -> SGLangGenerator:
     return SGLangGenerator(url, model_id="tiny", request_timeout_s=30.0, **kw)
 
 
-def test_batch_times_n_comes_back_grouped_in_prompt_order(server, teacher_forced):
+def test_one_item_per_candidate_comes_back_grouped_in_prompt_order(server, teacher_forced):
     ps = prompts()[:3]
-    groups = client(server.url).generate(ps, PARAMS)
+    groups = client(server.url).generate(ps, PARAMS, seeds_for(ps))
     (req,) = server.requests
     items = req.response
-    assert isinstance(items, list) and len(items) == 3 * 4  # prompt-major list
+    assert isinstance(items, list) and len(items) == 3 * 4  # one result per item, in order
     assert len(groups) == 3
     for i, (prompt, gen) in enumerate(zip(ps, groups, strict=True)):
         mine = items[i * 4 : (i + 1) * 4]
@@ -58,35 +62,67 @@ def test_batch_times_n_comes_back_grouped_in_prompt_order(server, teacher_forced
             assert c.text == mine[k]["text"].strip()
 
 
-def test_sampling_params_are_sent_explicitly(server):
-    client(server.url).generate(prompts()[:2], PARAMS)
+def test_sampling_params_are_sent_explicitly_with_a_seed_per_candidate(server):
+    ps = prompts()[:2]
+    seeds = seeds_for(ps)
+    client(server.url).generate(ps, PARAMS, seeds)
     body = server.requests[-1].body
-    assert body["sampling_params"] == {
-        "n": 4,
-        "temperature": 1.0,
-        "top_p": 0.9,
-        "max_new_tokens": 10,
-        "stop": ["e", "\n"],
-    }
+    # One item per candidate: SGLang gives the n copies of one item the same sampling_seed.
+    assert body["text"] == [p for p in ps for _ in range(4)]
+    assert body["sampling_params"] == [
+        {
+            "n": 1,
+            "temperature": 1.0,
+            "top_p": 0.9,
+            "max_new_tokens": 10,
+            "stop": ["e", "\n"],
+            "sampling_seed": s,
+        }
+        for own in seeds
+        for s in own
+    ]
     assert body["return_logprob"] is True and body["logprob_start_len"] == -1
-    assert body["text"] == prompts()[:2]
 
 
-def test_single_prompt_n1_object_response(server, teacher_forced):
-    params = SamplingParams(n=1, temperature=1.0, max_new_tokens=8)
-    (gen,) = client(server.url).generate(prompts()[:1], params)
-    req = server.requests[-1]
-    assert isinstance(req.body["text"], str) and isinstance(req.response, dict)
-    ids = req.response["output_ids"]
-    assert gen.raw_count == 1
-    assert sum(c.logprob for c in gen.candidates) == pytest.approx(
-        teacher_forced(prompts()[0], ids) if gen.candidates else 0.0, abs=1e-4
+def test_a_prompts_candidates_do_not_depend_on_its_batch(server):
+    ps = prompts()[:4]
+    gen = client(server.url)
+    batch = gen.generate(ps, PARAMS, seeds_for(ps))
+    (alone,) = gen.generate(ps[1:2], PARAMS, seeds_for(ps)[1:2])
+    assert alone == batch[1]
+    assert gen.generate(ps, PARAMS, seeds_for(ps, run_seed=1)) != batch
+
+
+def test_unseeded_calls_still_draw_distinct_candidates(server):
+    """Without seeds the client draws fresh ones per candidate: in deterministic mode, n copies of
+    one unseeded item would all be SGLang's default seed 42, hence identical."""
+    client(server.url).generate(prompts()[:1], SamplingParams(n=4, max_new_tokens=10))
+    seeds = [sp["sampling_seed"] for sp in server.requests[-1].body["sampling_params"]]
+    assert len(set(seeds)) == 4
+
+
+def test_standin_follows_sglang_seed_semantics(server):
+    """The stand-in as SGLang in deterministic mode: a string with n == 1 is one object; the n copies
+    of one item share its seed (42 when absent), so they come out identical."""
+    url = server.url + "/generate"
+    sp = {"n": 3, "temperature": 1.0, "max_new_tokens": 8}
+    one = httpx.post(url, json={"text": prompts()[0], "sampling_params": {**sp, "n": 1}}).json()
+    assert isinstance(one, dict) and "meta_info" in one
+    copies = httpx.post(url, json={"text": prompts()[0], "sampling_params": sp}).json()
+    assert len(copies) == 3 and len({tuple(c["output_ids"]) for c in copies}) == 1
+    seeded = httpx.post(
+        url, json={"text": prompts()[0], "sampling_params": {**sp, "sampling_seed": 42}}
+    ).json()
+    assert [c["output_ids"] for c in seeded] == [c["output_ids"] for c in copies]
+    bad = httpx.post(
+        url, json={"text": prompts()[0], "sampling_params": {**sp, "sampling_seed": "x"}}
     )
+    assert bad.status_code == 400 and "sampling_seed" in bad.text
 
 
 def test_two_503s_then_success(server):
     server.inject(fail=2)
-    groups = client(server.url).generate(prompts()[:2], PARAMS)
+    groups = client(server.url).generate(prompts()[:2], PARAMS, seeds_for(prompts()[:2]))
     assert [r.status for r in server.requests] == [503, 503, 200]
     assert len(groups) == 2 and all(g.raw_count == 4 for g in groups)
 

@@ -1,4 +1,5 @@
-"""In-process backend: real logprobs, grouping per prompt, stop handling, seeding, embeddings."""
+"""In-process backend: real logprobs, grouping per prompt, stop handling, per-candidate seeds and
+batch invariance, embeddings."""
 
 from __future__ import annotations
 
@@ -6,12 +7,16 @@ import numpy as np
 import pytest
 import torch
 
-from burnqed.policy import SamplingParams, TacticGenerator
+from burnqed.policy import SamplingParams, TacticGenerator, candidate_seeds
 from burnqed.policy.transformers_backend import TransformersGenerator
 from tests.policy.corpus import prompts
 
 # Common one-character stops, so a random model hits them often: both stop kinds get exercised.
 STOPS = ("e", "t", "\n")
+
+
+def seeds_for(ps, n, run_seed=0):
+    return [candidate_seeds(run_seed, "thm", 0, p, n) for p in ps]
 
 
 def test_is_a_tactic_generator(generator):
@@ -25,9 +30,9 @@ def test_logprob_equals_teacher_forced_forward_pass(generator, teacher_forced, t
     sampling distribution); grouped so that group i really continues prompt i."""
     ps = prompts()[:3]
     params = SamplingParams(
-        n=4, temperature=temperature, top_p=top_p, max_new_tokens=12, stop=STOPS, seed=3
+        n=4, temperature=temperature, top_p=top_p, max_new_tokens=12, stop=STOPS
     )
-    groups = generator.sample(ps, params)
+    groups = generator.sample(ps, params, seeds_for(ps, 4, run_seed=3))
     assert [len(g) for g in groups] == [4, 4, 4]
     finishes = set()
     for prompt, samples in zip(ps, groups, strict=True):
@@ -43,9 +48,9 @@ def test_logprob_equals_teacher_forced_forward_pass(generator, teacher_forced, t
 
 def test_generate_groups_dedups_and_reports_counts(generator):
     ps = prompts()
-    params = SamplingParams(n=4, temperature=1.0, max_new_tokens=8, stop=STOPS, seed=0)
-    groups = generator.generate(ps, params)
-    samples = generator.sample(ps, params)  # same seed: the same raw draws
+    params = SamplingParams(n=4, temperature=1.0, max_new_tokens=8, stop=STOPS)
+    groups = generator.generate(ps, params, seeds_for(ps, 4))
+    samples = generator.sample(ps, params, seeds_for(ps, 4))  # same seeds: the same raw draws
     assert len(groups) == len(ps)
     for gen, raw in zip(groups, samples, strict=True):
         assert gen.raw_count == 4
@@ -76,27 +81,58 @@ def test_greedy_samples_collapse_to_one_candidate(generator):
     assert [c.text for c in gen.candidates] == [t for t in [samples[0].text.strip()] if t]
 
 
-def test_seed_reproduces_and_leaves_global_rng_alone(generator):
-    params = SamplingParams(n=4, temperature=1.0, max_new_tokens=8, seed=11)
+def test_seeds_reproduce_and_leave_global_rng_alone(generator):
+    params = SamplingParams(n=4, temperature=1.0, max_new_tokens=8)
+    ps = prompts()[:2]
     torch.manual_seed(123)
     before = torch.rand(1)
     torch.manual_seed(123)
-    a = generator.generate(prompts()[:2], params)
+    a = generator.generate(ps, params, seeds_for(ps, 4, run_seed=11))
     after = torch.rand(1)
-    b = generator.generate(prompts()[:2], params)
-    c = generator.generate(
-        prompts()[:2], SamplingParams(n=4, temperature=1.0, max_new_tokens=8, seed=12)
-    )
+    b = generator.generate(ps, params, seeds_for(ps, 4, run_seed=11))
+    c = generator.generate(ps, params, seeds_for(ps, 4, run_seed=12))
     assert a == b
     assert a != c
     assert torch.equal(before, after)
 
 
-def test_batch_chunks_give_the_same_groups(tiny_model, generator):
-    """max_batch splits prompts × n into several forward batches; grouping must not change."""
-    small = TransformersGenerator(tiny_model, max_batch=4)
-    params = SamplingParams(n=2, temperature=0.0, max_new_tokens=5)
-    assert small.generate(prompts(), params) == generator.generate(prompts(), params)
+def test_a_prompts_candidates_are_identical_alone_and_inside_a_batch_of_32(generator):
+    """Batch invariance by construction: bit-identical tokens and logprobs (not within a tolerance)
+    for a prompt sampled alone, at any position of a batch of 32 other prompts, and whatever its
+    neighbours' lengths."""
+    ps = [p + "h" * (i % 7) for i, p in enumerate(prompts() * 8)][:32]
+    params = SamplingParams(n=4, temperature=1.3, top_p=0.9, max_new_tokens=10, stop=("\n",))
+    seeds = seeds_for(ps, 4)
+    batch = generator.sample(ps, params, seeds)
+    for i in (0, 5, 17, 31):
+        (alone,) = generator.sample([ps[i]], params, [seeds[i]])
+        assert alone == batch[i], i  # Sample equality: token ids, logprobs, text, finish
+    # A candidate is keyed by its own seed: reorder the batch, the same candidates come back.
+    rev = generator.sample(ps[::-1], params, seeds[::-1])
+    assert rev[::-1] == batch
+    # And different seeds give different draws (the comparison above is not vacuous).
+    other = generator.sample(ps[:4], params, seeds_for(ps[:4], 4, run_seed=1))
+    assert other != batch[:4]
+
+
+def test_a_candidate_is_keyed_by_its_own_seed_not_the_other_candidates(generator):
+    """Candidate j's tokens come from its own random stream: changing the other candidates' seeds
+    leaves it as it was (its slot j is part of the construction: shape (n, ·), row j)."""
+    p = prompts()[1]
+    params = SamplingParams(n=4, temperature=1.0, max_new_tokens=8)
+    a, b, c, d = candidate_seeds(0, "t", 0, "x", 4)
+    e, _, g, h = candidate_seeds(1, "t", 0, "x", 4)
+    (first,) = generator.sample([p], params, [[a, b, c, d]])
+    (second,) = generator.sample([p], params, [[e, b, g, h]])
+    assert first[1] == second[1]
+    assert first[0] != second[0]
+
+
+def test_seeds_must_match_the_prompts_and_candidates(generator):
+    with pytest.raises(ValueError, match="one per candidate"):
+        generator.generate(prompts()[:2], SamplingParams(n=4), [[1, 2, 3, 4]])
+    with pytest.raises(ValueError, match="one per candidate"):
+        generator.generate(prompts()[:1], SamplingParams(n=4), [[1, 2, 3]])
 
 
 def test_cut_rules(generator):
@@ -124,14 +160,15 @@ def test_empty_batch(generator):
     assert generator.embed([]).shape == (0, 64)
 
 
-def test_last_token_embedding_is_normalised_and_padding_invariant(generator):
+def test_last_token_embedding_is_normalised_and_batch_invariant(generator):
     texts = ["⊢ p", prompts()[2], "h : p ∧ q"]
     vectors = generator.embed(texts)
     assert vectors.shape == (3, 64) and vectors.dtype == np.float32
     np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
-    # Padded in a batch or alone: the same vector (left padding keeps the last token last).
+    # In a batch or alone, in any order: bit-identical (one forward per text).
     for i, text in enumerate(texts):
-        np.testing.assert_allclose(generator.embed([text])[0], vectors[i], atol=1e-5)
+        assert np.array_equal(generator.embed([text])[0], vectors[i])
+    assert np.array_equal(generator.embed(texts[::-1])[::-1], vectors)
     # And it is the final layer's last-token state.
     ids = torch.tensor([generator.tokenizer(texts[1]).input_ids])
     with torch.inference_mode():
@@ -139,7 +176,7 @@ def test_last_token_embedding_is_normalised_and_padding_invariant(generator):
     np.testing.assert_allclose(vectors[1], (h / h.norm()).numpy(), atol=1e-5)
 
 
-def test_mean_pooling_is_mask_aware(tiny_model, generator):
+def test_mean_pooling_averages_the_texts_tokens(tiny_model, generator):
     mean = TransformersGenerator(tiny_model, pooling="mean")
     texts = ["⊢ p", prompts()[2]]
     vectors = mean.embed(texts)

@@ -18,7 +18,7 @@ import pytest
 
 from burnqed.config import PolicyConfig
 from burnqed.data.prompt import STOP
-from burnqed.policy import SamplingParams
+from burnqed.policy import SamplingParams, candidate_seeds
 from burnqed.policy.backend import open_generator
 from burnqed.policy.http import OpenAIGenerator
 from tests.policy.corpus import prompts
@@ -90,7 +90,9 @@ def test_prompts_times_n_grouped_and_ordered_with_logprobs(served, generator):
     ps = prompts()[:3]
     # Sampled: every prompt gets n candidates with a summed logprob over their tokens.
     sampled = served.gen.generate(
-        ps, SamplingParams(n=4, temperature=1.0, max_new_tokens=12, stop=STOP, seed=3)
+        ps,
+        SamplingParams(n=4, temperature=1.0, max_new_tokens=12, stop=STOP),
+        [candidate_seeds(3, "thm", 0, p, 4) for p in ps],
     )
     assert len(sampled) == 3
     for group in sampled:
@@ -111,20 +113,22 @@ def test_prompts_times_n_grouped_and_ordered_with_logprobs(served, generator):
             assert c.logprob == pytest.approx(sum(samples[0].token_logprobs), abs=1e-3)
 
 
-def test_fixed_seed_reproduces_candidates(served):
-    params = SamplingParams(n=4, temperature=1.0, max_new_tokens=10, seed=11)
-    a = served.gen.generate(prompts()[:2], params)
-    b = served.gen.generate(prompts()[:2], params)
-    c = served.gen.generate(
-        prompts()[:2], SamplingParams(n=4, temperature=1.0, max_new_tokens=10, seed=12)
-    )
+def test_same_seeds_same_candidates_alone_and_among_16_concurrent_requests(served):
+    """One request per candidate with its own seed (vLLM's per-request ``seed``): a prompt's
+    candidates are the same whether its requests run alone or among 16 in flight at once."""
+    params = SamplingParams(n=4, temperature=1.0, max_new_tokens=10)
+    ps = prompts()[:4]
+    seeds = [candidate_seeds(11, "thm", 0, p, 4) for p in ps]
+    together = served.gen.generate(ps, params, seeds)  # 4 prompts × 4 candidates: 16 requests
+    alone = [served.gen.generate([p], params, [s])[0] for p, s in zip(ps, seeds, strict=True)]
+    other = served.gen.generate(ps, params, [candidate_seeds(12, "thm", 0, p, 4) for p in ps])
     texts = lambda groups: [[c.text for c in g.candidates] for g in groups]  # noqa: E731
-    assert texts(a) == texts(b)
-    for ga, gb in zip(a, b, strict=True):
+    assert texts(together) == texts(alone)
+    for ga, gb in zip(together, alone, strict=True):
         assert [x.logprob for x in ga.candidates] == pytest.approx(
             [x.logprob for x in gb.candidates], abs=1e-4
         )
-    assert texts(a) != texts(c)
+    assert texts(together) != texts(other)
 
 
 def test_embeddings_have_the_hidden_size(served, generator):

@@ -30,7 +30,7 @@ import numpy as np
 
 from burnqed.lean.errors import ReplError, StartError
 from burnqed.lean.pool import TacticFailure, Verdict
-from burnqed.policy import Candidate, Generation, SamplingParams, dedup_candidates
+from burnqed.policy import Candidate, Generation, SamplingParams, check_seeds, dedup_candidates
 from burnqed.theorems import Theorem
 
 
@@ -187,10 +187,11 @@ TOY_TACTICS = ("step 1", "step 2", "step 3", "split 2", "split 3", "noop", "bogu
 
 @dataclass
 class RandomToyPolicy:
-    """A deterministic policy: the candidates for a prompt depend only on (seed, prompt).
+    """A deterministic policy: candidate ``j`` of a prompt depends only on (seed, prompt, the
+    candidate's own seed) — the contract of a real backend (``burnqed.policy``).
 
     Proposes ``n`` tactics drawn from :data:`TOY_TACTICS` (``cheat`` only if ``allow_cheat``) with
-    random logprobs; records every batch it is called with.
+    random logprobs; records every batch it is called with.  Unseeded calls depend on (seed, prompt).
     """
 
     seed: int = 0
@@ -199,18 +200,27 @@ class RandomToyPolicy:
     model_id: str = "fake-random"
     batch_sizes: list[int] = field(default_factory=list)
     calls: list[SamplingParams] = field(default_factory=list)
+    seeds_seen: list[Sequence[int]] = field(default_factory=list)
 
-    def generate(self, prompts: Sequence[str], params: SamplingParams) -> list[Generation]:
+    def generate(
+        self,
+        prompts: Sequence[str],
+        params: SamplingParams,
+        seeds: Sequence[Sequence[int]] | None = None,
+    ) -> list[Generation]:
+        check_seeds(seeds, len(prompts), params.n)
         self.batch_sizes.append(len(prompts))
         self.calls.append(params)
+        self.seeds_seen.extend(seeds or [])
         pool = [t for t in self.tactics if self.allow_cheat or t != "cheat"]
         out = []
-        for p in prompts:
-            rng = random.Random(_seed(self.seed, p))
-            raw = [
-                Candidate(rng.choice(pool), -rng.random() * 3, rng.randint(1, 5))
-                for _ in range(params.n)
-            ]
+        for i, p in enumerate(prompts):
+            if seeds is None:
+                rng = random.Random(_seed(self.seed, p))
+                rngs = [rng] * params.n
+            else:
+                rngs = [random.Random(_seed(self.seed, p, s)) for s in seeds[i]]
+            raw = [Candidate(r.choice(pool), -r.random() * 3, r.randint(1, 5)) for r in rngs]
             out.append(dedup_candidates(raw))
         return out
 
@@ -229,7 +239,12 @@ class FixedPolicy:
     model_id: str = "fake-fixed"
     batch_sizes: list[int] = field(default_factory=list)
 
-    def generate(self, prompts: Sequence[str], params: SamplingParams) -> list[Generation]:
+    def generate(
+        self,
+        prompts: Sequence[str],
+        params: SamplingParams,
+        seeds: Sequence[Sequence[int]] | None = None,
+    ) -> list[Generation]:
         self.batch_sizes.append(len(prompts))
         return [
             dedup_candidates(Candidate(t, lp, 1) for t, lp in self.logprobs.items())

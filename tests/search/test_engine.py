@@ -215,9 +215,9 @@ class SlowPolicy(RandomToyPolicy):
 
     call_s: float = 0.02
 
-    def generate(self, prompts, params):
+    def generate(self, prompts, params, seeds=None):
         time.sleep(self.call_s)
-        return super().generate(prompts, params)
+        return super().generate(prompts, params, seeds)
 
 
 def test_generation_and_value_scoring_are_batched_across_theorems():
@@ -261,9 +261,9 @@ def test_an_idle_generator_never_waits_for_a_batch_to_fill():
     sent: list[float] = []
     generate = policy.generate
 
-    def timed(prompts, params):
+    def timed(prompts, params, seeds=None):
         sent.append(time.perf_counter() - t0)
-        return generate(prompts, params)
+        return generate(prompts, params, seeds)
 
     policy.generate = timed
     # The slow searches begin first, so they are live when `fast` asks the generator.
@@ -305,7 +305,7 @@ def test_timeout_and_start_error_are_recorded():
     results = _run(
         [toy_theorem("slow", 10_000), bad],
         RandomToyPolicy(seed=1, allow_cheat=False),
-        ToyEnv(latency_s=0.005),
+        ToyEnv(latency_s=0.03),  # slow enough that the clock ends "slow" before its frontier
         cfg,
     )
     by = {r.theorem: r for r in results}

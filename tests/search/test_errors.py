@@ -34,7 +34,9 @@ class RulePolicy:
 
     model_id = "fake-rules"
 
-    def generate(self, prompts: Sequence[str], params: SamplingParams) -> list[Generation]:
+    def generate(
+        self, prompts: Sequence[str], params: SamplingParams, seeds=None
+    ) -> list[Generation]:
         out = []
         for p in prompts:
             goal = next(line for line in p.splitlines() if line.lstrip().startswith("⊢"))
@@ -182,7 +184,9 @@ class DownServer:
 
         self.policy, self.up = RandomToyPolicy(seed=1, allow_cheat=False), up
 
-    def generate(self, prompts: Sequence[str], params: SamplingParams) -> list[Generation]:
+    def generate(
+        self, prompts: Sequence[str], params: SamplingParams, seeds=None
+    ) -> list[Generation]:
         if self.up == 0:
             raise ConnectionError("policy server: connection refused")
         self.up -= 1

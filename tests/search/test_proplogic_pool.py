@@ -46,7 +46,9 @@ class TracedPolicy:
     model_id: str = "traced"
     batch_sizes: list[int] = field(default_factory=list)
 
-    def generate(self, prompts: Sequence[str], params: SamplingParams) -> list[Generation]:
+    def generate(
+        self, prompts: Sequence[str], params: SamplingParams, seeds=None
+    ) -> list[Generation]:
         self.batch_sizes.append(len(prompts))
         out = []
         for p in prompts:
