@@ -87,6 +87,8 @@ KNOWN_SAMPLING_KEYS = frozenset(
         "stream_interval",
         "logit_bias",
         "sampling_seed",
+        "beam_width",
+        "watermark",
     }
 )
 NOT_EMBEDDING = (

