@@ -68,6 +68,9 @@ from burnqed.theorems import Theorem
 
 log = logging.getLogger(__name__)
 
+BATCH_TRIES = 3  # tries of a generation or value-model batch before its searches fail
+BATCH_RETRY_S = 0.5  # first back-off between tries (doubling)
+
 
 # --------------------------------------------------------------------------------------------
 # What the engine needs from Lean (burnqed.lean.pool.LeanPool provides it; tests use fakes)
@@ -275,14 +278,33 @@ class _Scheduler:
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
 
+    async def _call(self, b: _Batcher, items: list) -> Sequence:
+        """``b.fn(items)``, tried up to :data:`BATCH_TRIES` times: a failed model call is an
+        infrastructure hiccup, not a result, and the same items give the same answers (seeded), so
+        trying again changes nothing but the outcome of the hiccup."""
+        for attempt in range(1, BATCH_TRIES + 1):
+            try:
+                out = await self.loop.run_in_executor(b.executor, b.fn, items)
+                if len(out) != len(items):
+                    raise RuntimeError(f"{b.name}: {len(out)} results for a batch of {len(items)}")
+                return out
+            except Exception as e:
+                if attempt == BATCH_TRIES:
+                    raise
+                delay = BATCH_RETRY_S * 2 ** (attempt - 1)
+                log.warning(
+                    "%s batch of %d failed (try %d of %d): %s; retrying in %.1f s",
+                    b.name, len(items), attempt, BATCH_TRIES, e, delay,
+                )  # fmt: skip
+                await asyncio.sleep(delay)
+        raise AssertionError("unreachable")
+
     async def _run(self, b: _Batcher, batch: list) -> None:
         t0 = time.perf_counter()
         try:
-            out = await self.loop.run_in_executor(b.executor, b.fn, [item for item, _ in batch])
-            if len(out) != len(batch):
-                raise RuntimeError(f"{b.name}: {len(out)} results for a batch of {len(batch)}")
-        except Exception as e:  # the batch's searches fail; the others carry on
-            log.error("%s batch of %d failed: %s", b.name, len(batch), e)
+            out = await self._call(b, [item for item, _ in batch])
+        except Exception as e:  # still failing: the batch's searches fail; the others carry on
+            log.error("%s batch of %d failed %d times: %s", b.name, len(batch), BATCH_TRIES, e)
             for _, fut in batch:
                 if not fut.done():
                     fut.set_exception(e)

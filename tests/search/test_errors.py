@@ -193,13 +193,14 @@ class DownServer:
         return self.policy.generate(prompts, params)
 
 
-def test_a_server_that_goes_down_fails_the_stage_with_its_errors_apart(tmp_path):
+def test_a_server_that_goes_down_fails_the_stage_with_its_errors_apart(tmp_path, monkeypatch):
     import asyncio
 
     from burnqed.config import SearchConfig
     from burnqed.search.stage import TooManyErrors, search_to_dir
     from tests.search.fakes import ToyEnv, toy_theorems
 
+    monkeypatch.setattr("burnqed.search.engine.BATCH_RETRY_S", 0.01)
     cfg = SearchConfig(max_nodes=6, num_candidates=2, concurrency=1, max_error_fraction=0.25)
     out = tmp_path / "out"
     with pytest.raises(TooManyErrors, match=r"infrastructure error.*--resume"):
@@ -219,3 +220,41 @@ def test_a_server_that_goes_down_fails_the_stage_with_its_errors_apart(tmp_path)
     assert errors["fraction"] > 0.25 and manifest["error_limit_exceeded"]
     assert manifest["results"] == 6 - errors["count"]
     assert manifest["statuses"].get("error") == errors["count"]
+
+
+def test_a_failed_value_batch_is_retried_not_turned_into_attempt_errors(monkeypatch):
+    """A value-model (EBM) call that fails once is tried again: no attempt errors, and the trees
+    are those of a run where nothing failed (the same states get the same energies)."""
+    import asyncio
+
+    import burnqed.search.engine as engine
+    from burnqed.config import SearchConfig
+    from burnqed.search import search_all
+    from tests.search.fakes import RandomToyPolicy, ToyEnv, ToyValue, toy_theorems
+
+    monkeypatch.setattr(engine, "BATCH_RETRY_S", 0.01)
+
+    class FlakyValue(ToyValue):
+        def __init__(self, failures: int) -> None:
+            super().__init__()
+            self.failures = failures
+
+        def energies(self, states, goals):
+            if self.failures:
+                self.failures -= 1
+                raise RuntimeError("embedding server: connection reset")
+            return super().energies(states, goals)
+
+    theorems = toy_theorems(5, seed=4, low=3, high=9)
+    cfg = SearchConfig(max_nodes=10, num_candidates=3, concurrency=2)
+
+    def run(value):
+        results = asyncio.run(
+            search_all(theorems, RandomToyPolicy(seed=2), ToyEnv(), cfg, value_model=value)
+        )
+        return {r.theorem: (r.status, r.proof, r.nodes_expanded) for r in results}
+
+    flaky = FlakyValue(failures=engine.BATCH_TRIES - 1)
+    assert run(flaky) == run(ToyValue())
+    assert flaky.failures == 0  # it did fail, and the batch was tried again
+    assert all(status != "error" for status, _, _ in run(FlakyValue(failures=1)).values())
