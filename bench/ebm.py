@@ -10,13 +10,20 @@
 - ``embed_states_per_s``: the embedding alone, for comparison.
 
 The policy is the demo-sized tiny Llama (SPEC §4.4) built in a temporary directory, in-process.
-On a machine with CUDA the same figures are measured on the GPU too (its name printed); otherwise
-``gpu=none``.  Figures are printed last, one ``name=value`` a line.
+On a machine with CUDA the same figures are measured on the GPU too (its name printed, then each
+figure again as ``gpu_<name>``); otherwise ``gpu=none``.
+
+Prints (parameters first; these figures last, one ``name=value`` a line):
+
+- ``train_groups_per_s``: InfoNCE groups per second of training
+- ``score_states_per_s``: states per second through the value model (embedding included)
+- ``embed_states_per_s``: states per second through the embedding alone
 
 Example::
 
     python bench/ebm.py                                  # shipped params.yaml sizes, CPU
     python bench/ebm.py --configfile config/demo.yaml    # the demo's small head
+    python bench/ebm.py --smoke     # a 32-wide policy, a small head, 2 steps: that it runs (CI)
 """
 
 from __future__ import annotations
@@ -103,17 +110,22 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=30, help="training steps timed")
     p.add_argument("--states", type=int, default=256, help="states scored")
     p.add_argument("--threads", type=int, default=2, help="torch CPU threads")
+    p.add_argument("--smoke", action="store_true", help="tiny sizes: that it runs (CI)")
     args = p.parse_args()
     logging.basicConfig(level=logging.WARNING)
     torch.set_num_threads(args.threads)
     params = load_params(args.params, args.configfile)
     cfg = EBMConfig.from_dict(params["ebm"])
     search = SearchConfig.from_dict(params["search"])
+    hidden, heads, ffn = 128, 4, 336  # the demo's policy (SPEC §4.4)
+    if args.smoke:
+        hidden, heads, ffn, args.steps, args.states = 32, 1, 64, 2, 8
+        cfg = EBMConfig.from_dict({**cfg.to_dict(), "hidden_sizes": [64, 32], "batch_size": 16})
     with tempfile.TemporaryDirectory() as tmp:
         corpus = [*states(200), "intro h", "exact h", "constructor", "cases h", "left", "right"]
-        model = build_tiny_model(Path(tmp) / "tiny", corpus, hidden_size=128, heads=4,
-                                 intermediate_size=336, seed=0)  # fmt: skip
-        print(f"policy=tiny Llama hidden 128, 2 layers (in-process, pooling last); "
+        model = build_tiny_model(Path(tmp) / "tiny", corpus, hidden_size=hidden, heads=heads,
+                                 intermediate_size=ffn, seed=0)  # fmt: skip
+        print(f"policy=tiny Llama hidden {hidden}, 2 layers (in-process, pooling last); "
               f"head={list(cfg.hidden_sizes)} negatives={cfg.negatives} batch={cfg.batch_size} "
               f"batch_encode_size={search.batch_encode_size} steps={args.steps} "
               f"states={args.states} cpu_threads={args.threads}")  # fmt: skip

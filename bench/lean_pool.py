@@ -28,12 +28,25 @@ in ~0.15 ms, so Python's cost per request dominates both and they read lower):
 ``pool_vs_direct_unpipelined_ratio`` (``direct`` / ``pool1c``) is printed as an extra figure only:
 it credits the pool with pipelining that the unpipelined loop does not do.
 
-Each figure is the best of ``--repeats`` runs (REPL start-up excluded).  Parameters are printed
-first, figures last, one ``name=value`` per line.
+Each figure is the best of ``--repeats`` runs (REPL start-up excluded).
+
+Prints (parameters first; these figures last, one ``name=value`` per line):
+
+- ``direct_apps_per_s``: tactic applications per second, ``direct``
+- ``direct_pipelined_apps_per_s``: the same, ``direct_pipelined``
+- ``pool_1_worker_single_session_apps_per_s``: the same, ``pool1``
+- ``pool_1_worker_apps_per_s``: the same, ``pool1c``
+- ``pool_2_workers_apps_per_s``: the same, ``pool2``
+- ``pool_overhead_us_per_app_single_session``: (``pool1`` − ``direct``) time per application, µs
+- ``pool_vs_direct_unpipelined_ratio``: ``direct`` / ``pool1c`` time (extra, not like for like)
+- ``scaling_2_workers``: ``pool1c`` / ``pool2`` time
+- ``pool_vs_direct_ratio_single_session``: ``direct`` / ``pool1`` time
+- ``pool_vs_direct_pipelined_ratio``: ``direct_pipelined`` / ``pool1c`` time
 
 Example::
 
     python bench/lean_pool.py --theorems 60 --repeats 3
+    python bench/lean_pool.py --smoke      # 4 theorems, 1 repeat: that it runs (CI)
 """
 
 from __future__ import annotations
@@ -235,7 +248,10 @@ def main(argv: list[str] | None = None) -> None:
         default=[sys.executable, "-m", "burnqed.proplogic"],
         help="argv of the REPL (default: burnqed's propositional REPL)",
     )
+    ap.add_argument("--smoke", action="store_true", help="4 theorems, 1 repeat (CI)")
     args = ap.parse_args(argv)
+    if args.smoke:
+        args.theorems, args.repeats = 4, 1
     base = LeanConfig(
         repl_command=tuple(args.repl_command),
         imports=(),

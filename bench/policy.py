@@ -3,13 +3,21 @@
 Search batches the generation requests of all active proof searches into one call
 (``search.batch_generate_size``); this measures what that buys: candidates per second for one call
 of 16 states × 4 candidates against 64 calls of 1 state × 1 candidate, on the demo-sized tiny Llama
-(SPEC §4.4), built in a temporary directory.  Figures are printed last, one ``name=value`` a line;
-``batched_speedup`` is the ratio of the two candidate rates.
+(SPEC §4.4), built in a temporary directory.
+
+Prints (parameters first; these figures last, one ``name=value`` a line):
+
+- ``batched_candidates_per_s``: candidates per second, one call of all states
+- ``single_candidates_per_s``: candidates per second, one call per candidate
+- ``batched_tokens_per_s``: generated tokens per second, batched
+- ``single_tokens_per_s``: generated tokens per second, one at a time
+- ``batched_speedup``: the ratio of the two candidate rates
 
 Example::
 
     python bench/policy.py                       # demo size, 32 new tokens, best of 3
     python bench/policy.py --hidden 64 --heads 2 --max-new-tokens 16
+    python bench/policy.py --smoke               # a 32-wide model, 4 states: that it runs (CI)
 """
 
 from __future__ import annotations
@@ -64,7 +72,11 @@ def main() -> None:
     p.add_argument("--max-new-tokens", type=int, default=32)
     p.add_argument("--temperature", type=float, default=1.0)
     p.add_argument("--repeats", type=int, default=3, help="best of this many runs of each mode")
+    p.add_argument("--smoke", action="store_true", help="tiny sizes: that it runs (CI)")
     args = p.parse_args()
+    if args.smoke:
+        args.hidden, args.heads, args.ffn, args.states = 32, 1, 64, 4
+        args.n, args.max_new_tokens, args.repeats = 2, 8, 1
     logging.basicConfig(level=logging.WARNING)
 
     prompts = [format_prompt(s) for s in states(args.states)]

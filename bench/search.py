@@ -23,7 +23,7 @@ and the ratios hold):
 - ``verify`` is a fresh-process whole-file check: ``--repl-start`` seconds to start a REPL plus
   the proof's tactics, one verification at a time (the pool's verification slot).
 
-Figures (parameters first, then one ``name=value`` per line):
+Prints (parameters first; these figures last, one ``name=value`` per line):
 
 - ``ideal_bound_fraction``: the ideal time over the measured time.  The ideal is the busiest
   resource's unavoidable work with perfect overlap: all expansions generated in full batches
@@ -48,7 +48,8 @@ Figures (parameters first, then one ``name=value`` per line):
 Run::
 
     python bench/search.py            # a few minutes on 2 cores
-    python bench/search.py --quick    # smaller workload, for a smoke test
+    python bench/search.py --quick    # smaller workload
+    python bench/search.py --smoke    # smallest: that it runs (CI), not what it measures
 """
 
 from __future__ import annotations
@@ -560,9 +561,12 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--concurrency", type=int, default=None, help="override the default")
     p.add_argument("--expansions-per-step", type=int, default=None, help="override the default")
+    p.add_argument("--smoke", action="store_true", help="the smallest workload (CI)")
     args = p.parse_args()
     if args.quick:
         args.theorems, args.sequential_theorems, args.write_rows, args.repeats = 30, 4, 100_000, 1
+    if args.smoke:
+        args.theorems, args.sequential_theorems, args.write_rows, args.repeats = 8, 2, 10_000, 1
     cfg = SearchConfig()  # the shipped defaults (params.yaml mirrors them)
     if args.concurrency:
         cfg = replace(cfg, concurrency=args.concurrency)

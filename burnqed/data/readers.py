@@ -17,7 +17,8 @@ format             input                                       tactic pairs     
 ``goedel_v2``      Goedel-Prover-V2 ``dataset/*.jsonl``         no               yes
 =================  ==========================================  ===============  ==================
 
-(``minif2f`` is another name of ``deepseek``.)  Statement readers give every theorem a ``key``
+(``minif2f`` is another name of ``deepseek``; it also reads the miniF2F-style files other provers
+publish, whose rows may carry only ``name``, ``header`` and ``formal_statement``.)  Statement readers give every theorem a ``key``
 (:func:`burnqed.theorems.assign_keys`: the name, qualified by ``@<split>:<line>`` when it repeats in
 the file) and keep the Lean declaration's own name in ``name``; a trailing ``sorry`` is stripped.
 
@@ -455,41 +456,69 @@ def _missing(rec: dict, keys: tuple[str, ...]) -> list[str]:
     return [k for k in keys if not isinstance(rec.get(k), str)]
 
 
+# Leading header lines of a statement that is a whole file; the last declaration of a statement.
+_HEADER_LINE = re.compile(r"(?:[ \t]*(?:import|set_option|open)\b[^\n]*\n|[ \t]*\n)*")
+_LAST_DECL = re.compile(r"^(?:theorem|lemma)\s+([^\s:({\[]+)", re.MULTILINE)
+_IMPORT_FIRST = re.compile(r"\s*import\b")
+
+
 def read_deepseek(path: str | Path) -> list[Theorem]:
     """DeepSeek-Prover-V1.5's statement files (``datasets/minif2f.jsonl``, ``proofnet.jsonl``, the
-    few-shot files): keys ``name, split, informal_prefix, formal_statement`` and usually ``goal``
-    and ``header`` (datasets.md §2.2).
+    few-shot files) and the many miniF2F-style files other provers publish: keys ``name, split,
+    informal_prefix, formal_statement, goal, header`` (datasets.md §2.2), of which only a
+    statement is required.
 
-    A row without ``goal`` gets ``""``; a row without ``header`` gets :data:`DEFAULT_HEADER`
-    (DeepSeek's own code does the same; logged once).  ProofNet's per-row headers — imports,
-    ``open``s and the definitions its statements use — are kept as given.  Other keys (the few-shot
-    file's ``formal_proof``) are ignored with one log line.  Names may repeat (ProofNet): keys are
-    qualified as :func:`burnqed.theorems.assign_keys` describes.
+    - ``formal_statement`` (a non-empty string) is required; a trailing ``sorry`` is stripped.
+    - ``name`` is the Lean name; a row without one takes the name of the statement's
+      ``theorem``/``lemma``.  A row with neither statement nor name raises :class:`DataFormatError`
+      naming the file, line and what is missing.
+    - A row without ``header`` gets :data:`DEFAULT_HEADER` (DeepSeek's own code does the same;
+      logged once) — unless its statement is a whole file that starts with ``import`` lines: then
+      its leading ``import``/``set_option``/``open`` lines are the header.  ProofNet's per-row
+      headers — imports, ``open``s and the definitions its statements use — are kept as given.
+    - ``split``, ``informal_prefix`` and ``goal`` default to ``""``.
+    - Other keys (the few-shot file's ``formal_proof``, tags, informal statements) are ignored with
+      one log line.  Names may repeat (ProofNet): keys are qualified as
+      :func:`burnqed.theorems.assign_keys` describes.
     """
     path = Path(path)
-    required = ("name", "split", "informal_prefix", "formal_statement")
     rows: list[tuple[int, Theorem]] = []
     ignored: set[str] = set()
     defaulted = 0
     for lineno, rec in _jsonl_rows(path):
-        if missing := _missing(rec, required):
+        where = f"{path}:{lineno}"
+        statement = rec.get("formal_statement")
+        if not isinstance(statement, str) or not statement.strip():
             raise DataFormatError(
-                f"{path}:{lineno}: not a DeepSeek-format statement: missing or non-string "
-                f"key(s) {missing} (the record has {sorted(rec)})"
+                f"{where}: no statement: `formal_statement` is missing, empty or not a string "
+                f"(the record has {sorted(rec)})"
             )
-        for k in ("goal", "header"):
+        for k in ("name", "split", "informal_prefix", "goal", "header"):
             if k in rec and not isinstance(rec[k], str):
-                raise DataFormatError(f"{path}:{lineno}: key {k!r} is not a string")
-        ignored |= set(rec) - set(MINIF2F_KEYS)
-        if "header" not in rec:
+                raise DataFormatError(f"{where}: key {k!r} is not a string")
+        statement = strip_sorry(statement)
+        header = rec.get("header")
+        if header is None and _IMPORT_FIRST.match(statement):
+            lead = _HEADER_LINE.match(statement).end()  # a whole file: its header is its own
+            header, statement = statement[:lead], statement[lead:]
+        if header is None:
             defaulted += 1
+            header = DEFAULT_HEADER
+        decls = _LAST_DECL.findall(statement)
+        name = rec.get("name") or (decls[-1] if decls else "")
+        if not name:
+            raise DataFormatError(
+                f"{where}: no Lean name: no `name` key and no `theorem <name>` in "
+                f"`formal_statement` (the record has {sorted(rec)})"
+            )
+        ignored |= set(rec) - set(MINIF2F_KEYS)
         theorem = Theorem(
-            name=rec["name"],
-            split=rec["split"],
-            informal_prefix=rec["informal_prefix"],
-            formal_statement=strip_sorry(rec["formal_statement"]),
+            name=name,
+            split=rec.get("split", ""),
+            informal_prefix=rec.get("informal_prefix", ""),
+            formal_statement=statement,
             goal=rec.get("goal", ""),
-            header=rec.get("header", DEFAULT_HEADER),
+            header=header,
         )
         rows.append((lineno, theorem))
     if defaulted:
@@ -507,8 +536,6 @@ read_minif2f = read_deepseek  # the name it had when miniF2F was its only file
 
 # Goedel-Prover-V2's evaluation files (dataset/minif2f.jsonl, dataset/MOBench.jsonl).
 GOEDEL_V2_KEYS = ("name", "formal_statement", "lean4_code")
-_HEADER_LINE = re.compile(r"(?:[ \t]*(?:import|set_option|open)\b[^\n]*\n|[ \t]*\n)*")
-_LAST_DECL = re.compile(r"^(?:theorem|lemma)\s+([^\s:({\[]+)", re.MULTILINE)
 _SORRY_END = re.compile(r"\s*\bsorry\s*$")
 
 
@@ -536,9 +563,14 @@ def read_goedel_v2(path: str | Path) -> list[Theorem]:
     for lineno, rec in _jsonl_rows(path):
         where = f"{path}:{lineno}"
         if missing := _missing(rec, GOEDEL_V2_KEYS):
+            hint = (
+                "; rows of `name`, `header`, `formal_statement` read as format `deepseek`"
+                if missing == ["lean4_code"]
+                else ""
+            )
             raise DataFormatError(
                 f"{where}: not a Goedel-Prover-V2 statement: missing or non-string key(s) "
-                f"{missing} (the record has {sorted(rec)})"
+                f"{missing} (the record has {sorted(rec)}){hint}"
             )
         ignored |= set(rec) - {*GOEDEL_V2_KEYS, "informal_prefix", "split", "problem_id"}
         statement = strip_sorry(rec["formal_statement"])

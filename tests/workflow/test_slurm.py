@@ -2,6 +2,8 @@
 workflow/slurm/single-node.sh): the demo's search with ``search.shards: 2`` runs as SLURM jobs
 through snakemake-executor-plugin-slurm, gathers to the same result as a local run, the jobs are in
 SLURM's own records with the resources the rules declare, and no SLURM daemon is left running.
+The cluster is installed, started and stopped with only ``/usr/bin:/bin`` on ``PATH`` (a plain
+``env -i`` shell, cron): the script must find the daemons where Debian puts them (``/usr/sbin``).
 
 Needs root (it installs slurm-wlm + munge from Debian if missing and starts the daemons):
 ``python -m pytest -m slurm`` (a step of .ci/run).
@@ -31,10 +33,15 @@ UPSTREAM = ("models/iter_0/merged", "data/theorems/search_pool.jsonl")
 SHARDS = {"search": {"shards": 2}}
 
 
+# What a plain `env -i` shell or cron has: no /usr/sbin, where Debian installs the daemons.
+BARE_PATH = "/usr/bin:/bin"
+
+
 def cluster(action: str, state: Path) -> subprocess.CompletedProcess:
+    """``single-node.sh ACTION`` in a bare environment (``env -i PATH=/usr/bin:/bin``)."""
     return subprocess.run(
         ["bash", str(CLUSTER), action],
-        env=dict(os.environ, BURNQED_SLURM_DIR=str(state)),
+        env={"PATH": BARE_PATH, "BURNQED_SLURM_DIR": str(state)},
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
@@ -65,12 +72,30 @@ def slurm(tmp_path_factory):
     state = tmp_path_factory.mktemp("slurm")
     r = cluster("start", state)
     assert r.returncode == 0, r.stdout + r.stderr
+    assert "SLURM is up: node" in r.stdout, r.stdout + r.stderr
     try:
         yield state
     finally:
         r = cluster("stop", state)
         assert r.returncode == 0, r.stdout + r.stderr
         assert running(state) == {}
+
+
+def test_install_and_start_work_without_sbin_on_path(slurm):
+    """The fixture installed and started the cluster with PATH=/usr/bin:/bin; it is up, and a
+    second ``install`` there finds the daemons in /usr/sbin instead of reinstalling them."""
+    r = cluster("install", slurm)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "slurm-wlm and munge are installed" in r.stdout, r.stdout + r.stderr
+    assert set(running(slurm)) == {"munged", "slurmctld", "slurmd"}
+    env = {"PATH": BARE_PATH, "SLURM_CONF": str(slurm / "slurm.conf")}
+    ping = subprocess.run(["scontrol", "ping"], env=env, capture_output=True, text=True, timeout=60)
+    assert ping.returncode == 0 and "is UP" in ping.stdout, ping.stdout + ping.stderr
+    sinfo = subprocess.run(
+        ["sinfo", "-h", "-N", "-o", "%T"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert sinfo.returncode == 0, sinfo.stderr
+    assert sinfo.stdout.split() and set(sinfo.stdout.split()) <= {"idle", "mixed", "allocated"}
 
 
 @pytest.fixture(scope="module")

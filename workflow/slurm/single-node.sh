@@ -23,6 +23,16 @@
 # BURNQED_SLURM_MEM_MB (131072), BURNQED_SLURM_GPUS (2), BURNQED_SLURM_PORT (16817; slurmd uses +1).
 set -euo pipefail
 
+# Debian puts the daemons (slurmctld, slurmd, munged) in /usr/sbin and dpkg needs /sbin tools, but a
+# plain `env -i` shell or cron may leave the sbin directories off PATH: then `install` would
+# reinstall and `start` say "not installed".  Appended, so the caller's own installation (earlier on
+# PATH) still wins.
+PATH=${PATH:-/usr/bin:/bin}
+for d in /usr/local/sbin /usr/sbin /sbin /usr/bin /bin; do
+  case ":$PATH:" in *":$d:"*) ;; *) PATH="$PATH:$d" ;; esac
+done
+export PATH
+
 DIR=${BURNQED_SLURM_DIR:-${TMPDIR:-/tmp}/burnqed-slurm}
 CPUS=${BURNQED_SLURM_CPUS:-16}
 MEM_MB=${BURNQED_SLURM_MEM_MB:-131072}
