@@ -92,7 +92,9 @@ class KnownProofs:
         self.rng = random.Random(seed)
         self.p = p
 
-    def generate(self, prompts: Sequence[str], params: SamplingParams) -> list[Generation]:
+    def generate(
+        self, prompts: Sequence[str], params: SamplingParams, seeds=None
+    ) -> list[Generation]:
         out = []
         for prompt in prompts:
             wrong = self.rng.sample(self.tactics, k=min(params.n, len(self.tactics)))

@@ -106,6 +106,7 @@ def _results(names: list[str], rng: np.random.Generator) -> list[SearchResult]:
                 theorem=name,
                 attempt=0,
                 status="proved" if ok else "failed",
+                ended_by="proof" if ok else "budget",
                 proof=("intro h",) * int(proof_len[i]) if ok else None,
                 verified=ok,
                 proof_expansion=int(pe[i]) if ok else None,
