@@ -412,6 +412,7 @@ class EvalConfig(Section):
     budgets: tuple[int, ...] = (100, 300, 600)
     pass_n: int = 1
     num_candidates: int = 16
+    temperature: float = 1.0
     benchmark: str = "minif2f_test"
     control_budget_factor: int = 2
 

@@ -150,7 +150,8 @@ rule eval_longer:
         "../workflow/scripts/eval.py"
 
 
-# The EBM ablation: the same model, theorems, seeds and sampling temperature, without the EBM.
+# The EBM ablation: the same model, theorems, seeds and sampling temperature (eval.temperature, as
+# every eval), without the EBM.
 rule eval_no_ebm:
     input:
         model="models/iter_{i}/merged",
@@ -181,7 +182,6 @@ rule eval_no_ebm:
         lean=lookup(dpath="lean", within=config),
         policy=lookup(dpath="policy", within=config),
         seed=lookup(dpath="seed", within=config),
-        temperature=lookup(dpath="search/temperature_with_ebm", within=config),
         code=code_digest(
             "eval",
             "search",

@@ -171,11 +171,15 @@ def run(
     reported ``partial n/N``); ``previous`` is the previous iteration's eval JSON.
     ``budget_factor`` multiplies every budget: the *search-longer control* (an iteration's model
     given more search instead of another round of training; ``eval.control_budget_factor``).
+    Every eval samples at ``eval.temperature`` (``temperature`` overrides it, by hand only), so the
+    evals a comparison pairs differ only by model and EBM.
     """
     if budget_factor != 1:
         budgets = [int(b) * int(budget_factor) for b in cfg["budgets"]]
         cfg = {**cfg, "budgets": budgets}
     eval_cfg = EvalConfig.from_dict(cfg)
+    if temperature is None:
+        temperature = eval_cfg.temperature
     bench = check_benchmark(benchmark)
     expected = theorem_ids(benchmark)
     prev = None
