@@ -1,0 +1,199 @@
+"""The GPU memory of one joint training step of a 7B prover, planned from the real module shapes.
+
+Joint training (``sft.mode: joint``) runs one forward pass of the policy on a mixed batch — the SFT
+examples and the contrastive groups' states and goals — and back-propagates SFT cross-entropy plus
+λ·InfoNCE through LoRA into the backbone and the energy head.  Whether a step fits the GPU is the
+first question of a real run; this module answers it before one is rented:
+
+- **from the real modules** (exact): the architecture is built on PyTorch's ``meta`` device (shapes,
+  no memory), the LoRA adapter applied with peft exactly as training does, and the energy head
+  built by :func:`burnqed.ebm.train.build_head`; parameter counts, trainable counts and their
+  optimizer state are read off those modules;
+- **estimated** (documented, not measured here): the 4-bit weight storage and the activations at the
+  configured sequence lengths and batch.
+
+What each figure assumes (QLoRA as ``burnqed.train.sft.load_base_model`` loads it):
+
+- the decoder's linear layers in NF4 with double quantisation: 4 bits per weight plus 8-bit block
+  constants per 64 weights and 32-bit second-level constants per 256 blocks (bitsandbytes) —
+  ``4 + 8/64 + 32/(64·256)`` ≈ 4.127 bits;
+- everything else of the base (embeddings, ``lm_head``, norms) in float32:
+  ``prepare_model_for_kbit_training`` casts the non-quantised layers up for stable training;
+- trainable parameters (LoRA A/B, the head) in float32 with float32 gradients and AdamW's two
+  float32 moments: 16 bytes each;
+- activations with gradient checkpointing at every decoder layer (what training turns on with a
+  GPU): the checkpointed layer inputs (bf16, ``2·h`` bytes per token per layer), one layer's
+  activations during recomputation (≈ ``34·h`` bytes per token in bf16 with a fused attention
+  kernel — Korthikanti et al. 2022 without the ``5·a·s²`` attention-score term, which
+  SDPA/flash attention never materialise), and the SFT logits in float32 for the loss with their
+  gradient (``2·4·V`` bytes per token); the contrastive sequences need hidden states only (pooled
+  embeddings), no logits.
+
+Example::
+
+    >>> from burnqed.train.memory import DEEPSEEK_PROVER_V2_7B, joint_step_plan
+    >>> plan = joint_step_plan(DEEPSEEK_PROVER_V2_7B, lora_r=64, head_sizes=(2048, 1024, 512),
+    ...                        sft_batch=8, sft_length=1024, groups=4, group_size=8,
+    ...                        state_length=512)                         # doctest: +SKIP
+    >>> round(plan["params"]["base"] / 1e9, 2), plan["fits_36gb"]        # doctest: +SKIP
+    (6.91, True)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+NF4_BITS = 4 + 8 / 64 + 32 / (64 * 256)  # bitsandbytes NF4 with double quantisation
+GIB = 2**30
+TARGET_GB = 36  # the reproduced system's target for one joint step (reference/value-model-v2.md §3)
+TARGET_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """A LLaMA-style decoder (what ``LlamaConfig`` needs)."""
+
+    layers: int
+    hidden: int
+    ffn: int
+    heads: int
+    kv_heads: int
+    vocab: int
+    tied_embeddings: bool = False
+
+
+# DeepSeek-Prover-V2-7B is built on DeepSeek-Prover-V1.5-Base (DeepSeekMath 7B, LLaMA-style).  Check
+# against the model's config.json at the first real run (num_hidden_layers, hidden_size,
+# intermediate_size, num_attention_heads, num_key_value_heads, vocab_size, tie_word_embeddings).
+DEEPSEEK_PROVER_V2_7B = Architecture(
+    layers=30, hidden=4096, ffn=11008, heads=32, kv_heads=32, vocab=102400
+)
+
+
+def meta_modules(arch: Architecture, *, lora_r: int, lora_alpha: int, head_sizes: Sequence[int]):
+    """The base model with its LoRA adapter (peft) and the energy head, on the ``meta`` device."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from burnqed.config import EBMConfig
+    from burnqed.ebm.train import build_head
+
+    config = LlamaConfig(
+        num_hidden_layers=arch.layers,
+        hidden_size=arch.hidden,
+        intermediate_size=arch.ffn,
+        num_attention_heads=arch.heads,
+        num_key_value_heads=arch.kv_heads,
+        vocab_size=arch.vocab,
+        tie_word_embeddings=arch.tied_embeddings,
+    )
+    with torch.device("meta"):
+        base = LlamaForCausalLM(config)
+        model = get_peft_model(
+            base,
+            LoraConfig(
+                r=lora_r,
+                lora_alpha=lora_alpha,
+                target_modules=list(TARGET_MODULES),
+                lora_dropout=0.0,
+                task_type="CAUSAL_LM",
+            ),
+        )
+        head = build_head(arch.hidden, EBMConfig(hidden_sizes=tuple(head_sizes)))
+    return model, head
+
+
+def _count(params) -> int:
+    return sum(p.numel() for p in params)
+
+
+def joint_step_plan(
+    arch: Architecture,
+    *,
+    lora_r: int,
+    head_sizes: Sequence[int],
+    sft_batch: int,
+    sft_length: int,
+    groups: int,
+    group_size: int,
+    state_length: int,
+    lora_alpha: int | None = None,
+) -> dict:
+    """Memory of one joint step (module docstring), in bytes, with the counts behind it.
+
+    ``groups`` contrastive groups of ``group_size`` states (1 positive + negatives) each, plus each
+    group's goal, every sequence ``state_length`` tokens; ``sft_batch`` SFT sequences of
+    ``sft_length`` tokens.
+    """
+    import torch
+
+    model, head = meta_modules(
+        arch, lora_r=lora_r, lora_alpha=lora_alpha or 2 * lora_r, head_sizes=head_sizes
+    )
+    lora = _count(p for n, p in model.named_parameters() if "lora_" in n)
+    base = _count(p for n, p in model.named_parameters() if "lora_" not in n)
+    # The decoder's own linear layers (peft wraps each in a LoRA layer around `base_layer`).
+    quantised = _count(
+        m.weight
+        for n, m in model.named_modules()
+        if type(m) is torch.nn.Linear and ".layers." in n and "lora_" not in n
+    )
+    head_params = _count(head.parameters())
+    trainable = lora + head_params
+    h, v = arch.hidden, arch.vocab
+    sft_tokens = sft_batch * sft_length
+    contrastive_tokens = groups * (group_size + 1) * state_length  # states + each group's goal
+    tokens = sft_tokens + contrastive_tokens
+    memory = {
+        "base_weights_nf4": quantised * NF4_BITS / 8,
+        "base_weights_fp32": (base - quantised) * 4,
+        "trainable_weights": trainable * 4,
+        "gradients": trainable * 4,
+        "optimizer_states": trainable * 8,
+        "activations_checkpointed_inputs": arch.layers * tokens * 2 * h,
+        "activations_one_layer_recompute": tokens * 34 * h,
+        "logits_and_grad": sft_tokens * v * 4 * 2,
+    }
+    exact = ("base_weights_fp32", "trainable_weights", "gradients", "optimizer_states")
+    total = sum(memory.values())
+    return {
+        "architecture": asdict(arch),
+        "lora_r": lora_r,
+        "head_sizes": list(head_sizes),
+        "shape": {
+            "sft_batch": sft_batch,
+            "sft_length": sft_length,
+            "groups": groups,
+            "group_size": group_size,
+            "state_length": state_length,
+            "tokens_per_step": tokens,
+        },
+        "params": {
+            "base": base,
+            "base_quantised_linear": quantised,
+            "lora": lora,
+            "head": head_params,
+            "trainable": trainable,
+        },
+        "bytes": memory,
+        "exact_from_modules": list(exact),
+        "estimated": [k for k in memory if k not in exact],
+        "total_bytes": total,
+        "total_gib": total / GIB,
+        "target_gb": TARGET_GB,
+        "fits_36gb": total < TARGET_GB * 1e9,
+    }
+
+
+def plan_table(plan: dict) -> str:
+    """The plan as a markdown table (``docs/cloud.md`` shows one)."""
+    rows = [
+        (name, f"{b / GIB:.2f}", "exact" if name in plan["exact_from_modules"] else "estimate")
+        for name, b in plan["bytes"].items()
+    ]
+    rows.append(("total", f"{plan['total_gib']:.2f}", f"target < {plan['target_gb']} GB"))
+    lines = ["| part | GiB | how |", "|---|---|---|"]
+    lines += [f"| {a} | {b} | {c} |" for a, b, c in rows]
+    return "\n".join(lines)

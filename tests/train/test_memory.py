@@ -1,0 +1,47 @@
+"""The joint step's memory plan for DeepSeek-Prover-V2-7B, from real module shapes on ``meta``."""
+
+from __future__ import annotations
+
+import itertools
+
+from burnqed.train.memory import DEEPSEEK_PROVER_V2_7B, NF4_BITS, joint_step_plan, plan_table
+
+
+def test_the_7b_plan_counts_the_real_modules():
+    a = DEEPSEEK_PROVER_V2_7B
+    r, heads = 64, (2048, 1024, 512)
+    plan = joint_step_plan(
+        a, lora_r=r, head_sizes=heads, sft_batch=8, sft_length=1024, groups=4, group_size=8,
+        state_length=512,
+    )  # fmt: skip
+    h, f, v, n = a.hidden, a.ffn, a.vocab, a.layers
+    p = plan["params"]
+    # LLaMA: untied embeddings and head; attention 4·h² (no biases), SwiGLU 3·h·f, two RMSNorms.
+    assert p["base"] == 2 * v * h + n * (4 * h * h + 3 * h * f + 2 * h) + h
+    assert abs(p["base"] - 6.91e9) < 0.01e9  # the model card's "7B" (6.9B parameters)
+    assert p["base_quantised_linear"] == n * (4 * h * h + 3 * h * f)
+    # LoRA r on q, k, v, o (h → h), gate, up (h → f), down (f → h): r·(in + out) each.
+    assert p["lora"] == n * r * (4 * 2 * h + 2 * (h + f) + (f + h))
+    # The head: [z; g; z ⊙ g] (3h) → 2048 → 1024 → 512 → 1, with biases, and its temperature.
+    sizes = [3 * h, *heads, 1]
+    assert p["head"] == sum(i * o + o for i, o in itertools.pairwise(sizes)) + 1
+    assert p["trainable"] == p["lora"] + p["head"]
+    b = plan["bytes"]
+    assert b["optimizer_states"] == 8 * p["trainable"] and b["gradients"] == 4 * p["trainable"]
+    assert b["base_weights_nf4"] == p["base_quantised_linear"] * NF4_BITS / 8
+    assert plan["total_bytes"] == sum(b.values())
+    # The seed's target for one joint step (reference/value-model-v2.md §3): under 36 GB.
+    assert plan["fits_36gb"] and 15 < plan["total_gib"] < 33.5
+    table = plan_table(plan)
+    assert "| total |" in table and "exact" in table and "estimate" in table
+
+
+def test_longer_sequences_cost_activations_not_parameters():
+    kw = dict(lora_r=64, head_sizes=(2048, 1024, 512), groups=4, group_size=8, state_length=512)
+    short = joint_step_plan(DEEPSEEK_PROVER_V2_7B, sft_batch=8, sft_length=512, **kw)
+    long = joint_step_plan(DEEPSEEK_PROVER_V2_7B, sft_batch=8, sft_length=2048, **kw)
+    assert short["params"] == long["params"]
+    assert long["bytes"]["logits_and_grad"] == 4 * short["bytes"]["logits_and_grad"]
+    assert not joint_step_plan(DEEPSEEK_PROVER_V2_7B, sft_batch=32, sft_length=4096, **kw)[
+        "fits_36gb"
+    ]
