@@ -573,6 +573,17 @@ class SFTConfig(Section):
     trajectory_val_fraction: float = 0.1
     select_by: str = "plateau"
     plateau_tolerance: float = 0.01
+    mode: str = "joint"
+    joint_lambda: float = 0.1
+    joint_head_learning_rate: float = 3.0e-5
+    joint_groups_per_step: int = 4
+    joint_state_max_length: int = 512
+    joint_monitor_every: int = 50
+    joint_save_every: int = 100
+    joint_min_separation: float | None = 0.3
+    joint_min_probe_accuracy: float | None = 0.6
+    joint_sft_loss_ceiling: float | None = 0.5
+    joint_sft_loss_ceiling_after: int = 2000
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,795 @@
+"""Joint training (``sft.mode: joint``): the policy and its value head trained in one forward pass.
+
+SFT alone optimises next-token prediction and can destroy the structure of the embeddings the
+energy-based value model reads (the reproduced system's iteration 5: ``centroid_l2`` 6.40 → 1.33,
+``reference/value-model-v2.md`` §1).  Joint training adds the value model's own loss to the
+policy's, so the contrastive signal keeps the embeddings apart while SFT teaches the tactics:
+
+- **one forward pass** of the LoRA-adapted backbone over a mixed batch: ``sft.batch_size`` SFT
+  examples (prompt + completion, as :mod:`.sft` trains them) and ``sft.joint_groups_per_step``
+  InfoNCE groups (1 positive + ``ebm.negatives`` negatives, and the group's theorem goal), every
+  sequence right-padded into one batch;
+- **two losses**: the SFT cross-entropy on the completion tokens only (``lm_head`` runs on the SFT
+  rows alone: the group sequences need hidden states, not logits), plus λ·InfoNCE of the
+  goal-conditioned energy head over the groups' embeddings, pooled from that same forward pass by
+  the function search's scorer uses (:func:`burnqed.policy.transformers_backend.pool_hidden`, at
+  each sequence's own last token — padding never enters a real token's attention, so the
+  embedding is the scorer's, up to floating-point rounding);
+- InfoNCE has **no temperature of its own**: ``-energies`` are the logits, and the head's learnable
+  temperature (which divides the energy) is the only one (the reproduced system's "temperature
+  double-dip" gotcha);
+- the two losses have very different scales (an InfoNCE over 8 candidates starts near ln 8 ≈ 2.1,
+  a trained SFT loss can be 0.3): each scale is tracked as a detached moving average and the
+  InfoNCE term is rescaled to the SFT term's before λ applies —
+  ``loss = sft + λ · nce · (avg_sft / avg_nce)`` — so λ is the share of the contrastive term
+  whatever the raw scales; both raw losses and both scales are logged;
+- **gradients from both losses reach the LoRA weights** (the head's gradients flow back through
+  the pooled embeddings into the backbone); separate learning rates for the LoRA weights
+  (``sft.learning_rate`` × ``lr_decay``^i, as SFT) and the head (``sft.joint_head_learning_rate``);
+- **the goal embedding takes gradients too**: it is the theorem's root state, embedded by the same
+  function as every other state at search time, and the head reads it beside the state — holding
+  it fixed would let the backbone move states away from a frozen goal representation that the
+  scorer then recomputes with the new weights;
+- **monitoring** every ``sft.joint_monitor_every`` steps on held-out theorems' states: the head's
+  temperature (abort when pinned at ``ebm.temperature_min``/``max``), the scale-free centroid
+  separation of positive vs negative states and a linear probe's accuracy
+  (:mod:`burnqed.ebm.quality`; abort when one falls below its red line, ``sft.joint_min_separation``
+  / ``joint_min_probe_accuracy``, from above it — embeddings that were never separated are
+  reported, not aborted on), and the SFT loss ceiling (``sft.joint_sft_loss_ceiling`` after
+  ``joint_sft_loss_ceiling_after`` steps);
+- **exact resume**: every ``sft.joint_save_every`` steps the adapter, the head, the optimiser,
+  the schedule, the loss scales and the step go to ``<out>.work/``; a rerun of the same job continues
+  from there and ends with the weights an uninterrupted run ends with (data order and dropout are
+  functions of the seed and the step).
+
+Data: the SFT stream is :func:`burnqed.train.sft.build_mix`'s (a seeded subsample of the base pairs
+plus the earlier searches' verified proof steps, upsampled; decontaminated), and the contrastive
+stream is :func:`burnqed.ebm.groups.build_groups` over the same searches' trees — positives on
+verified proof paths; sibling, dead-end, same-theorem and other-theorem negatives; split by
+theorem (the held-out theorems' groups are monitored, never trained on).
+
+Checkpoint selection is :mod:`.sft`'s (``sft.select_by`` over the base-pair and trajectory
+validation losses, measured every ``sft.eval_steps``); the head of the chosen step is kept with its
+adapter.  Beside the adapter: ``training_summary.json`` (both losses, their scales, λ, the
+monitored metrics, aborts), ``hyperparameters.json``, ``metrics.jsonl`` and the head
+(``joint_head.safetensors`` + ``joint_head.json``), which :func:`export_joint_ebm` turns into the
+iteration's EBM directory once the merged model (and so its embedding digest) exists.
+
+Example::
+
+    train_joint(base=Path("models/base"), train=Path("data/tactic_pairs/train.parquet"),
+                val=Path("data/tactic_pairs/val.parquet"), out=Path("models/iter_1/adapter"),
+                cfg=params["sft"], ebm=params["ebm"], pooling=params["policy"]["pooling"],
+                iteration=1, previous_adapter=Path("models/iter_0/adapter"),
+                trajectories=[Path("results/iter_0/search"), Path("results/iter_0/search_noise")],
+                eval_benchmarks=[Path("data/benchmarks/proplogic_test.jsonl")], seed=0)
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import random
+import shutil
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from burnqed.config import EBMConfig, SFTConfig
+from burnqed.train.artifacts import MetricsLog, provenance, staged_dir, write_json
+
+log = logging.getLogger(__name__)
+
+HEAD_WEIGHTS = "joint_head.safetensors"
+HEAD_META = "joint_head.json"
+WORK_SUFFIX = ".work"  # <out>.work/: the exact-resume checkpoint, removed when the run finishes
+SCALE_MOMENTUM = 0.9  # moving average of each loss's scale
+
+
+class JointTrainingError(RuntimeError):
+    """Joint training stopped on a health check (the message says which, and where it stopped)."""
+
+
+@dataclass(frozen=True)
+class Batch:
+    """One micro-batch: token ids of every sequence, and what each row is."""
+
+    input_ids: Any  # (B, T) long, right-padded
+    attention_mask: Any  # (B, T)
+    labels: Any  # (n_sft, T) long, -100 outside completions
+    lengths: Any  # (B,) real length of each row
+    n_sft: int  # rows [0, n_sft) are SFT examples
+    groups: int  # then groups × (1 + K) state rows, then one goal row per group
+    group_size: int  # 1 + K
+
+
+def tokenize_example(tokenizer: Any, example: Mapping[str, str], max_length: int) -> tuple:
+    """``(ids, labels)`` of one SFT example: prompt + completion + EOS, labels on the completion
+    only (what trl's completion-only loss trains)."""
+    prompt = tokenizer(example["prompt"]).input_ids
+    full = tokenizer(example["prompt"] + example["completion"]).input_ids + [tokenizer.eos_token_id]
+    full = full[:max_length]
+    labels = [-100] * min(len(prompt), len(full)) + full[len(prompt) :]
+    return full, labels
+
+
+def collate(
+    tokenizer: Any,
+    sft: Sequence[tuple[list[int], list[int]]],
+    states: Sequence[list[int]],
+    goals: Sequence[list[int]],
+    group_size: int,
+) -> Batch:
+    """One right-padded batch: SFT rows, then the groups' state rows, then one goal row per group."""
+    import torch
+
+    rows = [ids for ids, _ in sft] + list(states) + list(goals)
+    width = max(len(r) for r in rows)
+    pad = tokenizer.pad_token_id
+    ids = torch.full((len(rows), width), pad, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    labels = torch.full((len(sft), width), -100, dtype=torch.long)
+    for i, r in enumerate(rows):
+        ids[i, : len(r)] = torch.tensor(r)
+        mask[i, : len(r)] = 1
+    for i, (_, lab) in enumerate(sft):
+        labels[i, : len(lab)] = torch.tensor(lab)
+    return Batch(
+        input_ids=ids,
+        attention_mask=mask,
+        labels=labels,
+        lengths=mask.sum(1),
+        n_sft=len(sft),
+        groups=len(goals),
+        group_size=group_size,
+    )
+
+
+def joint_forward(model: Any, head: Any, batch: Batch, pooling: str) -> dict[str, Any]:
+    """One forward pass of ``model`` (a peft-wrapped causal LM) over ``batch``; the SFT loss and
+    the InfoNCE loss with the pooled embeddings (module docstring)."""
+    import torch
+    import torch.nn.functional as F
+
+    from burnqed.policy.transformers_backend import pool_hidden
+
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    decoder, lm_head = base.model, base.lm_head
+    hidden = decoder(input_ids=batch.input_ids, attention_mask=batch.attention_mask)
+    hidden = hidden.last_hidden_state  # (B, T, d)
+    n = batch.n_sft
+    logits = lm_head(hidden[:n]).float()  # (n, T, V): SFT rows only
+    sft_loss = F.cross_entropy(
+        logits[:, :-1].reshape(-1, logits.shape[-1]),
+        batch.labels[:, 1:].reshape(-1),
+        ignore_index=-100,
+    )
+    out: dict[str, Any] = {"sft": sft_loss, "nce": None, "energies": None, "pooled": None}
+    if batch.groups:
+        pooled = torch.stack(
+            [
+                pool_hidden(hidden[r, : int(batch.lengths[r])].float(), pooling)
+                for r in range(n, hidden.shape[0])
+            ]
+        )  # (G·(1+K) + G, d)
+        g, k1 = batch.groups, batch.group_size
+        z_states = pooled[: g * k1].view(g, k1, -1)  # (G, 1+K, d)
+        z_goal = pooled[g * k1 :].view(g, 1, -1)  # (G, 1, d)
+        energies = head(z_states, z_goal)  # (G, 1+K); the head's temperature divides them
+        # No temperature of its own: -energy is the logit, the positive is index 0.
+        target = torch.zeros(g, dtype=torch.long, device=energies.device)
+        out.update(nce=F.cross_entropy(-energies, target), energies=energies, pooled=pooled)
+    return out
+
+
+class LossScales:
+    """Detached moving averages of the two losses' scales; the InfoNCE term is rescaled to the
+    SFT term's before λ applies."""
+
+    def __init__(self, sft: float | None = None, nce: float | None = None) -> None:
+        self.sft, self.nce = sft, nce
+
+    def update(self, sft: float, nce: float) -> None:
+        m = SCALE_MOMENTUM
+        self.sft = sft if self.sft is None else m * self.sft + (1 - m) * sft
+        self.nce = nce if self.nce is None else m * self.nce + (1 - m) * nce
+
+    def weight(self, lam: float) -> float:
+        """The factor on the raw InfoNCE loss: ``λ · avg_sft / avg_nce``."""
+        if not self.sft or not self.nce:
+            return lam
+        return lam * self.sft / self.nce
+
+    def to_json(self) -> dict:
+        return {"sft": self.sft, "nce": self.nce}
+
+
+@dataclass(frozen=True)
+class GroupTexts:
+    """Contrastive groups as token ids: ``states[i]`` the 1 + K state sequences of group i, positive
+    first, ``goals[i]`` its theorem's root goal; ``ids`` maps each state hash to its token ids."""
+
+    states: list[list[list[int]]]
+    goals: list[list[int]]
+    state_hashes: list[list[str]]
+    goal_hashes: list[str]
+    ids: dict[str, list[int]]
+
+
+def group_texts(groups: Any, texts: Mapping[str, str], tokenizer: Any, max_length: int) -> GroupTexts:
+    """Tokenise the raw state and goal texts of ``groups`` (what the scorer embeds: the state as
+    Lean prints it, no prompt around it), each once."""
+    cache: dict[str, list[int]] = {}
+
+    def ids(h: str) -> list[int]:
+        if h not in cache:
+            cache[h] = tokenizer(texts[h], truncation=True, max_length=max_length).input_ids
+        return cache[h]
+
+    return GroupTexts(
+        states=[[ids(h) for h in g] for g in groups.states],
+        goals=[ids(h) for h in groups.goals],
+        state_hashes=[list(g) for g in groups.states],
+        goal_hashes=list(groups.goals),
+        ids=cache,
+    )
+
+
+def order(n: int, seed: int, epoch: int) -> list[int]:
+    """A seeded permutation of ``range(n)`` for one pass over the data (a function of the seed and
+    the epoch, so a resumed run draws the same batches)."""
+    idx = list(range(n))
+    random.Random(f"{seed}:{epoch}").shuffle(idx)
+    return idx
+
+
+def take(n: int, count: int, position: int, seed: int) -> list[int]:
+    """``count`` indices of ``range(n)`` starting at stream ``position`` (passes of seeded
+    permutations one after another)."""
+    out = []
+    while len(out) < count:
+        epoch, offset = divmod(position + len(out), n)
+        perm = order(n, seed, epoch)
+        out.extend(perm[offset : offset + count - len(out)])
+    return out
+
+
+def export_joint_ebm(*, adapter: Path, merged: Path, out: Path, pooling: str) -> dict:
+    """The joint head of ``adapter`` as an EBM directory (``burnqed.ebm.scorer`` format) for the
+    merged model ``merged``: its weights, its config, and the merged model's embedding digest (what
+    :func:`burnqed.ebm.scorer.load_value_model` checks against the policy in use)."""
+    from safetensors.torch import load_file
+
+    from burnqed.ebm.embeddings import model_digest
+    from burnqed.ebm.scorer import save_ebm
+    from burnqed.ebm.train import build_head
+
+    adapter, merged, out = Path(adapter), Path(merged), Path(out)
+    meta_path = adapter / HEAD_META
+    if not meta_path.is_file():
+        raise FileNotFoundError(f"{adapter}: no {HEAD_META} (not a jointly trained adapter)")
+    meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    if meta.get("pooling") != pooling:
+        raise ValueError(
+            f"{meta_path}: the head was trained on {meta.get('pooling')!r}-pooled embeddings, "
+            f"but policy.pooling is {pooling!r}"
+        )
+    cfg = EBMConfig.from_dict(meta["config"])
+    head = build_head(int(meta["dim"]), cfg)
+    head.load_state_dict(load_file(str(adapter / HEAD_WEIGHTS)))
+    ebm_meta = {
+        **meta,
+        "kind": "joint",
+        "embedding_model": str(merged),
+        "embedding_model_digest": model_digest(merged, pooling),
+        "adapter": str(adapter),
+    }
+    with staged_dir(out) as staging:
+        save_ebm(staging, head, ebm_meta)
+    return ebm_meta
+
+
+def train_joint(
+    *,
+    base: Path,
+    train: Path,
+    val: Path,
+    out: Path,
+    cfg: Mapping[str, Any],
+    ebm: Mapping[str, Any],
+    pooling: str,
+    iteration: int,
+    previous_adapter: Path | None,
+    trajectories: Mapping[str, Path] | Sequence[Path],
+    eval_benchmarks: Sequence[Path] = (),
+    decontamination: str = "refuse",
+    seed: int,
+) -> dict:
+    """Train the adapter of iteration ``iteration`` jointly with an energy head (module docstring);
+    return the training summary."""
+    import torch
+
+    from burnqed.ebm.groups import build_groups, load_states, trajectory_dirs
+    from burnqed.ebm.train import build_head
+    from burnqed.policy.model_files import check_model_dir
+    from burnqed.train.examples import TrainingDataError, read_examples
+    from burnqed.train.sft import (
+        CheckpointSelection,
+        _load_tokenizer,
+        build_mix,
+        check_target_modules,
+        load_base_model,
+        plan_sft,
+        select_step,
+    )
+
+    base, out = Path(base), Path(out)
+    sft = SFTConfig.from_dict(cfg)
+    ebm_cfg = EBMConfig.from_dict(ebm)
+    if iteration < 1:
+        raise ValueError("joint training needs earlier searches: iteration must be >= 1")
+    plan = plan_sft(sft, iteration, previous_adapter)
+    check_model_dir(base)
+    if not trajectories:
+        raise TrainingDataError(f"iteration {iteration}: joint training needs trajectories")
+    base_examples = read_examples(train, limit=plan.base_pair_limit, seed=seed, what="SFT train pairs")
+    val_examples = read_examples(val, what="SFT validation pairs")
+    mix = build_mix(
+        base_examples, trajectories, sft, iteration=iteration, seed=seed,
+        eval_benchmarks=eval_benchmarks, decontamination=decontamination,
+    )  # fmt: skip
+    dirs = [
+        d
+        for t in (trajectories.values() if isinstance(trajectories, Mapping) else trajectories)
+        for d in trajectory_dirs(t)
+    ]
+    states = load_states(dirs)
+    groups = build_groups(
+        states,
+        negatives=ebm_cfg.negatives,
+        heldout_fraction=ebm_cfg.heldout_fraction,
+        seed=seed,
+    )
+    if len(groups.states) == 0:
+        raise TrainingDataError(
+            f"iteration {iteration}: no contrastive groups in {[str(d) for d in dirs]} (no proved "
+            "theorem with a state to rank): joint training has nothing to learn the value from"
+        )
+    cuda = torch.cuda.is_available()
+    dev = torch.device("cuda" if cuda else "cpu")
+    model = load_base_model(base, quantization=sft.quantization, cuda=cuda)
+    tokenizer = _load_tokenizer(base)
+    check_target_modules(model, sft.target_modules)
+    model = _with_adapter(model, sft, plan)
+    hidden_size = model.get_base_model().config.hidden_size
+    gt = group_texts(groups, states.texts, tokenizer, sft.joint_state_max_length)
+    held = [i for i, h in enumerate(groups.heldout) if h]
+    train_groups = [i for i, h in enumerate(groups.heldout) if not h]
+    if not train_groups:
+        raise TrainingDataError("every contrastive group belongs to a held-out theorem")
+    sft_rows = [tokenize_example(tokenizer, e, sft.max_length) for e in mix.train]
+    val_sets = {"pairs": val_examples}
+    if mix.trajectory_val:
+        val_sets["trajectory"] = mix.trajectory_val
+    val_rows = {
+        name: [tokenize_example(tokenizer, e, sft.max_length) for e in ex]
+        for name, ex in val_sets.items()
+    }
+
+    head = build_head(hidden_size, ebm_cfg).to(dev)
+    work = out.with_name(out.name + WORK_SUFFIX)
+    job = {
+        "sft": sft.to_dict(), "ebm": ebm_cfg.to_dict(), "pooling": pooling,
+        "iteration": iteration, "seed": seed, "examples": len(sft_rows),
+        "groups": len(groups.states),
+    }  # fmt: skip
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(
+        [
+            {"params": trainable, "lr": plan.learning_rate, "name": "lora"},
+            {"params": list(head.parameters()), "lr": sft.joint_head_learning_rate, "name": "head"},
+        ]
+    )
+    from transformers import get_cosine_schedule_with_warmup
+
+    schedule = get_cosine_schedule_with_warmup(opt, sft.warmup_steps, plan.max_steps)
+    scales = LossScales()
+    start = _resume(work, job, model, head, opt, schedule, scales)
+    if start == 0:
+        # Standardise the head's inputs with the starting embeddings of the training states (kept
+        # fixed, in the head's buffers: the scorer applies the same).
+        sample = [s for i in train_groups[:64] for s in gt.states[i]] + [
+            gt.goals[i] for i in train_groups[:64]
+        ]
+        head.set_input_stats(embed_rows(model, tokenizer, sample, pooling, dev))
+    held_states = _labelled_states(groups, held, gt)
+    monitor0 = monitor(model, head, tokenizer, held_states, gt, held, pooling, dev)
+    log.info(
+        "joint training: %d SFT examples, %d groups (%d held out) of %d, λ %g, LoRA lr %g, head "
+        "lr %g, %d steps from step %d; held-out start: %s",
+        len(sft_rows), len(train_groups), len(held), ebm_cfg.negatives + 1, sft.joint_lambda,
+        plan.learning_rate, sft.joint_head_learning_rate, plan.max_steps, start, monitor0,
+    )  # fmt: skip
+    staging_metrics = work / "metrics.jsonl"
+    work.mkdir(parents=True, exist_ok=True)
+    if staging_metrics.exists():  # records after the resumed step are replayed by this run
+        kept = [ln for ln in staging_metrics.read_text().splitlines()
+                if ln.strip() and json.loads(ln).get("step", 0) <= start]  # fmt: skip
+        staging_metrics.write_text("".join(ln + "\n" for ln in kept))
+    selection = CheckpointSelection(work / "checkpoints")
+    history_path = work / "history.json"
+    if start and history_path.is_file():
+        selection.history = {int(k): v for k, v in json.loads(history_path.read_text()).items()}
+    started = time.time()
+    last: dict[str, Any] = {}
+    with MetricsLog(staging_metrics) as metrics:
+        if start == 0:
+            _evaluate(model, tokenizer, val_rows, selection, 0, head, sft, dev)
+        for step in range(start, plan.max_steps):
+            done = step + 1
+            model.train()
+            head.train()
+            torch.manual_seed(seed * 1_000_003 + step)  # dropout: a function of the step
+            opt.zero_grad(set_to_none=True)
+            sft_v = nce_v = 0.0
+            for micro in range(sft.grad_accum):
+                pos = step * sft.grad_accum + micro
+                rows = [sft_rows[i] for i in take(len(sft_rows), sft.batch_size, pos * sft.batch_size, seed)]
+                gi = [
+                    train_groups[i]
+                    for i in take(
+                        len(train_groups), sft.joint_groups_per_step,
+                        pos * sft.joint_groups_per_step, seed + 1,
+                    )
+                ]  # fmt: skip
+                batch = collate(
+                    tokenizer, rows,
+                    [s for i in gi for s in gt.states[i]], [gt.goals[i] for i in gi],
+                    ebm_cfg.negatives + 1,
+                )  # fmt: skip
+                batch = _to(batch, dev)
+                res = joint_forward(model, head, batch, pooling)
+                scales.update(float(res["sft"]), float(res["nce"]))
+                weight = scales.weight(sft.joint_lambda)
+                loss = (res["sft"] + weight * res["nce"]) / sft.grad_accum
+                loss.backward()
+                sft_v += float(res["sft"]) / sft.grad_accum
+                nce_v += float(res["nce"]) / sft.grad_accum
+            if not (math.isfinite(sft_v) and math.isfinite(nce_v)):
+                raise JointTrainingError(f"joint step {done}: loss is not finite (sft {sft_v}, nce {nce_v})")
+            grad_lora = _grad_norm(trainable)
+            grad_head = _grad_norm(list(head.parameters()))
+            opt.step()
+            schedule.step()
+            last = {
+                "step": done, "sft_loss": sft_v, "nce_loss": nce_v,
+                "nce_weight": scales.weight(sft.joint_lambda), "scale_sft": scales.sft,
+                "scale_nce": scales.nce, "grad_norm_lora": grad_lora, "grad_norm_head": grad_head,
+                "temperature": float(head.temperature), "lr_lora": schedule.get_last_lr()[0],
+                "lr_head": schedule.get_last_lr()[1],
+            }  # fmt: skip
+            _check_temperature(head, ebm_cfg, done, work)
+            if sft.joint_sft_loss_ceiling is not None and done >= sft.joint_sft_loss_ceiling_after:
+                if scales.sft is not None and scales.sft > sft.joint_sft_loss_ceiling:
+                    raise JointTrainingError(
+                        f"joint step {done}: the SFT loss ({scales.sft:.4f}, moving average) is "
+                        f"above sft.joint_sft_loss_ceiling {sft.joint_sft_loss_ceiling} after "
+                        f"{sft.joint_sft_loss_ceiling_after} steps: the contrastive term is "
+                        "crowding out the policy; lower sft.joint_lambda"
+                    )
+            if done % sft.joint_monitor_every == 0 or done == plan.max_steps:
+                m = monitor(model, head, tokenizer, held_states, gt, held, pooling, dev)
+                last["heldout"] = m
+                _check_embeddings(m, monitor0, sft, done)
+                log.info("joint step %d: sft %.4f nce %.4f T %.3f held-out %s", done, sft_v,
+                         nce_v, last["temperature"], m)  # fmt: skip
+            metrics.write({**last, "elapsed_s": round(time.time() - started, 3)})
+            if done % min(sft.eval_steps, plan.max_steps) == 0 or done == plan.max_steps:
+                _evaluate(model, tokenizer, val_rows, selection, done, head, sft, dev)
+                history_path.write_text(json.dumps(selection.history))
+            if done % sft.joint_save_every == 0 and done < plan.max_steps:
+                _save(work, job, done, model, head, opt, schedule, scales)
+    chosen = select_step(selection.history, sft.select_by, sft.plateau_tolerance)
+    final = monitor(model, head, tokenizer, held_states, gt, held, pooling, dev)
+    with staged_dir(out) as staging:
+        model.save_pretrained(str(staging))
+        tokenizer.save_pretrained(str(staging))
+        selection.publish(chosen.step, staging)  # the chosen step's adapter and head
+        shutil.copy(staging_metrics, staging / "metrics.jsonl")
+        summary = {
+            "mode": "joint",
+            "steps": plan.max_steps,
+            "resumed_from": start or None,
+            "selection": {"criterion": chosen.criterion, "step": chosen.step, "reason": chosen.reason},
+            "validation": _before_after(selection.history, chosen.step),
+            "joint": {
+                "lambda": sft.joint_lambda,
+                "loss_normalisation": "nce × λ · avg_sft / avg_nce (detached moving averages)",
+                "last": last,
+                "scales": scales.to_json(),
+                "heldout_start": monitor0,
+                "heldout_end": final,
+                "groups": {"train": len(train_groups), "heldout": len(held)},
+                "goal_embedding_gradients": True,
+                "pooling": pooling,
+            },
+            "data": {"train_examples": len(sft_rows), **mix.to_json()},
+            "wall_seconds": round(time.time() - started, 2),
+        }
+        write_json(staging / "training_summary.json", {**summary, **provenance()})
+        write_json(
+            staging / "hyperparameters.json",
+            {"sft": sft.to_dict(), "ebm": ebm_cfg.to_dict(), "iteration": iteration,
+             "effective": {"learning_rate": plan.learning_rate, "max_steps": plan.max_steps,
+                           "warm_start": str(plan.warm_start) if plan.warm_start else None,
+                           "head_learning_rate": sft.joint_head_learning_rate},
+             "pooling": pooling, "seed": seed},
+        )  # fmt: skip
+        (staging / HEAD_META).write_text(
+            json.dumps(
+                {"config": ebm_cfg.to_dict(), "dim": hidden_size, "pooling": pooling,
+                 "step": chosen.step, "heldout": final, "seed": seed},
+                indent=2, sort_keys=True,
+            ) + "\n"
+        )  # fmt: skip
+    shutil.rmtree(work, ignore_errors=True)
+    log.info("joint adapter in %s: step %d kept (%s)", out, chosen.step, chosen.reason)
+    return summary
+
+
+# --------------------------------------------------------------------------------------------
+# Pieces of the loop
+
+
+def _with_adapter(model: Any, sft: SFTConfig, plan: Any) -> Any:
+    """``model`` with the warm-start adapter (iteration > 0: the previous one, trainable)."""
+    from peft import PeftModel
+
+    if plan.warm_start is None:
+        raise ValueError("joint training warm-starts from the previous iteration's adapter")
+    return PeftModel.from_pretrained(model, str(plan.warm_start), is_trainable=True)
+
+
+def _to(batch: Batch, dev: Any) -> Batch:
+    return Batch(
+        input_ids=batch.input_ids.to(dev),
+        attention_mask=batch.attention_mask.to(dev),
+        labels=batch.labels.to(dev),
+        lengths=batch.lengths,
+        n_sft=batch.n_sft,
+        groups=batch.groups,
+        group_size=batch.group_size,
+    )
+
+
+def _grad_norm(params: Sequence[Any]) -> float:
+    import torch
+
+    grads = [p.grad.detach().float().norm() for p in params if p.grad is not None]
+    return float(torch.stack(grads).norm()) if grads else 0.0
+
+
+def embed_rows(
+    model: Any, tokenizer: Any, rows: Sequence[list[int]], pooling: str, dev: Any
+) -> Any:
+    """``(N, d)`` embeddings of token-id rows, one forward per row (the scorer's rule), no grad."""
+    import torch
+
+    from burnqed.policy.transformers_backend import pool_hidden
+
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    was = base.training
+    base.eval()
+    try:
+        with torch.no_grad():
+            out = [
+                pool_hidden(
+                    base.model(input_ids=torch.tensor([r], device=dev)).last_hidden_state[0].float(),
+                    pooling,
+                )
+                for r in rows
+            ]
+    finally:
+        base.train(was)
+    return torch.stack(out)
+
+
+def _labelled_states(groups: Any, held: Sequence[int], gt: GroupTexts) -> dict[str, bool]:
+    """The held-out groups' states, each once, with their label (positive = on a proof path)."""
+    label: dict[str, bool] = {}
+    for i in held:
+        for j, h in enumerate(gt.state_hashes[i]):
+            label[h] = label.get(h, False) or j == 0
+    return label
+
+
+def monitor(
+    model: Any,
+    head: Any,
+    tokenizer: Any,
+    held_states: Mapping[str, bool],
+    gt: GroupTexts,
+    held: Sequence[int],
+    pooling: str,
+    dev: Any,
+) -> dict:
+    """Held-out health: the centroid separation and a linear probe on the held-out states'
+    embeddings (positive vs not), the head's rank-1 on the held-out groups (a tie among t counts
+    1/t), and its temperature."""
+    import numpy as np
+    import torch
+
+    from burnqed.ebm.quality import centroid_separation, linear_probe
+
+    if not held_states:
+        return {"states": 0}
+    keys = sorted(held_states)
+    goals = sorted({gt.goal_hashes[i] for i in held} - set(keys))
+    x = embed_rows(model, tokenizer, [gt.ids[h] for h in keys + goals], pooling, dev)
+    row = {h: i for i, h in enumerate(keys + goals)}
+    y = np.array([held_states[k] for k in keys])
+    xs = x[: len(keys)].cpu().numpy().astype(np.float64)
+    l2, separation = centroid_separation(xs, y)
+    probe = linear_probe(xs, y, seed=0)
+    rank1, ties = [], 0
+    was = head.training
+    head.eval()
+    with torch.no_grad():
+        for i in held:
+            z = x[[row[h] for h in gt.state_hashes[i]]]  # (1+K, d)
+            g = x[row[gt.goal_hashes[i]]]  # (d,)
+            e = head(z.unsqueeze(0), g.view(1, 1, -1))[0]  # (1+K,)
+            best = e.min()
+            tied = int((e == best).sum())
+            ties += tied > 1
+            rank1.append((1.0 / tied) if bool(e[0] == best) else 0.0)
+    head.train(was)
+    return {
+        "states": len(keys),
+        "centroid_l2": l2,
+        "centroid_separation": separation,
+        "probe_accuracy": probe.get("accuracy"),
+        "rank1": float(np.mean(rank1)) if rank1 else None,
+        "tie_rate": ties / len(rank1) if rank1 else None,
+        "groups": len(rank1),
+        "temperature": float(head.temperature),
+    }
+
+
+def _check_temperature(head: Any, ebm: EBMConfig, step: int, work: Path) -> None:
+    pinned = head.pinned()
+    if pinned:
+        bound = ebm.temperature_min if pinned == "floor" else ebm.temperature_max
+        raise JointTrainingError(
+            f"joint step {step}: the head's temperature pinned to its {pinned} ({bound:g}; healthy "
+            f"0.5–3.0); the last exact-resume checkpoint is in {work}. Lower "
+            "sft.joint_head_learning_rate or sft.joint_lambda"
+        )
+
+
+def _check_embeddings(m: Mapping[str, Any], start: Mapping[str, Any], sft: SFTConfig, step: int) -> None:
+    """Abort when the held-out separation or probe falls below its red line from above it; a value
+    that started below is a finding about the previous model, reported, not a reason to stop."""
+    for key, red in (
+        ("centroid_separation", sft.joint_min_separation),
+        ("probe_accuracy", sft.joint_min_probe_accuracy),
+    ):
+        now, before = m.get(key), start.get(key)
+        if red is None or now is None or before is None:
+            continue
+        if now < red <= before:
+            raise JointTrainingError(
+                f"joint step {step}: held-out {key} fell to {now:.3f}, below its red line {red} "
+                f"(it started at {before:.3f}): the embeddings are collapsing; raise "
+                "sft.joint_lambda or lower the learning rates"
+            )
+
+
+def _evaluate(
+    model: Any,
+    tokenizer: Any,
+    val_rows: Mapping[str, list[tuple]],
+    selection: Any,
+    step: int,
+    head: Any,
+    sft: SFTConfig,
+    dev: Any,
+) -> None:
+    """The SFT validation losses at ``step`` (recorded for checkpoint selection), and the adapter and
+    head of that step kept beside it."""
+    import torch
+    from safetensors.torch import save_file
+
+    model.eval()
+    losses = {}
+    with torch.no_grad():
+        for name, rows in val_rows.items():
+            total, count = 0.0, 0
+            for k in range(0, len(rows), sft.batch_size):
+                chunk = rows[k : k + sft.batch_size]
+                batch = _to(collate(tokenizer, chunk, [], [], 1), dev)
+                loss = joint_forward(model, head, batch, "last")["sft"]
+                n = int((batch.labels[:, 1:] != -100).sum())
+                total += float(loss) * n
+                count += n
+            losses[f"eval_{name}_loss"] = total / max(count, 1)
+    selection.record(step, losses, model)
+    path = selection.directory / f"step-{step}"
+    if step > 0:
+        save_file(
+            {k: v.detach().cpu().contiguous() for k, v in head.state_dict().items()},
+            str(path / HEAD_WEIGHTS),
+        )
+    log.info("joint step %d: validation %s", step, {k: round(v, 4) for k, v in losses.items()})
+
+
+def _before_after(history: Mapping[int, Mapping[str, float]], chosen: int) -> dict:
+    out = {}
+    for name in ("pairs", "trajectory"):
+        if name in history.get(0, {}):
+            out[name] = {"before": history[0][name], "after": history[chosen][name]}
+        else:
+            out[name] = None
+    return out
+
+
+def _save(
+    work: Path, job: Mapping, step: int, model: Any, head: Any, opt: Any, schedule: Any,
+    scales: LossScales,
+) -> None:  # fmt: skip
+    """The exact-resume checkpoint: adapter, head, optimiser, schedule, loss scales, step."""
+    import torch
+
+    tmp = work / ".resume.tmp"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir(parents=True)
+    model.save_pretrained(str(tmp / "adapter"))
+    torch.save(
+        {
+            "head": head.state_dict(),
+            "optimizer": opt.state_dict(),
+            "schedule": schedule.state_dict(),
+            "scales": scales.to_json(),
+        },
+        tmp / "state.pt",
+    )
+    (tmp / "job.json").write_text(json.dumps({"job": job, "step": step}, sort_keys=True))
+    final = work / "resume"
+    if final.exists():
+        shutil.rmtree(final)
+    tmp.rename(final)
+    log.info("joint step %d: resumable checkpoint in %s", step, final)
+
+
+def _resume(
+    work: Path, job: Mapping, model: Any, head: Any, opt: Any, schedule: Any, scales: LossScales
+) -> int:
+    """The step to continue from: the checkpoint's when ``work`` holds one of this same job, else 0
+    (a checkpoint of another job is removed)."""
+    import torch
+    from peft import set_peft_model_state_dict
+    from safetensors.torch import load_file
+
+    ckpt = work / "resume"
+    if not (ckpt / "job.json").is_file():
+        if work.exists():
+            shutil.rmtree(work)
+        return 0
+    saved = json.loads((ckpt / "job.json").read_text())
+    if saved["job"] != json.loads(json.dumps(job, sort_keys=True)):
+        log.warning("%s: a checkpoint of another job (config, data or seed differ): starting over", work)
+        shutil.rmtree(work)
+        return 0
+    set_peft_model_state_dict(model, load_file(str(ckpt / "adapter" / "adapter_model.safetensors")))
+    state = torch.load(ckpt / "state.pt", weights_only=False)
+    head.load_state_dict(state["head"])
+    opt.load_state_dict(state["optimizer"])
+    schedule.load_state_dict(state["schedule"])
+    scales.sft, scales.nce = state["scales"]["sft"], state["scales"]["nce"]
+    log.info("joint training: resuming at step %d from %s", saved["step"], ckpt)
+    return int(saved["step"])

@@ -1,0 +1,215 @@
+"""Joint training: both losses reach LoRA, the training embedding is the scorer's, InfoNCE has no
+temperature of its own, a pinned temperature aborts, resume is exact, the head becomes an EBM."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from burnqed.config import EBMConfig
+from burnqed.ebm.train import build_head
+from burnqed.train import joint
+from burnqed.train.joint import (
+    JointTrainingError,
+    LossScales,
+    collate,
+    export_joint_ebm,
+    joint_forward,
+    take,
+    tokenize_example,
+    train_joint,
+)
+from tests.train.conftest import SFT
+from tests.train.pairs import make_pair_rows
+from tests.train.trajectories import proofs_from_pairs, write_search
+
+JOINT = {**SFT, "mode": "joint", "later_max_steps": 4, "eval_steps": 2, "batch_size": 4,
+         "base_pair_subsample": 60, "positive_upsample": 2, "trajectory_val_fraction": 0.25,
+         "joint_lambda": 0.5, "joint_head_learning_rate": 1e-3, "joint_groups_per_step": 2,
+         "joint_state_max_length": 96, "joint_monitor_every": 2, "joint_save_every": 2,
+         "joint_min_separation": None, "joint_min_probe_accuracy": None,
+         "joint_sft_loss_ceiling": None}  # fmt: skip
+EBM = {"hidden_sizes": [32, 16], "negatives": 3, "heldout_fraction": 0.25, "dropout": 0.0}
+
+
+@pytest.fixture(scope="module")
+def searches(tmp_path_factory) -> list[Path]:
+    root = tmp_path_factory.mktemp("results")
+    proofs = proofs_from_pairs(make_pair_rows(24, seed=21, prefix="j"))
+    return [write_search(root / "iter_0" / "search", proofs)]
+
+
+@pytest.fixture(scope="module")
+def peft_model(tiny_base, lora_adapter):
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_base, dtype=torch.float32)
+    model = PeftModel.from_pretrained(model, str(lora_adapter), is_trainable=True)
+    tok = AutoTokenizer.from_pretrained(tiny_base)
+    tok.pad_token = tok.pad_token or tok.eos_token
+    return model, tok
+
+
+def _batch(tok, states: list[str], goal: str, k1: int):
+    ex = {"prompt": "```lean4\n/- tactic state:\n  ⊢ p → p\n-/\n```\n", "completion": "intro h"}
+    sft = [tokenize_example(tok, ex, 128)]
+    ids = [tok(s).input_ids for s in states]
+    return collate(tok, sft, ids, [tok(goal).input_ids], k1)
+
+
+STATES = ["p q : Prop\n⊢ p ∧ q → q", "p q : Prop\nh : p ∧ q\n⊢ q", "p : Prop\n⊢ p", "q : Prop\n⊢ q ∨ p"]
+GOAL = "p q : Prop\n⊢ p ∧ q → q ∧ p"
+
+
+def test_both_losses_send_gradients_into_the_lora_weights(peft_model):
+    model, tok = peft_model
+    head = build_head(model.get_base_model().config.hidden_size, EBMConfig(hidden_sizes=(32, 16)))
+    batch = _batch(tok, STATES, GOAL, len(STATES))
+    lora = [p for n, p in model.named_parameters() if "lora_" in n and p.requires_grad]
+    for which in ("sft", "nce"):
+        model.zero_grad(set_to_none=True)
+        head.zero_grad(set_to_none=True)
+        out = joint_forward(model, head, batch, "last")
+        out[which].backward()
+        lora_grad = sum(float(p.grad.abs().sum()) for p in lora if p.grad is not None)
+        assert lora_grad > 0, f"the {which} loss does not reach the LoRA weights"
+        head_grad = sum(float(p.grad.abs().sum()) for p in head.parameters() if p.grad is not None)
+        assert (head_grad > 0) == (which == "nce")  # only InfoNCE trains the head
+
+
+def test_the_pooled_embedding_in_training_is_the_scorers(peft_model, tiny_base, lora_adapter, tmp_path):
+    """The state rows of a mixed, padded batch pool to what search's scorer embeds for the same
+    state: the merged model through the in-process backend's ``embed`` (one function, tested equal)."""
+    from burnqed.policy.transformers_backend import TransformersGenerator
+    from burnqed.train.export import merge_adapter
+
+    model, tok = peft_model
+    head = build_head(model.get_base_model().config.hidden_size, EBMConfig(hidden_sizes=(32, 16)))
+    model.eval()
+    with torch.no_grad():
+        pooled = joint_forward(model, head, _batch(tok, STATES, GOAL, len(STATES)), "last")["pooled"]
+    merged = tmp_path / "merged"
+    merge_adapter(base=tiny_base, adapter=lora_adapter, out=merged)
+    scorer = TransformersGenerator(merged, pooling="last").embed([*STATES, GOAL])
+    np.testing.assert_allclose(pooled.numpy(), scorer, atol=2e-5)
+    assert not np.allclose(scorer[0], scorer[1])  # different states, different embeddings
+
+
+def test_infonce_has_no_temperature_of_its_own(peft_model):
+    """The loss is cross-entropy over -energies as the head returns them (the head's temperature
+    divides the energy once); scaling the head's temperature changes the loss exactly so."""
+    model, tok = peft_model
+    head = build_head(model.get_base_model().config.hidden_size, EBMConfig(hidden_sizes=(32, 16)))
+    batch = _batch(tok, STATES, GOAL, len(STATES))
+    with torch.no_grad():
+        out = joint_forward(model, head, batch, "last")
+        e = out["energies"]
+        assert float(out["nce"]) == pytest.approx(
+            float(torch.nn.functional.cross_entropy(-e, torch.zeros(1, dtype=torch.long))), abs=1e-6
+        )
+        head.log_temperature += math.log(2.0)  # T × 2: energies halve, nothing else divides them
+        again = joint_forward(model, head, batch, "last")
+        torch.testing.assert_close(again["energies"], e / 2, atol=1e-6, rtol=1e-5)
+
+
+def test_loss_scales_rescale_infonce_to_the_sft_loss():
+    s = LossScales()
+    assert s.weight(0.1) == 0.1  # nothing measured yet: λ as is
+    s.update(0.3, 2.1)
+    assert s.weight(0.1) == pytest.approx(0.1 * 0.3 / 2.1)
+
+
+def test_data_order_is_a_function_of_seed_and_position():
+    assert take(10, 4, 0, 0) + take(10, 4, 4, 0) == take(10, 8, 0, 0)
+    assert sorted(take(10, 10, 0, 3)) == list(range(10))
+    assert take(10, 4, 0, 0) != take(10, 4, 0, 1)
+
+
+def test_a_pinned_temperature_aborts(tiny_base, lora_adapter, pairs, searches, tmp_path):
+    """A head learning rate that drives the temperature to its ceiling stops training at once."""
+    ebm = {**EBM, "temperature_init": 1.0, "temperature_min": 0.9, "temperature_max": 1.02}
+    cfg = {**JOINT, "joint_head_learning_rate": 0.5}
+    with pytest.raises(JointTrainingError, match="temperature pinned to its (ceiling|floor)"):
+        train_joint(base=tiny_base, train=pairs["train"], val=pairs["val"], out=tmp_path / "a",
+                    cfg=cfg, ebm=ebm, pooling="last", iteration=1, previous_adapter=lora_adapter,
+                    trajectories=searches, seed=0)  # fmt: skip
+    assert not (tmp_path / "a").exists()  # nothing that looks finished
+
+
+def _digest(path: Path) -> dict[str, str]:
+    return {
+        f.name: hashlib.sha256(f.read_bytes()).hexdigest()
+        for f in sorted(path.iterdir())
+        if f.suffix == ".safetensors"
+    }
+
+
+@pytest.fixture(scope="module")
+def joint_run(tmp_path_factory, tiny_base, lora_adapter, pairs, searches) -> Path:
+    out = tmp_path_factory.mktemp("joint") / "adapter"
+    train_joint(base=tiny_base, train=pairs["train"], val=pairs["val"], out=out, cfg=JOINT,
+                ebm=EBM, pooling="last", iteration=1, previous_adapter=lora_adapter,
+                trajectories=searches, seed=0)  # fmt: skip
+    return out
+
+
+def test_joint_training_writes_the_adapter_the_head_and_what_it_measured(joint_run):
+    summary = json.loads((joint_run / "training_summary.json").read_text())
+    j = summary["joint"]
+    assert summary["mode"] == "joint" and j["lambda"] == 0.5 and j["goal_embedding_gradients"]
+    assert j["scales"]["sft"] > 0 and j["scales"]["nce"] > 0
+    assert j["last"]["grad_norm_lora"] > 0 and j["last"]["grad_norm_head"] > 0
+    for key in ("centroid_separation", "probe_accuracy", "rank1", "temperature"):
+        assert key in j["heldout_end"]
+    records = [json.loads(x) for x in (joint_run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records] == [1, 2, 3, 4]
+    assert all(r["sft_loss"] > 0 and r["nce_loss"] > 0 for r in records)
+    assert (joint_run / "joint_head.safetensors").is_file()
+    assert not joint_run.with_name(joint_run.name + ".work").exists()  # removed when done
+
+
+def test_a_killed_run_resumes_to_the_same_weights(
+    joint_run, tiny_base, lora_adapter, pairs, searches, tmp_path, monkeypatch
+):
+    """Killed after the step-2 checkpoint, the same job rerun ends with byte-identical weights."""
+    out = tmp_path / "adapter"
+    real_save = joint._save
+
+    def save_then_die(work, job, step, *a, **kw):
+        real_save(work, job, step, *a, **kw)
+        raise KeyboardInterrupt("killed")
+
+    monkeypatch.setattr(joint, "_save", save_then_die)
+    args = dict(base=tiny_base, train=pairs["train"], val=pairs["val"], out=out, cfg=JOINT,
+                ebm=EBM, pooling="last", iteration=1, previous_adapter=lora_adapter,
+                trajectories=searches, seed=0)  # fmt: skip
+    with pytest.raises(KeyboardInterrupt):
+        train_joint(**args)
+    assert (out.with_name("adapter.work") / "resume" / "job.json").is_file()
+    monkeypatch.setattr(joint, "_save", real_save)
+    summary = train_joint(**args)
+    assert summary["resumed_from"] == 2
+    assert _digest(out) == _digest(joint_run)
+
+
+def test_the_joint_head_becomes_the_iterations_ebm(joint_run, tiny_base, tmp_path):
+    from burnqed.ebm.scorer import load_value_model
+    from burnqed.policy.transformers_backend import TransformersGenerator
+    from burnqed.train.export import merge_adapter
+
+    merged = tmp_path / "merged"
+    merge_adapter(base=tiny_base, adapter=joint_run, out=merged)
+    meta = export_joint_ebm(adapter=joint_run, merged=merged, out=tmp_path / "ebm", pooling="last")
+    assert meta["kind"] == "joint"
+    value = load_value_model(tmp_path / "ebm", TransformersGenerator(merged), device="cpu")
+    e = value.energies(STATES[:2], [GOAL] * 2)
+    assert e.shape == (2,) and np.isfinite(e).all()
+    with pytest.raises(ValueError, match="pooled embeddings"):
+        export_joint_ebm(adapter=joint_run, merged=merged, out=tmp_path / "x", pooling="mean")
