@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from burnqed.config import ReportConfig
-from burnqed.eval.compare import add_controls, compare, compare_markdown, load_evals
+from burnqed.eval.compare import compare, compare_markdown, load_evals
 from burnqed.eval.stage import write_json
 from burnqed.eval.summary import rows, summarise, summary_markdown
 from burnqed.eval.table import eval_markdown, fmt, markdown_table, pct
@@ -290,7 +290,7 @@ def run_cross(
     each later iteration's pool) by iteration."""
     rcfg = ReportConfig.from_dict(cfg)
     loaded = load_evals(evals)
-    c = add_controls(compare(loaded), load_evals(controls) if controls else [])
+    c = compare(loaded, load_evals(controls) if controls else [])
     by_dir = {Path(p).parent.name: _load(p) for p in no_ebm}
     ebm_by_dir = {Path(p).parent.name: load_ebm_metrics(Path(p), None) for p in ebm_metrics}
     out = Path(out_dir)
