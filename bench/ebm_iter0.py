@@ -6,8 +6,8 @@ One command after the CPU demo has produced iteration 0 (``results/iter_0/search
 1. embeds every state of those searches with the iteration's policy (``burnqed.ebm.stage.run_embed``),
 2. trains the EBM on them (``run_train``) and prints its held-out rank-1 accuracy against chance
    (``1 / (K + 1)``) and the energy gap,
-3. computes the embedding-quality metrics (``run_metrics``): ``centroid_l2``, the linear probe, the
-   sibling distance, the effective rank,
+3. computes the embedding-quality metrics (``run_metrics``): ``centroid_separation`` (and the raw
+   ``centroid_l2``), the linear probe, the sibling distance, the effective rank,
 4. searches the same theorems (the first ``--limit`` of ``--theorems``) twice with the same seed —
    without the EBM at ``search.temperature`` and with it at ``search.temperature_with_ebm`` (or both at
    ``--temperature``) — and prints both solve rates.
@@ -207,10 +207,12 @@ def bench(args: argparse.Namespace, params: dict) -> None:
         "groups": meta["data"]["groups"],
         "heldout_groups": meta["heldout"]["groups"],
         "heldout_rank1": meta["heldout"]["rank1"],
+        "heldout_tie_rate": meta["heldout"]["tie_rate"],
         "chance_rank1": meta["chance"],
         "heldout_energy_gap": meta["heldout"]["energy_gap"],
         "train_rank1": meta["train"]["rank1"],
         "temperature": meta["temperature"],
+        "centroid_separation": metrics["centroid_separation"],
         "centroid_l2": metrics["centroid_l2"],
         "probe_balanced_accuracy": metrics["linear_probe"]["balanced_accuracy"],
         "sibling_distance_ratio": metrics["sibling_distance"]["ratio"],

@@ -29,7 +29,7 @@ rule report:
         runtime=30,
     params:
         cfg=lookup(dpath="report", within=config),
-        code=code_digest("report", "eval", "trajectory.py"),
+        code=code_digest("report", "eval", "trajectory.py", "outcomes.py"),
     script:
         "../workflow/scripts/report_iteration.py"
 
@@ -66,6 +66,7 @@ rule report_cross:
         runtime=10,
     params:
         cfg=lookup(dpath="report", within=config),
-        code=code_digest("report", "eval"),
+        # Each iteration's trajectories (beside its eval JSON) give its unique-candidates gate.
+        code=code_digest("report", "eval", "trajectory.py", "outcomes.py"),
     script:
         "../workflow/scripts/report_cross.py"

@@ -2,16 +2,28 @@
 
 Per iteration (``results/iter_{i}/ebm_metrics.json`` + PNGs in ``results/iter_{i}/ebm_plots/``):
 
-- ``centroid_l2``: L2 distance between the centroid of proof-path states and of off-path states
-  (raw embeddings).  The published system's fell from 6.40 to 1.33 when a fresh LoRA was trained and
-  its EBM collapsed: this is the number to watch.
+- ``centroid_separation`` (the gated number): the distance between the centroid of proof-path
+  states and that of off-path states, over the within-class spread (the root mean square of a
+  state's distance to its own class centroid, the two classes weighted equally).  It is scale-free,
+  so it means the same thing whatever the pooling: ``policy.pooling: last`` L2-normalises every
+  embedding (which bounds any raw distance by 2), ``mean`` does not.  The squared distance is
+  debiased for sampling (``E d² = Δ² + tr Σ₊/n₊ + tr Σ₋/n₋``; the estimated noise terms are
+  subtracted, floored at 0), so a label-free embedding reads ≈ 0 at any number of states; ≈ 1 when
+  the centroids lie as far apart as a state lies from its own centroid.  The test that sets its
+  go/no-go thresholds (``tests/report/test_gates.py``): healthy synthetic embeddings ≈ 1, the same
+  with the label offset cut by 80 % (the reproduced system's 6.40 → 1.33) ≈ 0.2, all near one point
+  ≈ 0.
+- ``centroid_l2``: the raw centroid distance, kept to compare with the reproduced system's numbers
+  (6.40 → 1.33 when a fresh LoRA collapsed its embeddings; mean-pooled, unnormalised) — not
+  comparable across poolings, so not gated.
 - ``linear_probe``: logistic regression proof-path vs off-path on standardised embeddings, trained and
   measured on theorems split apart; accuracy, balanced accuracy and the majority-class baseline.
 - ``sibling_distance``: mean L2 distance between states sharing a parent, and its ratio to the mean
   distance of random pairs (near 0: the model cannot tell the search's alternatives apart).
 - ``variance_spectrum``: top explained-variance ratios and the effective rank (exp of the entropy of
   the normalised covariance eigenvalues).
-- with a trained EBM: energies of held-out positives vs negatives (histogram) and their rank-1.
+- with a trained EBM: energies of held-out positives vs negatives (histogram), their rank-1 (a tie
+  among t candidates counts 1/t) and the tie rate (burnqed.ebm.stage.run_metrics).
 
 Plots: a 2-D PCA coloured by label and by depth, the energy histogram.
 
@@ -125,6 +137,27 @@ def _sibling_distance(data: StateData, vectors: Mapping[str, np.ndarray], seed: 
     }
 
 
+def centroid_separation(x: np.ndarray, y: np.ndarray) -> tuple[float | None, float | None]:
+    """``(centroid_l2, centroid_separation)`` of embeddings ``x`` (N, d) labelled ``y`` (N,) bool.
+
+    The separation (module docstring) is 0.0 when every state is the same point, None when a class
+    is empty or each class is a single point.
+    """
+    if not y.any() or y.all():
+        return None, None
+    pos, off = x[y], x[~y]
+    pos_c, off_c = pos.mean(0), off.mean(0)  # (d,)
+    distance = float(np.linalg.norm(pos_c - off_c))
+    s_pos = float(np.square(pos - pos_c).sum(1).mean())  # mean squared distance to the centroid
+    s_off = float(np.square(off - off_c).sum(1).mean())
+    spread = math.sqrt((s_pos + s_off) / 2)
+    if spread == 0:
+        return distance, (0.0 if distance == 0 else None)
+    # E‖μ̂₊ − μ̂₋‖² = Δ² + tr Σ₊/n₊ + tr Σ₋/n₋, and s·n/(n − 1) estimates tr Σ without bias.
+    noise = s_pos / max(len(pos) - 1, 1) + s_off / max(len(off) - 1, 1)
+    return distance, math.sqrt(max(distance**2 - noise, 0.0)) / spread
+
+
 def embedding_metrics(
     vectors: Mapping[str, np.ndarray],
     data: StateData,
@@ -134,11 +167,7 @@ def embedding_metrics(
 ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """The metrics (JSON-ready) and the arrays the plots need."""
     x, y, depth, theorems = _labelled(data, vectors, seed)
-    pos_c = x[y].mean(0) if y.any() else None
-    off_c = x[~y].mean(0) if (~y).any() else None
-    centroid = (
-        float(np.linalg.norm(pos_c - off_c)) if pos_c is not None and off_c is not None else None
-    )
+    centroid, separation = centroid_separation(x, y)
     held = split_theorems(theorems, {t for t, lab in zip(theorems, y, strict=True) if lab},
                           heldout_fraction, seed)  # fmt: skip
     train = np.array([t not in held for t in theorems])
@@ -159,6 +188,7 @@ def embedding_metrics(
         "dim": int(x.shape[1]),
         "mean_norm": float(np.linalg.norm(x, axis=1).mean()),
         "centroid_l2": centroid,
+        "centroid_separation": separation,
         "linear_probe": _probe(x, y, train, seed),
         "sibling_distance": _sibling_distance(data, vectors, seed),
         "variance_spectrum": {
@@ -209,7 +239,10 @@ def plot(
     plt.close(fig)
     if energies is not None and energies.size:
         fig, ax = plt.subplots(figsize=(6, 4))
-        bins = np.linspace(energies.min(), energies.max(), 40)
+        lo, hi = float(energies.min()), float(energies.max())
+        if hi <= lo:  # every energy the same (collapsed embeddings): one visible bin around it
+            lo, hi = lo - 0.5, hi + 0.5
+        bins = np.linspace(lo, hi, 40)
         ax.hist(energies[:, 1:].ravel(), bins=bins, alpha=0.6, density=True, label="negatives")
         ax.hist(energies[:, 0], bins=bins, alpha=0.6, density=True, label="positives")
         ax.set(title="EBM energies, held-out groups (lower = more provable)", xlabel="energy")

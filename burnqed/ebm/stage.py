@@ -196,9 +196,10 @@ def run_train(
         shutil.rmtree(out)
     os.replace(work, out)
     log.info(
-        "EBM → %s: held-out rank-1 %s vs chance %.3f (%d groups), energy gap %s, temperature %.3f",
-        out, result.heldout["rank1"], result.chance, result.heldout["groups"],
-        result.heldout["energy_gap"], result.temperature,
+        "EBM → %s: held-out rank-1 %s (tie rate %s) vs chance %.3f (%d groups), energy gap %s, "
+        "temperature %.3f",
+        out, result.heldout["rank1"], result.heldout["tie_rate"], result.chance,
+        result.heldout["groups"], result.heldout["energy_gap"], result.temperature,
     )  # fmt: skip
     return meta
 
@@ -215,6 +216,7 @@ def run_metrics(
 ) -> dict:
     """Embedding-quality metrics (+ the EBM's held-out energies) → ``out`` JSON and ``plots``."""
     from burnqed.ebm.quality import embedding_metrics, group_energies, plot
+    from burnqed.ebm.train import rank1_credit
 
     ebm_cfg = EBMConfig.from_dict(cfg)
     dirs = _dirs(searches)
@@ -236,10 +238,13 @@ def run_metrics(
                               heldout_fraction=ebm_cfg.heldout_fraction, seed=seed)  # fmt: skip
         held = groups.subset(groups.heldout)
         energies = group_energies(head, vectors, held)
+        credit, tied = rank1_credit(energies) if len(held) else (None, None)
         metrics["ebm"] = {
             "path": str(ebm),
             "heldout_groups": len(held),
-            "heldout_rank1": float((energies.argmin(1) == 0).mean()) if len(held) else None,
+            # a tie among t candidates counts 1/t (burnqed.ebm.train.rank1_credit)
+            "heldout_rank1": float(credit.mean()) if len(held) else None,
+            "heldout_tie_rate": float(tied.mean()) if len(held) else None,
             "chance": 1 / (ebm_cfg.negatives + 1),
             "positive_energy_mean": float(energies[:, 0].mean()) if len(held) else None,
             "negative_energy_mean": float(energies[:, 1:].mean()) if len(held) else None,
@@ -252,8 +257,10 @@ def run_metrics(
     metrics.update(_provenance())
     _write_json(Path(out), metrics)
     log.info(
-        "embedding metrics → %s: centroid_l2 %s, probe balanced accuracy %s, effective rank %.1f",
-        out, metrics["centroid_l2"], metrics["linear_probe"]["balanced_accuracy"],
+        "embedding metrics → %s: centroid separation %s (raw centroid_l2 %s), probe balanced "
+        "accuracy %s, effective rank %.1f",
+        out, metrics["centroid_separation"], metrics["centroid_l2"],
+        metrics["linear_probe"]["balanced_accuracy"],
         metrics["variance_spectrum"]["effective_rank"],
     )  # fmt: skip
     return metrics

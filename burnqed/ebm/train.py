@@ -3,8 +3,11 @@
 The loss is cross-entropy over ``−energy`` of each group with the positive as the target: the head's
 temperature is the only scale (no InfoNCE temperature of its own).  Every ``log_every`` steps a record
 goes to ``metrics.jsonl``: the batch loss, and on up to 1,024 training groups (eval mode) the energy
-gap (mean negative − positive energy), rank-1 accuracy (the positive has the lowest energy) overall
-and by depth bucket, plus the temperature; the held-out groups are measured the same way.
+gap (mean negative − positive energy), rank-1 accuracy (the positive has the lowest energy; when it
+shares the lowest energy with others, ``t`` candidates in all, it counts ``1/t`` — what a random
+tie-break would score, so collapsed or truncated embeddings score chance, not 100 %) and the tie
+rate (groups whose lowest energy is shared), overall and by depth bucket, plus the temperature; the
+held-out groups are measured the same way.
 
 Health: when the temperature reaches ``temperature_min`` or ``temperature_max`` (pinned: its gradient
 is zero there) training stops with :class:`EBMTrainingError` naming the step and the last checkpoint,
@@ -95,6 +98,21 @@ def groups_digest(groups: Groups) -> str:
     return h.hexdigest()[:16]
 
 
+def rank1_credit(energies: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per group of ``energies`` (G, 1 + K), column 0 the positive: its rank-1 credit (1 when its
+    energy is the only lowest, ``1/t`` when ``t`` candidates share the lowest, else 0) and whether
+    the lowest energy is shared.
+
+    >>> credit, tied = rank1_credit(np.array([[0.1, 0.5, 0.7], [0.2, 0.2, 0.9], [0.3, 0.3, 0.3]]))
+    >>> credit.tolist(), tied.tolist()
+    ([1.0, 0.5, 0.3333333333333333], [False, True, True])
+    """
+    e = np.asarray(energies)
+    at_min = e == e.min(1, keepdims=True)  # (G, 1 + K)
+    t = np.maximum(at_min.sum(1), 1)  # a NaN row has no minimum: credit 0
+    return at_min[:, 0] / t, t > 1
+
+
 @torch.no_grad()
 def evaluate(
     head: GoalConditionedEnergyHead,
@@ -103,27 +121,34 @@ def evaluate(
     *,
     limit: int | None = None,
 ) -> dict[str, Any]:
-    """Rank-1 accuracy (overall, by depth bucket) and energy gap of ``ig`` (eval mode)."""
+    """Rank-1 accuracy and tie rate (overall, by depth bucket) and energy gap of ``ig`` (eval
+    mode); ties count as :func:`rank1_credit` says."""
     n = len(ig) if limit is None else min(limit, len(ig))
     if n == 0:
-        return {"groups": 0, "rank1": None, "energy_gap": None, "rank1_by_depth": {}}
+        return {"groups": 0, "rank1": None, "tie_rate": None, "energy_gap": None,
+                "rank1_by_depth": {}}  # fmt: skip
     was = head.training
     head.eval()
     try:
         energies = head(emb[ig.states[:n]], emb[ig.goals[:n]].unsqueeze(1)).float()  # (n, 1+K)
     finally:
         head.train(was)
-    correct = (energies.argmin(1) == 0).cpu().numpy()
+    credit, tied = rank1_credit(energies.cpu().numpy())
     gap = (energies[:, 1:].mean(1) - energies[:, 0]).mean().item()
     buckets = np.array([depth_bucket(int(d)) for d in ig.depth[:n]])
     by_depth = {
-        b: {"rank1": float(correct[buckets == b].mean()), "groups": int((buckets == b).sum())}
+        b: {
+            "rank1": float(credit[buckets == b].mean()),
+            "tie_rate": float(tied[buckets == b].mean()),
+            "groups": int((buckets == b).sum()),
+        }
         for b in DEPTH_BUCKETS
         if (buckets == b).any()
     }
     return {
         "groups": n,
-        "rank1": float(correct.mean()),
+        "rank1": float(credit.mean()),
+        "tie_rate": float(tied.mean()),
         "energy_gap": gap,
         "rank1_by_depth": by_depth,
         "positive_energy": energies[:, 0].mean().item(),
@@ -266,7 +291,7 @@ def train_head(
                     f"EBM step {done}: the temperature pinned to its {pinned} ({bound:g}; healthy "
                     f"0.5–3.0): the energies {'collapsed' if pinned == 'ceiling' else 'blew up'}; "
                     f"{where}. Lower ebm.learning_rate or check the embeddings "
-                    "(burnqed ebm metrics: centroid_l2)"
+                    "(burnqed ebm metrics: centroid_separation)"
                 )
             if done % cfg.log_every == 0 or done == cfg.steps:
                 tr = evaluate(head, emb, train_g, limit=EVAL_GROUPS)
@@ -277,7 +302,12 @@ def train_head(
                     "energy_gap": tr["energy_gap"],
                     "rank1": tr["rank1"],
                     "rank1_by_depth": {b: v["rank1"] for b, v in tr["rank1_by_depth"].items()},
+                    "tie_rate": tr["tie_rate"],
+                    "tie_rate_by_depth": {
+                        b: v["tie_rate"] for b, v in tr["rank1_by_depth"].items()
+                    },
                     "heldout_rank1": ho["rank1"],
+                    "heldout_tie_rate": ho["tie_rate"],
                     "heldout_energy_gap": ho["energy_gap"],
                     "temperature": head.temperature.item(),
                     "elapsed_s": time.perf_counter() - t0,
@@ -285,8 +315,8 @@ def train_head(
                 metrics.write(json.dumps(rec) + "\n")
                 metrics.flush()
                 log.info(
-                    "EBM step %d: loss %.4f gap %.3f rank-1 %.3f (held-out %s) T %.3f",
-                    done, loss_v, tr["energy_gap"], tr["rank1"],
+                    "EBM step %d: loss %.4f gap %.3f rank-1 %.3f (ties %.1f%%; held-out %s) T %.3f",
+                    done, loss_v, tr["energy_gap"], tr["rank1"], 100 * tr["tie_rate"],
                     "—" if ho["rank1"] is None else f"{ho['rank1']:.3f}", rec["temperature"],
                 )  # fmt: skip
             if done % cfg.save_every == 0 and done < cfg.steps:

@@ -5,7 +5,8 @@ Example::
 
     burnqed eval --configfile config/demo.yaml --model models/iter_0/merged \\
         --out results/iter_0/eval.json --previous results/baseline/eval.json
-    burnqed compare results/baseline/eval.json results/iter_*/eval.json --out results/compare.md
+    burnqed compare results/baseline/eval.json results/iter_*/eval.json \\
+        --control results/iter_0/eval_longer.json --out results/compare.md
     burnqed summary results/iter_0/search/shard_0
 """
 
@@ -61,9 +62,21 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     c = subparsers.add_parser(
         "compare",
         help="compare eval JSONs across iterations (markdown + JSON)",
-        description="Iterations as rows, budgets as columns, cumulative, delta row, newly solved.",
+        description="Iterations as rows, budgets as columns, cumulative, delta row, newly solved, "
+        "and the learning check: each step and each control judged by an exact McNemar test on "
+        "per-theorem outcomes.",
     )
     c.add_argument("evals", nargs="+", type=Path, metavar="EVAL_JSON")
+    c.add_argument(
+        "--control",
+        dest="controls",
+        action="append",
+        type=Path,
+        default=[],
+        metavar="EVAL_JSON",
+        help="a search-longer control (e.g. results/iter_0/eval_longer.json) the last iteration "
+        "must beat; repeatable.  Without one the learning check is undecided",
+    )
     c.add_argument("--out", type=Path, default=None, metavar="MD", help="markdown to write")
     c.add_argument("--json", type=Path, default=None, metavar="JSON", help="JSON to write")
     c.set_defaults(func=main_compare)
@@ -119,9 +132,9 @@ def main_compare(args: argparse.Namespace) -> int:
 
     try:
         if args.out is not None:
-            c = run(evals=args.evals, out_md=args.out, out_json=args.json)
+            c = run(evals=args.evals, out_md=args.out, out_json=args.json, controls=args.controls)
         else:
-            c = compare(load_evals(args.evals))
+            c = compare(load_evals(args.evals), load_evals(args.controls))
             if args.json is not None:
                 write_json(args.json, c)
     except CompareError as e:

@@ -1,12 +1,22 @@
 """Compare evals across iterations: iterations as rows (baseline first), budgets as columns,
-cumulative solved, a delta row, and the theorems each iteration newly solves.
+cumulative solved, a delta row, the theorems each iteration newly solves, and the learning check.
 
 Only evals of the same benchmark file (same sha256) and attempts (pass_n) are compared; anything else
 is refused naming both files.  A partial eval stays labelled ``partial n/N`` in its row.
 
+The learning check judges each step (baseline → iter_0 → iter_1 …) and the last iteration against
+each search-longer control (an earlier model given more search instead of more training) with the
+paired test of :mod:`burnqed.eval.paired` (exact McNemar on "solved at the budget", α = 0.05 per
+comparison): a step *rises* and a control is *beaten* only when the test says ``better``.  The check
+passes when every step rises and every control is beaten; it fails when one does not, or when an eval
+it rests on is partial; it is undecided when there is no control (nothing shows that training, not
+search, made the difference) or a comparison is undecided (e.g. the evals' sampling temperatures
+differ).  Every comparison is shown with its p-value and the theorems that changed each way.
+
 Example::
 
-    burnqed compare results/baseline/eval.json results/iter_*/eval.json --out results/compare.md
+    burnqed compare results/baseline/eval.json results/iter_*/eval.json \\
+        --control results/iter_0/eval_longer.json --out results/compare.md
 """
 
 from __future__ import annotations
@@ -19,9 +29,24 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from burnqed.eval.paired import (
+    ALPHA,
+    BETTER,
+    NO_EFFECT,
+    TEST,
+    UNDECIDED,
+    WORSE,
+    notes_lines,
+    paired_test,
+    table_cells,
+    table_headers,
+    temperature_of,
+)
 from burnqed.eval.table import markdown_table, pct
 
 log = logging.getLogger(__name__)
+
+PASS, FAIL = "pass", "fail"
 
 
 class CompareError(ValueError):
@@ -35,6 +60,19 @@ def _order(label: str) -> tuple[int, str]:
     return (int(m.group(1)), label) if m else (1 << 30, label)
 
 
+def _same_benchmark(evals: Sequence[tuple[Path, Mapping[str, Any]]], first_path, first) -> None:
+    for p, e in evals:
+        for key, get in (
+            ("benchmark sha256", lambda x: (x.get("benchmark") or {}).get("sha256")),
+            ("pass_n", lambda x: x.get("pass_n")),
+        ):
+            if get(e) != get(first):
+                raise CompareError(
+                    f"{p} and {first_path} differ in {key} ({get(e)} vs {get(first)}): "
+                    "not comparable"
+                )
+
+
 def load_evals(paths: Sequence[Path]) -> list[tuple[Path, dict]]:
     evals = []
     for p in paths:
@@ -46,52 +84,49 @@ def load_evals(paths: Sequence[Path]) -> list[tuple[Path, dict]]:
             raise CompareError(f"{p}: not a burnqed eval JSON (kind={e.get('kind')!r})")
         evals.append((Path(p), e))
     evals.sort(key=lambda pe: _order(pe[1].get("label") or pe[0].parent.name))
-    first_path, first = evals[0] if evals else (None, None)
-    for p, e in evals[1:]:
-        for key, get in (
-            ("benchmark sha256", lambda x: (x.get("benchmark") or {}).get("sha256")),
-            ("pass_n", lambda x: x.get("pass_n")),
-        ):
-            if get(e) != get(first):
-                raise CompareError(
-                    f"{p} and {first_path} differ in {key} ({get(e)} vs {get(first)}): "
-                    "not comparable"
-                )
+    if evals:
+        _same_benchmark(evals[1:], *evals[0])
     return evals
 
 
-def compare(evals: Sequence[tuple[Path, Mapping[str, Any]]]) -> dict:
-    """The comparison as a JSON-able dict (rows in iteration order)."""
-    budgets = sorted({b for _, e in evals for b in e["budgets"]})
+def _row(path: Path, e: Mapping[str, Any], budgets: Sequence[int], label: str) -> dict:
+    by_budget = {b["budget"]: b for b in e["by_budget"]}
+    return {
+        "label": label,
+        "file": str(path),
+        "status": e["status"]["label"],
+        "complete": e["status"]["complete"],
+        "theorems": e["status"]["evaluated_theorems"],
+        "temperature": temperature_of(e),
+        "rates": {str(b): by_budget[b]["rate"] if b in by_budget else None for b in budgets},
+        "solved": {str(b): by_budget[b]["solved"] if b in by_budget else None for b in budgets},
+    }
+
+
+def compare(
+    evals: Sequence[tuple[Path, Mapping[str, Any]]],
+    controls: Sequence[tuple[Path, Mapping[str, Any]]] = (),
+) -> dict:
+    """The comparison as a JSON-able dict (rows in iteration order).  ``controls`` (search-longer
+    evals) are rows of their own, checked against the last iteration, never mixed into the
+    iteration rows, deltas or cumulative counts."""
+    if evals:
+        _same_benchmark(controls, *evals[0])
+    budgets = sorted({b for _, e in [*evals, *controls] for b in e["budgets"]})
     rows, union, prev_solved = [], set(), None
     for path, e in evals:
         solved = set(e.get("solved_theorems", []))
         union |= solved
-        by_budget = {b["budget"]: b for b in e["by_budget"]}
-        rows.append(
-            {
-                "label": e.get("label") or path.parent.name,
-                "file": str(path),
-                "status": e["status"]["label"],
-                "complete": e["status"]["complete"],
-                "theorems": e["status"]["evaluated_theorems"],
-                "rates": {
-                    str(b): by_budget[b]["rate"] if b in by_budget else None for b in budgets
-                },
-                "solved": {
-                    str(b): by_budget[b]["solved"] if b in by_budget else None for b in budgets
-                },
-                "cumulative_solved": len(union),
-                "cumulative_rate": len(union) / e["status"]["expected_theorems"]
-                if e["status"]["expected_theorems"]
-                else None,
-                "newly_solved": sorted(solved - prev_solved) if prev_solved is not None else None,
-                "no_longer_solved": sorted(prev_solved - solved)
-                if prev_solved is not None
-                else None,
-                "errored_attempts": e["status"]["attempts_errored"],
-            }
+        row = _row(path, e, budgets, e.get("label") or path.parent.name)
+        expected = e["status"]["expected_theorems"]
+        row.update(
+            cumulative_solved=len(union),
+            cumulative_rate=len(union) / expected if expected else None,
+            newly_solved=sorted(solved - prev_solved) if prev_solved is not None else None,
+            no_longer_solved=sorted(prev_solved - solved) if prev_solved is not None else None,
+            errored_attempts=e["status"]["attempts_errored"],
         )
+        rows.append(row)
         prev_solved = solved
     delta = None
     if len(rows) >= 2:
@@ -110,58 +145,132 @@ def compare(evals: Sequence[tuple[Path, Mapping[str, Any]]]) -> dict:
     return {
         "kind": "burnqed compare",
         "budgets": budgets,
-        "learning": learning_check(rows),
+        "learning": learning_check([e for _, e in evals], [e for _, e in controls]),
         "pass_n": evals[0][1]["pass_n"] if evals else None,
         "benchmark": (evals[0][1].get("benchmark") or {}) if evals else {},
         "rows": rows,
+        "controls": [_row(p, e, budgets, e.get("label") or p.stem) for p, e in controls],
         "delta": delta,
         "all_complete": all(r["complete"] for r in rows),
     }
 
 
-def _top(row: Mapping[str, Any]) -> float | None:
-    """A row's solve rate at the largest budget it was evaluated at."""
-    rated = [(int(b), r) for b, r in row["rates"].items() if r is not None]
-    return max(rated)[1] if rated else None
+def _top(e: Mapping[str, Any]) -> int | None:
+    return max(e["budgets"]) if e.get("budgets") else None
 
 
-def learning_check(rows: Sequence[Mapping[str, Any]], controls: Sequence[Mapping] = ()) -> dict:
-    """Does the loop learn?  Each iteration's solve rate at its largest budget above the row before
-    it (baseline first), and the last iteration above every search-longer control (an earlier
-    model given more search instead of more training).  Partial rows fail the check."""
-    steps = [
-        {"from": a["label"], "to": b["label"], "from_rate": _top(a), "to_rate": _top(b)}
-        for a, b in itertools.pairwise(rows)
-    ]
-    for s in steps:
-        s["rises"] = None not in (s["from_rate"], s["to_rate"]) and s["to_rate"] > s["from_rate"]
-    last = rows[-1] if rows else None
-    versus = [
-        {
-            "control": c["label"],
-            "control_rate": _top(c),
-            "last": last["label"],
-            "last_rate": _top(last),
-        }
-        for c in controls
-        if last is not None
-    ]
-    for v in versus:
-        v["beats"] = None not in (v["control_rate"], v["last_rate"]) and (
-            v["last_rate"] > v["control_rate"]
+def _judge(tests: Sequence[Mapping[str, Any]], key: str) -> bool | None:
+    """True when every test says better; False when one is partial or says otherwise; else None."""
+    if not tests:
+        return None
+    if any(not t["complete"] or t["verdict"] in (WORSE, NO_EFFECT) for t in tests):
+        return False
+    return True if all(t[key] for t in tests) else None
+
+
+def learning_check(
+    evals: Sequence[Mapping[str, Any]], controls: Sequence[Mapping[str, Any]] = ()
+) -> dict:
+    """Does the loop learn?  ``evals`` in iteration order (baseline first); ``controls`` are the
+    search-longer evals the last iteration must beat (module docstring)."""
+    steps = []
+    for a, b in itertools.pairwise(evals):
+        t = paired_test(a, b)  # at the largest budget both share
+        t["rises"] = t["complete"] and t["verdict"] == BETTER
+        steps.append(t)
+    last = evals[-1] if evals else None
+    versus = []
+    for c in controls:
+        if last is None:
+            break
+        # Each at its own largest budget: the control's is the larger search it stands for.
+        t = paired_test(c, last, budget=(_top(c), _top(last)))
+        t["beats"] = t["complete"] and t["verdict"] == BETTER
+        versus.append(t)
+    rises, beats = _judge(steps, "rises"), _judge(versus, "beats")
+    reasons = []
+    if not steps:
+        reasons.append("fewer than two evals: no learning step to judge")
+    if not versus:
+        reasons.append(
+            "no search-longer control given (`burnqed compare … --control eval_longer.json`): "
+            "nothing shows that training, not more search, made the difference"
         )
-    complete = all(r["complete"] for r in [*rows, *controls])
+    for name, t in [*((f"{t['before']} → {t['after']}", t) for t in steps),
+                    *((f"{t['after']} vs control {t['before']}", t) for t in versus)]:  # fmt: skip
+        if not t["complete"]:
+            reasons.append(
+                f"{name}: fails — a partial eval cannot show learning ({'; '.join(t['reasons'])})"
+            )
+        elif t["verdict"] in (WORSE, NO_EFFECT):
+            reasons.append(f"{name}: {t['verdict']} (p = {t['p_value']:.3g})")
+        elif t["verdict"] == UNDECIDED:
+            reasons.append(f"{name}: undecided — {'; '.join(t['reasons'])}")
+    if rises is False or beats is False:
+        verdict = FAIL
+    elif rises and beats:
+        verdict = PASS
+    else:
+        verdict = UNDECIDED
     return {
+        "test": TEST,
+        "alpha": ALPHA,
         "steps": steps,
         "controls": versus,
-        "rises_every_iteration": bool(steps) and all(s["rises"] for s in steps),
-        "beats_controls": all(v["beats"] for v in versus),
-        "complete": complete,
+        "rises_every_iteration": rises,
+        "beats_controls": beats,
+        "verdict": verdict,
+        "reasons": reasons,
+        "complete": all(t["complete"] for t in [*steps, *versus]),
     }
 
 
 def _points(x: float | None) -> str:
     return "–" if x is None else f"{100 * x:+.1f} pts"
+
+
+def _rate_cells(r: Mapping[str, Any], budgets: Sequence[int]) -> list[str]:
+    return [
+        "–" if r["rates"].get(str(b)) is None
+        else f"{pct(r['rates'][str(b)])} ({r['solved'][str(b)]}/{r['theorems']})"
+        for b in budgets
+    ]  # fmt: skip
+
+
+def _temperature(t: float | None) -> str:
+    return "–" if t is None else f"{t:g}"
+
+
+def _mark(t: Mapping[str, Any], key: str) -> str:
+    if t[key]:
+        return "✓"
+    return "?" if t["complete"] and t["verdict"] == UNDECIDED else "✗"
+
+
+def learning_markdown(lc: Mapping[str, Any]) -> list[str]:
+    """The learning check: verdict, one table row per judged comparison, and the reasons."""
+    if not lc:
+        return []
+    out = [
+        f"## Does the loop learn? **{lc['verdict'].upper()}**",
+        "",
+        f"Each comparison: {lc['test']} over the theorems both evals evaluated, solved or not at "
+        f"the budget shown, α = {lc['alpha']:g}; gained = solved by the later eval only, lost = by "
+        "the earlier only.",
+        "",
+    ]
+    rows, named = [], []
+    for t in lc["steps"]:
+        named.append((f"{t['before']} → {t['after']}", t))
+        rows.append([_mark(t, "rises"), named[-1][0], *table_cells(t)])
+    for t in lc["controls"]:
+        named.append((f"{t['after']} vs control {t['before']}", t))
+        rows.append([_mark(t, "beats"), named[-1][0], *table_cells(t)])
+    if rows:
+        out += [markdown_table(["", "comparison", *table_headers()], rows), ""]
+    out += [f"- {r}" for r in lc["reasons"]]
+    out += notes_lines(named)
+    return [*out, ""]
 
 
 def compare_markdown(c: Mapping[str, Any]) -> str:
@@ -173,6 +282,7 @@ def compare_markdown(c: Mapping[str, Any]) -> str:
     headers = [
         "iteration",
         "status",
+        "T",
         *[f"{b} nodes" for b in c["budgets"]],
         "cumulative",
         "newly solved",
@@ -180,10 +290,8 @@ def compare_markdown(c: Mapping[str, Any]) -> str:
     rows = []
     for r in c["rows"]:
         label = r["label"] if r["complete"] else f"{r['label']} ({r['status']})"
-        cells = [label, r["status"]]
-        for b in c["budgets"]:
-            rate, solved = r["rates"][str(b)], r["solved"][str(b)]
-            cells.append("–" if rate is None else f"{pct(rate)} ({solved}/{r['theorems']})")
+        cells = [label, r["status"], _temperature(r.get("temperature")),
+                 *_rate_cells(r, c["budgets"])]  # fmt: skip
         cells.append(f"{pct(r['cumulative_rate'])} ({r['cumulative_solved']})")
         cells.append("–" if r["newly_solved"] is None else str(len(r["newly_solved"])))
         rows.append(cells)
@@ -192,6 +300,7 @@ def compare_markdown(c: Mapping[str, Any]) -> str:
         rows.append(
             [
                 f"Δ {d['to']} − {d['from']}",
+                "",
                 "",
                 *[_points(d["rates"].get(str(b))) for b in c["budgets"]],
                 _points(d["cumulative_rate"]),
@@ -208,77 +317,19 @@ def compare_markdown(c: Mapping[str, Any]) -> str:
         out += ["## Search-longer controls", ""]
         out += [
             markdown_table(
-                ["control", "status", *[f"{b} nodes" for b in c["budgets"]]],
-                [
-                    [r["label"], r["status"]]
-                    + [
-                        "–" if r["rates"].get(str(b)) is None
-                        else f"{pct(r['rates'][str(b)])} ({r['solved'][str(b)]}/{r['theorems']})"
-                        for b in c["budgets"]
-                    ]
-                    for r in controls
-                ],
+                ["control", "status", "T", *[f"{b} nodes" for b in c["budgets"]]],
+                [[r["label"], r["status"], _temperature(r.get("temperature")),
+                  *_rate_cells(r, c["budgets"])] for r in controls],
             ),
             "",
         ]  # fmt: skip
-    lc = c.get("learning") or {}
-    if lc.get("steps"):
-        out += ["## Does the loop learn? (solve rate at each row's largest budget)", ""]
-        for st in lc["steps"]:
-            mark = "✓" if st["rises"] else "✗"
-            out.append(
-                f"- {mark} {st['from']} {pct(st['from_rate'])} → {st['to']} {pct(st['to_rate'])}"
-            )
-        for v in lc.get("controls", []):
-            mark = "✓" if v["beats"] else "✗"
-            out.append(
-                f"- {mark} {v['last']} {pct(v['last_rate'])} vs control {v['control']} "
-                f"{pct(v['control_rate'])}"
-            )
-        if not lc.get("complete"):
-            out.append("- (not every eval is complete: the check is not final)")
-        out.append("")
+    out += learning_markdown(c.get("learning") or {})
     out += ["## Newly solved theorems", ""]
     for r in c["rows"]:
         if r["newly_solved"] is not None:
             names = ", ".join(r["newly_solved"]) or "none"
             out.append(f"- **{r['label']}** ({len(r['newly_solved'])}): {names}")
     return "\n".join(out) + "\n"
-
-
-def _control_row(path: Path, e: Mapping[str, Any], budgets: Sequence[int]) -> dict:
-    by_budget = {b["budget"]: b for b in e["by_budget"]}
-    return {
-        "label": e.get("label") or path.stem,
-        "file": str(path),
-        "status": e["status"]["label"],
-        "complete": e["status"]["complete"],
-        "theorems": e["status"]["evaluated_theorems"],
-        "rates": {str(b): by_budget[b]["rate"] if b in by_budget else None for b in budgets},
-        "solved": {str(b): by_budget[b]["solved"] if b in by_budget else None for b in budgets},
-    }
-
-
-def add_controls(c: dict, controls: Sequence[tuple[Path, Mapping[str, Any]]]) -> dict:
-    """``c`` with the search-longer ``controls`` as rows of their own (budgets widened to theirs)
-    and the learning check against them; never mixed into deltas or cumulative counts."""
-    if not controls:
-        return c
-    for p, e in controls:
-        if e.get("pass_n") != c.get("pass_n") or (e.get("benchmark") or {}).get("sha256") != (
-            c.get("benchmark") or {}
-        ).get("sha256"):
-            raise CompareError(
-                f"{p}: another benchmark or pass_n than the iterations: not comparable"
-            )
-    budgets = sorted({*c["budgets"], *(b for _, e in controls for b in e["budgets"])})
-    c["budgets"] = budgets
-    for r in c["rows"]:
-        for key in ("rates", "solved"):
-            r[key] = {str(b): r[key].get(str(b)) for b in budgets}
-    c["controls"] = [_control_row(p, e, budgets) for p, e in controls]
-    c["learning"] = learning_check(c["rows"], c["controls"])
-    return c
 
 
 def run(
@@ -295,10 +346,13 @@ def run(
 
     if not evals:
         raise CompareError("no eval JSON given")
-    c = add_controls(compare(load_evals(evals)), load_evals(controls) if controls else [])
+    c = compare(load_evals(evals), load_evals(controls) if controls else [])
     Path(out_md).parent.mkdir(parents=True, exist_ok=True)
     Path(out_md).write_text(compare_markdown(c), encoding="utf-8")
     if out_json is not None:
         write_json(Path(out_json), c)
-    log.info("compared %d evals → %s", len(c["rows"]), out_md)
+    log.info(
+        "compared %d evals (%d controls) → %s: learning check %s",
+        len(c["rows"]), len(c["controls"]), out_md, c["learning"]["verdict"],
+    )  # fmt: skip
     return c

@@ -1,4 +1,5 @@
-"""Tables of an eval: the terminal table (rich) and markdown, both labelled complete/partial.
+"""Tables of an eval: the terminal table (rich) and markdown, both labelled complete/partial, and
+how its attempts ended (:func:`outcomes_markdown`).
 
 Every table carries the eval's status label (``complete N/N`` or ``partial n/N``) in its title or
 first line, so a partial evaluation is never read as a complete one.
@@ -17,6 +18,8 @@ import io
 import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+from burnqed.outcomes import END_REASONS, NONDETERMINISTIC_EVENTS, POOL_COUNTERS
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +114,65 @@ def eval_markdown(result: Mapping[str, Any]) -> str:
             "",
         ]
     return "\n".join(out)
+
+
+def _count_events(events: Mapping[str, Any] | None) -> str:
+    if not events:
+        return "not recorded"
+    return ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in events.items())
+
+
+def outcomes_markdown(result: Mapping[str, Any]) -> str:
+    """How attempts ended (:mod:`burnqed.outcomes`): per budget, why a run with that budget stops
+    and the events the clock decided; statement defects; the Lean pool's counters ("not recorded"
+    where an older eval has none)."""
+    budgets = result.get("by_budget") or []
+    rows = [
+        [str(b["budget"]), *(str((b.get("ended_by") or {}).get(r, 0)) for r in END_REASONS),
+         *(str((b.get("nondeterministic_events") or {}).get(k, "–")) for k in NONDETERMINISTIC_EVENTS)]
+        for b in budgets
+    ]  # fmt: skip
+    headers = ["budget", *(f"ended: {r}" for r in END_REASONS),
+               *(k.replace("_", " ") for k in NONDETERMINISTIC_EVENTS)]  # fmt: skip
+    out = [
+        "Why a run with each budget stops (attempts per reason) and the events the clock decided:",
+        "",
+        markdown_table(headers, rows) if rows else "no budgets",
+        "",
+    ]
+    events = result.get("nondeterministic_events")
+    if events is None:
+        out.append("- Non-deterministic events: not recorded.")
+    elif any(events.values()):
+        out.append(
+            f"- **Non-deterministic events: {_count_events(events)}** — a wall-clock backstop "
+            "decided some results, so a rerun may differ (a reproducible run shows 0)."
+        )
+    else:
+        out.append(f"- Non-deterministic events: {_count_events(events)} (reproducible).")
+    defects = result.get("statement_defects")
+    if defects is None:
+        out.append("- Statement defects: not recorded.")
+    elif defects:
+        out.append(
+            f"- Statement defects (Lean rejects the statement; unsolved, in the denominator): "
+            f"{len(defects)}"
+        )
+        out += [f"  - {d['theorem']}: {d.get('reason') or '–'}" for d in defects]
+    else:
+        out.append("- Statement defects: none.")
+    pool = ((result.get("provenance") or {}).get("search_manifest") or {}).get("lean_pool")
+    out.append("")
+    if pool:
+        known = [k for k in POOL_COUNTERS if k in pool]
+        keys = known + sorted(k for k in pool if k not in POOL_COUNTERS)
+        out += [
+            markdown_table(["Lean pool counter", "count", "meaning"],
+                           [[k, fmt(pool[k]), POOL_COUNTERS.get(k, "")] for k in keys]),
+        ]  # fmt: skip
+    else:
+        out.append("Lean pool counters: not recorded (the search manifest has none).")
+    return "\n".join(out) + "\n"
 
 
 def render_rich(result: Mapping[str, Any], *, width: int = 110) -> str:

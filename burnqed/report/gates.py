@@ -1,55 +1,82 @@
-"""Go/no-go gates: each metric against its target and red line (``params.yaml`` ``report``).
+"""Go/no-go gates: each metric against its target and red line (``params.yaml`` ``report``), or —
+for the EBM ablation — against the paired test.
 
-``go`` at or above the target, ``watch`` between the red line and the target, ``no-go`` below the
-red line, ``n/a`` when the metric is not available (no EBM yet, no baseline, …).  A gate computed
-from a partial eval says so in its note.  The overall verdict is the worst gate.
+Threshold gates: ``go`` at or above the target, ``watch`` between the red line and the target,
+``no-go`` below the red line, ``n/a`` when the metric is not available (no EBM yet, no baseline, …).
+The EBM ablation (``ebm_gain``) is judged by the exact McNemar test of :mod:`burnqed.eval.paired`
+on the theorems both evals evaluated: ``go`` only when the EBM is ``better``, ``no-go`` when
+``worse``, ``no measurable effect`` otherwise; ``undecided`` when the two evals are not comparable
+(partial, another temperature, …).  A gain gate whose two evals are not comparable (another
+benchmark, attempts or sampling temperature) is ``undecided`` too; one computed from a partial eval
+says so in its note.  Every gate comparing two evals carries its paired test (p-value, theorems
+gained and lost).  The overall verdict is the worst gate: no-go < watch < no measurable effect <
+undecided < go (n/a is left out).
+
+The embedding gates read what the writers write: ``results/iter_{i}/ebm_metrics.json``
+(:func:`burnqed.ebm.stage.run_metrics`: ``centroid_separation``, ``linear_probe.balanced_accuracy``,
+``ebm.heldout_rank1`` and ``ebm.heldout_tie_rate``) and, for rank-1 without an EBM in the metrics,
+``models/iter_{i}/ebm/ebm.json`` (:func:`burnqed.ebm.stage.run_train`: ``heldout.rank1``).
 
 Example::
 
-    >>> from burnqed.config import ReportConfig
     >>> verdict(1.4, target=2.0, red_line=1.5)
     'no-go'
-    >>> overall([{"verdict": "go"}, {"verdict": "watch"}, {"verdict": "n/a"}])
-    'watch'
+    >>> overall([{"verdict": "go"}, {"verdict": "no measurable effect"}, {"verdict": "n/a"}])
+    'no measurable effect'
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from burnqed.config import REPORT_GATES, ReportConfig
+from burnqed.config import ReportConfig
+from burnqed.eval.paired import BETTER, NO_EFFECT, UNDECIDED, WORSE, paired_test
 
 log = logging.getLogger(__name__)
 
-ORDER = {"no-go": 0, "watch": 1, "go": 2}
+GO, WATCH, NO_GO, NA = "go", "watch", "no-go", "n/a"
+# Worst first; n/a is not a verdict on anything and is left out of the overall one.
+ORDER = {NO_GO: 0, WATCH: 1, NO_EFFECT: 2, UNDECIDED: 3, GO: 4}
+FLAGGED = (NO_GO, WATCH, NO_EFFECT, UNDECIDED)
+PAIRED_VERDICT = {BETTER: GO, WORSE: NO_GO, NO_EFFECT: NO_EFFECT, UNDECIDED: UNDECIDED}
 
+GATES = (
+    "gain_vs_baseline",
+    "gain_vs_previous",
+    "ebm_gain",
+    "centroid_separation",
+    "probe_balanced_accuracy",
+    "ebm_rank1",
+    "unique_candidates",
+)
 DESCRIPTIONS = {
     "gain_vs_baseline": "solve rate − baseline's (largest budget)",
     "gain_vs_previous": "solve rate − previous iteration's (largest budget)",
-    "ebm_gain": "solve rate with EBM − without (same theorems and seeds)",
-    "centroid_l2": "embedding centroid L2 (collapse shows as a drop)",
-    "probe_accuracy": "embedding linear-probe accuracy",
-    "ebm_rank1": "EBM held-out rank-1 accuracy",
+    "ebm_gain": "EBM ablation: with − without (paired test, same theorems and seeds)",
+    "centroid_separation": "embedding centroid separation (distance / within-class spread)",
+    "probe_balanced_accuracy": "embedding linear-probe balanced accuracy",
+    "ebm_rank1": "EBM held-out rank-1 accuracy (ties count 1/t)",
     "unique_candidates": "unique candidates per expansion (diversity alarm)",
 }
+# Why a paired test leaves a comparison undecided that a rate difference must not ignore either.
+_NOT_COMPARABLE = ("different ", "sampling temperatures differ", "no budget", "has no budget")
 
 
 def verdict(value: float | None, *, target: float, red_line: float) -> str:
     if value is None:
-        return "n/a"
+        return NA
     if value >= target:
-        return "go"
-    return "watch" if value >= red_line else "no-go"
+        return GO
+    return WATCH if value >= red_line else NO_GO
 
 
 def overall(gates: list[Mapping[str, Any]]) -> str:
     known = [g["verdict"] for g in gates if g["verdict"] in ORDER]
-    return min(known, key=ORDER.__getitem__) if known else "n/a"
+    return min(known, key=ORDER.__getitem__) if known else NA
 
 
 def top_rate(e: Mapping[str, Any] | None) -> float | None:
@@ -58,12 +85,54 @@ def top_rate(e: Mapping[str, Any] | None) -> float | None:
     return e["by_budget"][-1]["rate"]
 
 
-def _gain(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> tuple[float | None, str]:
-    ra, rb = top_rate(a), top_rate(b)
+def _comparison(
+    before: Mapping[str, Any] | None, after: Mapping[str, Any] | None
+) -> tuple[float | None, str, dict | None]:
+    """(rate of ``after`` − rate of ``before`` at each one's largest budget, note, paired test)."""
+    ra, rb = top_rate(before), top_rate(after)
     if ra is None or rb is None:
-        return None, "not available"
-    notes = [f"{x['label']} {x['status']['label']}" for x in (a, b) if not x["status"]["complete"]]
-    return ra - rb, ("from a partial eval: " + ", ".join(notes)) if notes else ""
+        return None, "not available", None
+    test = paired_test(before, after)
+    notes = [f"{x['label']} {x['status']['label']}" for x in (before, after)
+             if not x["status"]["complete"]]  # fmt: skip
+    return rb - ra, ("from a partial eval: " + ", ".join(notes)) if notes else "", test
+
+
+def load_ebm_metrics(metrics_json: Path | None, ebm_dir: Path | None) -> dict | None:
+    """Embedding metrics of an iteration from what the EBM stage writes (module docstring): the
+    gated values, every scalar (flattened keys) for the report's table, and the sources read.
+    None when neither file exists."""
+    metrics: dict[str, Any] = {}
+    sources = []
+    if metrics_json is not None and Path(metrics_json).is_file():
+        metrics = json.loads(Path(metrics_json).read_text(encoding="utf-8"))
+        sources.append(str(metrics_json))
+    ebm = metrics.get("ebm") or {}
+    rank1, ties, rank1_from = ebm.get("heldout_rank1"), ebm.get("heldout_tie_rate"), None
+    if rank1 is not None:
+        rank1_from = "ebm.heldout_rank1"
+    elif ebm_dir is not None and (Path(ebm_dir) / "ebm.json").is_file():
+        meta = json.loads((Path(ebm_dir) / "ebm.json").read_text(encoding="utf-8"))
+        held = meta.get("heldout") or {}
+        if held.get("rank1") is not None:
+            rank1, ties, rank1_from = held["rank1"], held.get("tie_rate"), "heldout.rank1"
+            sources.append(str(Path(ebm_dir) / "ebm.json"))
+    if not sources:
+        return None
+    return {
+        "centroid_separation": metrics.get("centroid_separation"),
+        "centroid_l2": metrics.get("centroid_l2"),
+        "probe_balanced_accuracy": (metrics.get("linear_probe") or {}).get("balanced_accuracy"),
+        "ebm_rank1": rank1,
+        "ebm_rank1_key": rank1_from,
+        "ebm_tie_rate": ties,
+        "all": {
+            k: v
+            for k, v in _flatten(metrics).items()
+            if isinstance(v, int | float | str | bool) or v is None
+        },
+        "sources": sources,
+    }
 
 
 def _flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -77,51 +146,6 @@ def _flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def _rank1(flat: Mapping[str, Any]) -> tuple[str, float] | None:
-    """The held-out rank-1 accuracy among flattened metric keys (held-out/val/test preferred)."""
-    keys = [k for k, v in flat.items() if re.search(r"rank[_-]?1", k, re.I)
-            and isinstance(v, int | float) and not isinstance(v, bool)]  # fmt: skip
-    if not keys:
-        return None
-    keys.sort(key=lambda k: (not re.search(r"held|val|test", k, re.I), "depth" in k, len(k)))
-    return keys[0], float(flat[keys[0]])
-
-
-def load_ebm_metrics(metrics_json: Path | None, ebm_dir: Path | None) -> dict | None:
-    """Embedding metrics of an iteration: ``results/iter_{i}/ebm_metrics.json`` (``centroid_l2``,
-    ``probe_accuracy``, …) plus the held-out rank-1 from the JSON files of ``models/iter_{i}/ebm/``.
-    None when neither exists."""
-    flat: dict[str, Any] = {}
-    sources = []
-    if metrics_json is not None and Path(metrics_json).is_file():
-        flat.update(_flatten(json.loads(Path(metrics_json).read_text(encoding="utf-8"))))
-        sources.append(str(metrics_json))
-    rank1 = _rank1(flat)
-    if rank1 is None and ebm_dir is not None and Path(ebm_dir).is_dir():
-        for f in sorted(Path(ebm_dir).glob("*.json")):
-            try:
-                data = json.loads(f.read_text(encoding="utf-8"))
-            except (OSError, json.JSONDecodeError):
-                continue
-            if isinstance(data, Mapping) and (found := _rank1(_flatten(data))):
-                rank1 = found
-                sources.append(str(f))
-                break
-    if not sources:
-        return None
-    scalars = {
-        k: v for k, v in flat.items() if isinstance(v, int | float | str | bool) or v is None
-    }
-    return {
-        "centroid_l2": flat.get("centroid_l2"),
-        "probe_accuracy": flat.get("probe_accuracy"),
-        "ebm_rank1": rank1[1] if rank1 else None,
-        "ebm_rank1_key": rank1[0] if rank1 else None,
-        "all": scalars,
-        "sources": sources,
-    }
-
-
 def evaluate_gates(
     cfg: ReportConfig,
     *,
@@ -132,19 +156,37 @@ def evaluate_gates(
     ebm: Mapping[str, Any] | None = None,
     unique_candidates: float | None = None,
 ) -> list[dict]:
-    values: dict[str, tuple[float | None, str]] = {
-        "gain_vs_baseline": _gain(current, baseline),
-        "gain_vs_previous": _gain(current, previous),
-        "ebm_gain": _gain(current, no_ebm),
-        "centroid_l2": ((ebm or {}).get("centroid_l2"), ""),
-        "probe_accuracy": ((ebm or {}).get("probe_accuracy"), ""),
-        "ebm_rank1": ((ebm or {}).get("ebm_rank1"), (ebm or {}).get("ebm_rank1_key") or ""),
-        "unique_candidates": (unique_candidates, ""),
+    """Every gate of :data:`GATES`: value, target, red line, verdict, note and (comparisons) the
+    paired test."""
+    e = ebm or {}
+    ties = e.get("ebm_tie_rate")
+    rank1_note = f"tie rate {ties:.1%}" if ties is not None else ""
+    values: dict[str, tuple[float | None, str, dict | None]] = {
+        "gain_vs_baseline": _comparison(baseline, current),
+        "gain_vs_previous": _comparison(previous, current),
+        "ebm_gain": _comparison(no_ebm, current),
+        "centroid_separation": (e.get("centroid_separation"), "", None),
+        "probe_balanced_accuracy": (e.get("probe_balanced_accuracy"), "", None),
+        "ebm_rank1": (e.get("ebm_rank1"), rank1_note, None),
+        "unique_candidates": (unique_candidates, "", None),
     }
     gates = []
-    for name in REPORT_GATES:
-        value, note = values[name]
-        target, red = getattr(cfg, f"{name}_target"), getattr(cfg, f"{name}_red_line")
+    for name in GATES:
+        value, note, test = values[name]
+        if name == "ebm_gain":
+            target = red = None
+            v = NA if test is None else PAIRED_VERDICT[test["verdict"]]
+        else:
+            target, red = getattr(cfg, f"{name}_target"), getattr(cfg, f"{name}_red_line")
+            v = verdict(value, target=target, red_line=red)
+        reasons = []
+        if test is not None and test["verdict"] == UNDECIDED:
+            reasons = test["reasons"] if name == "ebm_gain" else [
+                r for r in test["reasons"] if r.startswith(_NOT_COMPARABLE)
+            ]  # fmt: skip
+            if reasons:
+                v = UNDECIDED
+        note = "; ".join(x for x in (note, *reasons) if x)
         gates.append(
             {
                 "gate": name,
@@ -152,8 +194,9 @@ def evaluate_gates(
                 "value": value,
                 "target": target,
                 "red_line": red,
-                "verdict": verdict(value, target=target, red_line=red),
+                "verdict": v,
                 "note": note or ("not available" if value is None else ""),
+                "paired": test,
             }
         )
     return gates

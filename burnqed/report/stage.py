@@ -3,9 +3,13 @@
 Numbers come from DuckDB SQL over the eval's trajectory parts (burnqed.eval.summary: proved rate,
 proof depth and node distributions, candidates per expansion raw and unique, error classes, time
 split; energy histograms below) and from the eval JSONs; Python only arranges the few aggregated
-rows into markdown and plots.  Go/no-go gates (burnqed.report.gates) are flagged at the top.  Every
-report renders on an empty or all-failed run: missing numbers read "–" or "not available", plots say
-"no data" on labelled axes.
+rows into markdown and plots.  Go/no-go gates (burnqed.report.gates) are flagged at the top; every
+comparison a report judges (gains, the EBM ablation, the learning check) shows its paired test —
+exact McNemar p and the theorems gained and lost (burnqed.eval.paired) — and the EBM ablation lists
+the theorems solved with the EBM only and without it only.  How attempts ended (per budget), the
+non-deterministic events (0 in a reproducible run), statement defects and the Lean pool's counters
+come from the eval JSON (burnqed.outcomes).  Every report renders on an empty or all-failed run:
+missing numbers read "–" or "not available", plots say "no data" on labelled axes.
 
 Example::
 
@@ -27,12 +31,13 @@ from pathlib import Path
 from typing import Any
 
 from burnqed.config import ReportConfig
-from burnqed.eval.compare import add_controls, compare, compare_markdown, load_evals
+from burnqed.eval.compare import compare, compare_markdown, load_evals
+from burnqed.eval.paired import format_p, paired_test, summary_line
 from burnqed.eval.stage import write_json
-from burnqed.eval.summary import rows, summarise, summary_markdown
-from burnqed.eval.table import eval_markdown, fmt, markdown_table, pct
+from burnqed.eval.summary import QUERIES, rows, summarise, summary_markdown
+from burnqed.eval.table import eval_markdown, fmt, markdown_table, outcomes_markdown, pct
 from burnqed.report import plots
-from burnqed.report.gates import evaluate_gates, load_ebm_metrics, overall
+from burnqed.report.gates import FLAGGED, evaluate_gates, load_ebm_metrics, overall
 
 log = logging.getLogger(__name__)
 
@@ -99,21 +104,33 @@ def _name(e: Mapping[str, Any]) -> str:
     return e.get("label", "eval") + ("" if st["complete"] else f" ({st['label']})")
 
 
+def _paired_cell(t: Mapping[str, Any] | None) -> str:
+    if not t or t.get("gained") is None:
+        return "–"
+    return f"+{t['gained']} −{t['lost']}, p = {format_p(t['p_value'])}"
+
+
 def gates_markdown(gates: Sequence[Mapping[str, Any]]) -> str:
     verdict = overall(list(gates))
     table = markdown_table(
-        ["gate", "value", "target", "red line", "verdict", "note"],
+        ["gate", "value", "target", "red line", "verdict", "paired test (gained, lost, p)", "note"],
         [
-            [g["description"], fmt(g["value"], 3), fmt(g["target"], 3), fmt(g["red_line"], 3),
-             g["verdict"].upper(), g["note"]]
+            [g["description"], fmt(g["value"], 3),
+             "paired test" if g["gate"] == "ebm_gain" else fmt(g["target"], 3),
+             fmt(g["red_line"], 3), g["verdict"].upper(), _paired_cell(g.get("paired")), g["note"]]
             for g in gates
         ],
     )  # fmt: skip
-    flagged = [g["description"] for g in gates if g["verdict"] in ("no-go", "watch")]
+    flagged = [f"{g['description']} ({g['verdict']})" for g in gates if g["verdict"] in FLAGGED]
     head = f"## Go/no-go: **{verdict.upper()}**"
     if flagged:
         head += "\n\nFlagged: " + "; ".join(flagged)
     return f"{head}\n\n{table}\n"
+
+
+def _names(theorems: Sequence[str], limit: int = 50) -> str:
+    shown = ", ".join(theorems[:limit]) or "none"
+    return shown + (f", … ({len(theorems) - limit} more)" if len(theorems) > limit else "")
 
 
 def ablation_markdown(current: Mapping[str, Any], no_ebm: Mapping[str, Any] | None) -> str:
@@ -130,7 +147,13 @@ def ablation_markdown(current: Mapping[str, Any], no_ebm: Mapping[str, Any] | No
             for b in current["by_budget"]
         ],
     )  # fmt: skip
-    return f"EBM ablation (same theorems and seeds):\n\n{table}\n"
+    t = paired_test(no_ebm, current)
+    return (
+        f"EBM ablation (same theorems and seeds):\n\n{table}\n\n"
+        f"Paired test, with vs without the EBM: {summary_line(t)}.\n\n"
+        f"- solved with the EBM only ({len(t['gained_theorems'])}): {_names(t['gained_theorems'])}\n"
+        f"- solved without the EBM only ({len(t['lost_theorems'])}): {_names(t['lost_theorems'])}\n"
+    )
 
 
 def embedding_markdown(ebm: Mapping[str, Any] | None) -> str:
@@ -227,6 +250,9 @@ def run_iteration(
         "",
         "![anytime curves](anytime.png)",
         "",
+        "## How attempts ended",
+        "",
+        outcomes_markdown(current),
         "## EBM",
         "",
         ablation_markdown(current, ablation),
@@ -274,6 +300,37 @@ def _pool_table(pools: Sequence[Path]) -> str:
     return markdown_table(headers, rows) if rows else "none (a single iteration)"
 
 
+def unique_candidates(trajectories: Path) -> float | None:
+    """Mean unique candidates per expansion of a search output (None when it has none)."""
+    from burnqed.trajectory import open_duckdb
+
+    if not Path(trajectories).is_dir():
+        return None
+    con, _skipped = open_duckdb(Path(trajectories))
+    try:
+        return rows(con, QUERIES["candidates"])[0]["unique_avg"]
+    finally:
+        con.close()
+
+
+def _outcome_row(label: str, e: Mapping[str, Any]) -> list[str]:
+    """One iteration's line of the cross report's outcome table (at its largest budget)."""
+    ended = e.get("ended_by")
+    events = e.get("nondeterministic_events")
+    defects = e.get("statement_defects")
+    pool = ((e.get("provenance") or {}).get("search_manifest") or {}).get("lean_pool")
+    return [
+        label,
+        "not recorded" if ended is None
+        else ", ".join(f"{k} {v}" for k, v in ended.items()) or "–",
+        "not recorded" if events is None else str(sum(events.values())),
+        "not recorded" if defects is None else str(len(defects)),
+        "not recorded" if not pool
+        else ", ".join(f"{k} {pool[k]}" for k in ("restarts", "crashes", "hard_hangs") if k in pool)
+        or "recorded (no restart counters)",
+    ]  # fmt: skip
+
+
 def run_cross(
     *,
     evals: Sequence[Path],
@@ -285,23 +342,27 @@ def run_cross(
     pools: Sequence[Path] = (),
 ) -> dict:
     """The cross-iteration report: compare table (with the search-longer ``controls`` and the
-    learning check), per-iteration gates, budget curves per iteration, the per-iteration curve,
-    ablations, embedding metrics and the search-pool selection (``pools``: the ``.meta.json`` of
-    each later iteration's pool) by iteration."""
+    learning check), per-iteration gates (unique candidates read from each eval's trajectories,
+    beside its JSON), budget curves per iteration, the per-iteration curve, ablations with their
+    paired tests, embedding metrics, how attempts ended, and the search-pool selection (``pools``:
+    the ``.meta.json`` of each later iteration's pool) by iteration."""
     rcfg = ReportConfig.from_dict(cfg)
     loaded = load_evals(evals)
-    c = add_controls(compare(loaded), load_evals(controls) if controls else [])
+    c = compare(loaded, load_evals(controls) if controls else [])
     by_dir = {Path(p).parent.name: _load(p) for p in no_ebm}
     ebm_by_dir = {Path(p).parent.name: load_ebm_metrics(Path(p), None) for p in ebm_metrics}
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     base = next((e for _, e in loaded if e.get("label") == "baseline"), None)
     iteration_gates, prev = [], None
+    current_by_dir = {}
     for path, e in loaded:
         key = path.parent.name
+        current_by_dir[key] = e
         if e.get("label") != "baseline":
             gates = evaluate_gates(rcfg, current=e, baseline=base, previous=prev,
-                                   no_ebm=by_dir.get(key), ebm=ebm_by_dir.get(key))  # fmt: skip
+                                   no_ebm=by_dir.get(key), ebm=ebm_by_dir.get(key),
+                                   unique_candidates=unique_candidates(path.with_suffix("")))  # fmt: skip
             iteration_gates.append({"label": e["label"], "verdict": overall(gates), "gates": gates})
         prev = e
     plots.budget_curves({_name(e): _curve(e) for _, e in loaded}, out / "budget_curves.png",
@@ -315,18 +376,35 @@ def run_cross(
     plots.per_iteration(per_it, out / "iterations.png")
     gate_rows = [
         [g["label"], g["verdict"].upper(),
-         "; ".join(f"{x['gate']} {x['verdict']}" for x in g["gates"] if x["verdict"] != "n/a") or "–"]
+         "; ".join(f"{x['gate']} {x['verdict']}"
+                   + (f" (+{x['paired']['gained']} −{x['paired']['lost']}, "
+                      f"p = {format_p(x['paired']['p_value'])})"
+                      if x.get("paired") and x["paired"]["gained"] is not None else "")
+                   for x in g["gates"] if x["verdict"] != "n/a") or "–"]
         for g in iteration_gates
     ]  # fmt: skip
-    ablation_rows = [
-        [key, pct(e["by_budget"][-1]["rate"]), f"{e['status']['label']}"]
-        for key, e in sorted(by_dir.items())
-    ]
+    ablations, ablation_rows, ablation_lists = [], [], []
+    for key, e in sorted(by_dir.items()):
+        with_ebm = current_by_dir.get(key)
+        t = paired_test(e, with_ebm) if with_ebm is not None else None
+        ablations.append({"iteration": key, "paired": t})
+        ablation_rows.append(
+            [key, pct(with_ebm["by_budget"][-1]["rate"]) if with_ebm else "–",
+             pct(e["by_budget"][-1]["rate"]), e["status"]["label"],
+             *(_paired_cells(t))]
+        )  # fmt: skip
+        if t is not None:
+            ablation_lists += [
+                f"- **{key}** with the EBM only ({len(t['gained_theorems'])}): "
+                f"{_names(t['gained_theorems'])}; without it only ({len(t['lost_theorems'])}): "
+                f"{_names(t['lost_theorems'])}"
+            ]
     ebm_rows = [
-        [key, fmt(m["centroid_l2"], 3), fmt(m["probe_accuracy"], 3), fmt(m["ebm_rank1"], 3)]
+        [key, fmt(m["centroid_separation"], 3), fmt(m["centroid_l2"], 3),
+         fmt(m["probe_balanced_accuracy"], 3), fmt(m["ebm_rank1"], 3), fmt(m["ebm_tie_rate"], 3)]
         for key, m in sorted(ebm_by_dir.items())
         if m is not None
-    ]
+    ]  # fmt: skip
     md = [
         compare_markdown(c),
         "## Go/no-go by iteration",
@@ -337,25 +415,43 @@ def run_cross(
         "",
         "![per iteration](iterations.png)",
         "",
-        "## EBM ablation (solve rate without the EBM, largest budget)",
+        "## EBM ablation (largest budget; paired test on the theorems both evaluated)",
         "",
-        markdown_table(["iteration", "without EBM", "status"], ablation_rows)
+        markdown_table(["iteration", "with EBM", "without EBM", "status (without)",
+                        "gained", "lost", "p (McNemar)", "verdict"], ablation_rows)
         if ablation_rows
         else "not available",
         "",
+        *ablation_lists,
+        *([""] if ablation_lists else []),
         "## Embedding metrics",
         "",
-        markdown_table(["iteration", "centroid_l2", "probe accuracy", "EBM rank-1"], ebm_rows)
+        markdown_table(["iteration", "centroid separation", "centroid_l2 (raw)",
+                        "probe balanced accuracy", "EBM rank-1", "rank-1 tie rate"], ebm_rows)
         if ebm_rows
         else "not available",
+        "",
+        "## How attempts ended (largest budget)",
+        "",
+        markdown_table(["eval", "ended by", "non-deterministic events (0: reproducible)",
+                        "statement defects", "Lean pool"],
+                       [_outcome_row(_name(e), e) for _, e in loaded]),
         "",
         "## Search-pool selection (theorems excluded before each later iteration's search)",
         "",
         _pool_table(pools),
         "",
-    ]
+    ]  # fmt: skip
     (out / "report.md").write_text("\n".join(md), encoding="utf-8")
-    result = {"kind": "burnqed cross report", "compare": c, "iterations": iteration_gates}
+    result = {"kind": "burnqed cross report", "compare": c, "iterations": iteration_gates,
+              "ablations": ablations}  # fmt: skip
     write_json(out / "report.json", result)
     log.info("cross-iteration report of %d evals → %s", len(loaded), out / "report.md")
     return result
+
+
+def _paired_cells(t: Mapping[str, Any] | None) -> list[str]:
+    if t is None:
+        return ["–", "–", "–", "not available"]
+    n = lambda x: "–" if x is None else str(x)  # noqa: E731
+    return [n(t["gained"]), n(t["lost"]), format_p(t["p_value"]), t["verdict"]]

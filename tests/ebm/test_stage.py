@@ -103,6 +103,8 @@ def test_train_writes_weights_hyperparameters_hashes_and_curve(trained):
     assert len(meta["data"]["groups_sha256"]) == 16 and len(meta["data"]["trajectories"]) == 2
     assert sum(meta["data"]["negatives_by_kind"].values()) == 3 * meta["data"]["groups"]
     assert meta["chance"] == 0.25 and meta["heldout"]["groups"] == meta["data"]["heldout_groups"]
+    assert meta["heldout"]["tie_rate"] == 0.0 and meta["heldout"]["rank1_by_depth"]
+    assert all("tie_rate" in v for v in meta["heldout"]["rank1_by_depth"].values())
     steps = [json.loads(x)["step"] for x in (ebm / "metrics.jsonl").read_text().splitlines()]
     assert steps == [20, 40, 60]
     head, _ = load_ebm(ebm)
@@ -113,10 +115,12 @@ def test_metrics_json_and_plots(trained):
     m = json.loads((trained["root"] / "ebm_metrics.json").read_text())
     assert m == json.loads(json.dumps(trained["metrics"], default=str))
     assert m["centroid_l2"] > 0.5  # the toy embedder puts the remaining total in coordinate 0
+    assert 0 < m["centroid_separation"] < 10  # scale-free: distance / within-class spread
     assert 0 <= m["linear_probe"]["balanced_accuracy"] <= 1
     assert m["sibling_distance"]["pairs"] > 0 and m["sibling_distance"]["ratio"] > 0
     assert 1 <= m["variance_spectrum"]["effective_rank"] <= 16
     assert m["ebm"]["chance"] == 0.25 and m["ebm"]["heldout_groups"] > 0
+    assert m["ebm"]["heldout_tie_rate"] == 0.0  # distinct toy embeddings: no energy ties
     pngs = sorted(p.name for p in (trained["root"] / "ebm_plots").iterdir())
     assert pngs == ["energy_hist.png", "pca_by_depth.png", "pca_by_label.png"]
     for p in (trained["root"] / "ebm_plots").iterdir():

@@ -1,16 +1,26 @@
-"""EBM training: a planted signal is learned, shuffled labels are not, pins abort, resume is exact."""
+"""EBM training: a planted signal is learned, shuffled labels are not, pins abort, resume is exact;
+rank-1 counts a tie among t candidates as 1/t and reports the tie rate."""
 
 from __future__ import annotations
 
 import json
 import shutil
 
+import numpy as np
 import pytest
 import torch
 
 from burnqed.config import EBMConfig
 from burnqed.ebm.head import GoalConditionedEnergyHead
-from burnqed.ebm.train import CHECKPOINT, EBMTrainingError, load_checkpoint, train_head
+from burnqed.ebm.train import (
+    CHECKPOINT,
+    EBMTrainingError,
+    evaluate,
+    index_groups,
+    load_checkpoint,
+    rank1_credit,
+    train_head,
+)
 from tests.ebm.synthetic import planted
 
 CFG = EBMConfig(hidden_sizes=(64, 32), dropout=0.1, negatives=7, steps=150, batch_size=32,
@@ -82,3 +92,33 @@ def test_resume_from_a_checkpoint_equals_the_uninterrupted_run(tmp_path):
         json.loads(x)["step"] for x in (tmp_path / "b" / "metrics.jsonl").read_text().splitlines()
     ]
     assert steps == [10, 20, 30, 40]  # nothing replayed twice
+
+
+def test_rank1_counts_a_tie_among_t_candidates_as_1_over_t(tmp_path):
+    # Collapsed embeddings (every state the same vector) give every candidate the same energy:
+    # argmin picked the positive at index 0 and scored 100 %; a random tie-break scores 1/8.
+    vectors, groups = planted(theorems=10)
+    same = {h: np.ones(16, np.float32) for h in vectors}
+    hashes = sorted(same)
+    emb = torch.from_numpy(np.stack([same[h] for h in hashes]))
+    ig = index_groups(groups, {h: i for i, h in enumerate(hashes)})
+    head = GoalConditionedEnergyHead(16, hidden_sizes=(8,))
+    r = evaluate(head, emb, ig)
+    assert r["rank1"] == pytest.approx(1 / 8) and r["tie_rate"] == 1.0
+    assert all(v["rank1"] == pytest.approx(1 / 8) and v["tie_rate"] == 1.0
+               for v in r["rank1_by_depth"].values())  # fmt: skip
+    # Truncated embeddings: the positive identical to one negative, the rest far worse.
+    credit, tied = rank1_credit(np.array([[0.0, 0.0, 3.0, 3.0], [0.0, 1.0, 1.0, 1.0],
+                                          [2.0, 0.0, 0.0, 5.0]]))  # fmt: skip
+    assert credit.tolist() == [0.5, 1.0, 0.0] and tied.tolist() == [True, False, True]
+
+
+def test_training_records_the_tie_rate_beside_rank1(tmp_path):
+    vectors, groups = planted(theorems=20)
+    cfg = EBMConfig(hidden_sizes=(32,), dropout=0.1, negatives=7, steps=20, batch_size=16,
+                    learning_rate=3e-3, log_every=10, save_every=10)  # fmt: skip
+    r = train_head(vectors, groups, cfg, work_dir=tmp_path, seed=0, device="cpu")
+    assert r.heldout["tie_rate"] == 0.0 and r.train["tie_rate"] == 0.0  # distinct embeddings
+    rec = json.loads((tmp_path / "metrics.jsonl").read_text().splitlines()[-1])
+    assert rec["tie_rate"] == 0.0 and rec["heldout_tie_rate"] == 0.0
+    assert set(rec["tie_rate_by_depth"]) == set(rec["rank1_by_depth"])

@@ -64,8 +64,10 @@ def toy_search(
     env: ToyEnv | None = None,
     k: int = 1,
     depth_normalisation: float = 0.0,
+    temperature: float = 0.8,
 ) -> dict:
-    """One search into ``out`` popping ``k`` nodes per step (a smaller budget is a prefix)."""
+    """One search into ``out`` popping ``k`` nodes per step (a smaller budget is a prefix), sampling
+    at ``temperature`` (recorded in its manifest, which the eval copies into its provenance)."""
     # Errors are what some tests plant: the search must not fail on them (the eval reports them).
     cfg = SearchConfig.from_dict(
         {
@@ -80,7 +82,7 @@ def toy_search(
     return asyncio.run(
         search_to_dir(
             theorems, policy, env or ToyEnv(), cfg, out,
-            sampling=SamplingParams(n=cfg.num_candidates),
+            sampling=SamplingParams(n=cfg.num_candidates, temperature=temperature),
         )
     )  # fmt: skip
 

@@ -12,12 +12,11 @@ import pytest
 
 from burnqed.cli import main as cli_main
 from burnqed.config import ReportConfig
-from burnqed.eval.stage import run as eval_run
 from burnqed.report import plots
 from burnqed.report.stage import run_cross, run_iteration
 from burnqed.theorems import read_theorems
-from burnqed.trajectory import TrajectoryWriter
-from tests.eval.conftest import LEAN, POLICY, SEARCH, toy_search, write_benchmark
+from tests.eval.conftest import write_benchmark
+from tests.report.conftest import make_eval
 from tests.search.fakes import FixedPolicy, RandomToyPolicy, ToyEnv, toy_theorems
 
 PNGS = ("budget_curve.png", "anytime.png", "energy_hist.png", "proof_depth.png", "nodes_hist.png")
@@ -32,61 +31,77 @@ def assert_real_png(path: Path) -> None:
     assert ink > 0.01 and float(rgb.std()) > 0.02, (path, ink)
 
 
-def make_eval(
-    root: Path, benchmark: Path, label: str, policy, *, searched=None, budgets=(4, 12), env=None
-):
-    """A toy search of ``searched`` (default: the whole benchmark) scored by the eval stage."""
-    theorems = list(read_theorems(benchmark))
-    traj = root / label / "eval"
-    if searched == 0:
-        TrajectoryWriter(traj).close()  # an empty run: the directory, no attempts
-    else:
-        toy_search(traj, theorems[:searched], policy, max_nodes=max(budgets), env=env)
-    cfg = {"budgets": list(budgets), "pass_n": 1, "num_candidates": 4, "benchmark": "toy"}
-    eval_run(model="m", benchmark=benchmark, trajectories=traj, out=root / label / "eval.json",
-             cfg=cfg, search=SEARCH, lean=LEAN, policy=POLICY, run_search=False)  # fmt: skip
-    return root / label / "eval.json"
-
-
 @pytest.fixture()
 def bench(tmp_path) -> Path:
     return write_benchmark(tmp_path, toy_theorems(8, seed=5, low=3, high=12), name="toy")
 
 
-def test_iteration_report_flags_gates_and_shows_every_section(tmp_path, bench):
+def test_iteration_report_flags_gates_and_shows_every_section(tmp_path, bench, embedding_runs):
     base = make_eval(tmp_path, bench, "baseline", RandomToyPolicy(seed=1))
     cur = make_eval(tmp_path, bench, "iter_1", RandomToyPolicy(seed=2))
     no_ebm = tmp_path / "iter_1" / "eval_no_ebm.json"
     no_ebm.write_text(base.read_text())
-    (tmp_path / "iter_1" / "ebm_metrics.json").write_text(
-        json.dumps({"centroid_l2": 1.33, "probe_accuracy": 0.91, "spectrum": {"top1": 0.4}})
-    )
-    ebm_dir = tmp_path / "ebm"
-    ebm_dir.mkdir()
-    (ebm_dir / "metrics.json").write_text(
-        json.dumps({"train": {"rank1": 0.9}, "heldout": {"rank1": 0.62}})
-    )
+    # Embedding metrics and EBM as the EBM stage wrote them, for embeddings that collapsed the way
+    # the reproduced system's did (the label offset cut by 80 %).
+    collapsed = embedding_runs["collapse80"]
     out = tmp_path / "iter_1" / "report"
     result = run_iteration(eval_json=cur, trajectories=tmp_path / "iter_1" / "eval", out_dir=out,
                            cfg=CFG, baseline=base, previous=base, no_ebm=no_ebm,
-                           ebm_metrics=tmp_path / "iter_1" / "ebm_metrics.json", ebm_dir=ebm_dir)  # fmt: skip
+                           ebm_metrics=collapsed["metrics"], ebm_dir=collapsed["ebm"])  # fmt: skip
     gates = {g["gate"]: g for g in result["gates"]}
-    assert gates["centroid_l2"]["verdict"] == "no-go"  # the published collapse value
-    assert gates["probe_accuracy"]["verdict"] == "go"
-    assert gates["ebm_rank1"]["value"] == 0.62  # held-out, not train
-    cur_rate = json.loads(cur.read_text())["by_budget"][-1]["rate"]
-    base_rate = json.loads(base.read_text())["by_budget"][-1]["rate"]
+    written = json.loads(collapsed["metrics"].read_text())
+    assert gates["centroid_separation"]["verdict"] == "no-go"  # the reproduced collapse
+    assert gates["centroid_separation"]["value"] == written["centroid_separation"]
+    assert gates["probe_balanced_accuracy"]["value"] == written["linear_probe"]["balanced_accuracy"]
+    assert gates["ebm_rank1"]["value"] == written["ebm"]["heldout_rank1"]  # held-out, not train
+    cur_e, base_e = json.loads(cur.read_text()), json.loads(base.read_text())
+    cur_rate, base_rate = cur_e["by_budget"][-1]["rate"], base_e["by_budget"][-1]["rate"]
     assert gates["gain_vs_baseline"]["value"] == pytest.approx(cur_rate - base_rate)
     assert gates["ebm_gain"]["value"] == pytest.approx(cur_rate - base_rate)
+    paired = gates["ebm_gain"]["paired"]
+    cur_solved, base_solved = set(cur_e["solved_theorems"]), set(base_e["solved_theorems"])
+    assert paired["gained_theorems"] == sorted(cur_solved - base_solved)
+    assert paired["lost_theorems"] == sorted(base_solved - cur_solved)
     assert result["verdict"] == "no-go"
     md = (out / "report.md").read_text(encoding="utf-8")
     top = md.split("## Solve rate")[0]
-    assert "## Go/no-go: **NO-GO**" in top and "embedding centroid L2" in top.split("|")[0]
+    assert "## Go/no-go: **NO-GO**" in top and "embedding centroid separation" in top
+    assert f"| +{paired['gained']} −{paired['lost']}, p = " in top  # the paired test, per gate
     assert "complete 8/8" in md and "EBM ablation (same theorems and seeds)" in md
-    assert "centroid_l2 | 1.3300" in md and "heldout.rank1 | 0.6200" in md
+    assert f"solved with the EBM only ({paired['gained']}): " in md
+    assert f"solved without the EBM only ({paired['lost']}): " in md
+    assert f"centroid_separation | {written['centroid_separation']:.4f}" in md
+    assert "ebm.heldout_tie_rate | 0.0000" in md  # the tie rate beside rank-1
+    # How attempts ended: per budget, the clock's events (0: reproducible), defects, the pool.
+    assert "## How attempts ended" in md and "| budget | ended: proof | ended: budget |" in md
+    for b in cur_e["by_budget"]:
+        row = f"| {b['budget']} | {b['ended_by'].get('proof', 0)} | {b['ended_by'].get('budget', 0)} |"
+        assert row in md
+    assert (
+        "Non-deterministic events: tactic wall timeouts 0, attempt timeouts 0 (reproducible)." in md
+    )
+    assert "Statement defects: none." in md
+    pool = cur_e["provenance"]["search_manifest"]["lean_pool"]
+    assert f"| verifications | {pool['verifications']} | whole-file proof checks" in md
     for name in PNGS:
         assert f"]({name})" in md
         assert_real_png(out / name)
+
+
+def test_an_older_eval_without_the_new_fields_says_not_recorded(tmp_path, bench):
+    cur = make_eval(tmp_path, bench, "iter_0", RandomToyPolicy(seed=2))
+    e = json.loads(cur.read_text())
+    e["provenance"]["search_manifest"] = None
+    for key in ("nondeterministic_events", "statement_defects"):
+        del e[key]
+    cur.write_text(json.dumps(e))
+    run_iteration(eval_json=cur, trajectories=tmp_path / "iter_0" / "eval",
+                  out_dir=tmp_path / "report", cfg=CFG)  # fmt: skip
+    md = (tmp_path / "report" / "report.md").read_text(encoding="utf-8")
+    assert "Lean pool counters: not recorded" in md
+    assert (
+        "Non-deterministic events: not recorded." in md and "Statement defects: not recorded." in md
+    )
 
 
 @pytest.mark.parametrize("kind", ["empty", "all_failed"])
@@ -116,21 +131,39 @@ def test_reports_render_on_empty_and_all_failed_runs(tmp_path, bench, kind):
     assert "not available" in (cross / "report.md").read_text(encoding="utf-8")
 
 
-def test_cross_report_over_three_iterations(tmp_path, bench, capsys):
+def test_cross_report_over_three_iterations(tmp_path, bench, capsys, embedding_runs):
     paths = [
         make_eval(tmp_path, bench, "baseline", RandomToyPolicy(seed=1)),
         make_eval(tmp_path, bench, "iter_0", RandomToyPolicy(seed=2)),
         make_eval(tmp_path, bench, "iter_1", RandomToyPolicy(seed=3), searched=5),
     ]
-    (tmp_path / "iter_1" / "ebm_metrics.json").write_text(json.dumps({"centroid_l2": 6.4}))
-    rc = cli_main(["report", "cross", *map(str, paths), "--ebm-metrics",
-                   str(tmp_path / "iter_1" / "ebm_metrics.json"), "--out", str(tmp_path / "report")])  # fmt: skip
+    metrics = tmp_path / "iter_1" / "ebm_metrics.json"
+    metrics.write_text(
+        embedding_runs["healthy"]["metrics"].read_text()
+    )  # as the EBM stage wrote it
+    no_ebm = tmp_path / "iter_1" / "eval_no_ebm.json"
+    no_ebm.write_text(paths[1].read_text())
+    rc = cli_main(["report", "cross", *map(str, paths), "--ebm-metrics", str(metrics),
+                   "--no-ebm", str(no_ebm), "--out", str(tmp_path / "report")])  # fmt: skip
     assert rc == 0
     md = (tmp_path / "report" / "report.md").read_text(encoding="utf-8")
     assert "iter_1 (partial 5/8)" in md and "## Go/no-go by iteration" in md
-    assert "| iter_1 | 6.400 | – | – |" in md
+    m = json.loads(metrics.read_text())
+    assert (
+        f"| iter_1 | {m['centroid_separation']:.3f} | {m['centroid_l2']:.3f} | "
+        f"{m['linear_probe']['balanced_accuracy']:.3f} | {m['ebm']['heldout_rank1']:.3f} | 0.000 |"
+    ) in md
     js = json.loads((tmp_path / "report" / "report.json").read_text())
     assert [g["label"] for g in js["iterations"]] == ["iter_0", "iter_1"]
+    for it in js["iterations"]:  # every iteration's trajectories feed its diversity gate
+        (uc,) = [g for g in it["gates"] if g["gate"] == "unique_candidates"]
+        assert uc["value"] is not None
+    # The ablation against iteration 0's eval standing in as "without the EBM": partial → undecided.
+    (ab,) = js["ablations"]
+    assert ab["iteration"] == "iter_1" and ab["paired"]["verdict"] == "undecided"
+    assert "| iter_1 | " in md.split("## EBM ablation")[1].split("## Embedding")[0]
+    assert "## How attempts ended (largest budget)" in md
+    assert "| baseline | " in md.split("## How attempts ended")[1]
     for name in ("budget_curves.png", "iterations.png"):
         assert_real_png(tmp_path / "report" / name)
 
@@ -170,3 +203,25 @@ def test_cli_report_iteration_reports_an_errored_attempt_apart(tmp_path, bench, 
     assert "partial 7/8" in md.split("## Go/no-go")[0]
     assert "errored attempts: reason (not counted as results) | attempts" in md
     assert "| ReplError" in md  # the reason the attempt failed
+
+
+def test_statement_defects_and_clock_events_are_shown(tmp_path):
+    from burnqed.theorems import Theorem
+
+    bad = Theorem(name="bad", formal_statement="theorem bad : nonsense := by\n")  # no "reach n"
+    bench = write_benchmark(tmp_path, [*toy_theorems(3, seed=5, low=3, high=8), bad], name="toy")
+    cur = make_eval(tmp_path, bench, "iter_0", RandomToyPolicy(seed=2))
+    e = json.loads(cur.read_text())
+    assert [d["theorem"] for d in e["statement_defects"]] == ["bad"]  # as the eval stage lists it
+    # A run where the clock decided (the toy logic has no wall clock): say so at once.
+    e["nondeterministic_events"] = {"tactic_wall_timeouts": 2, "attempt_timeouts": 1}
+    cur.write_text(json.dumps(e))
+    run_iteration(eval_json=cur, trajectories=tmp_path / "iter_0" / "eval",
+                  out_dir=tmp_path / "report", cfg=CFG)  # fmt: skip
+    md = (tmp_path / "report" / "report.md").read_text(encoding="utf-8")
+    assert "- Statement defects (Lean rejects the statement; unsolved, in the denominator): 1" in md
+    assert "  - bad: statement: " in md
+    assert "**Non-deterministic events: tactic wall timeouts 2, attempt timeouts 1**" in md
+    ended = md.split("## How attempts ended")[1]
+    row = next(ln for ln in ended.splitlines() if ln.startswith("| 12 |"))
+    assert row.split("|")[6].strip() == "1"  # ended: statement, at the largest budget

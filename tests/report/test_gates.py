@@ -1,0 +1,127 @@
+"""Every gate can show GO, NO-GO and n/a, on inputs the real writers produced: evals from the eval
+stage over toy searches, embedding metrics from the EBM stage (tests/report/conftest.py).  The
+embedding thresholds in params.yaml are the ones these healthy and collapsed embeddings reach."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from burnqed.config import PolicyConfig, ReportConfig
+from burnqed.report.gates import evaluate_gates, load_ebm_metrics, overall
+from burnqed.report.stage import run_cross, run_iteration
+from tests.eval.conftest import write_benchmark
+from tests.report.conftest import make_eval
+from tests.search.fakes import FixedPolicy, RandomToyPolicy, toy_theorems
+
+CFG = ReportConfig()  # the shipped thresholds (test_config: params.yaml mirrors the defaults)
+STRONG = FixedPolicy({"step 3": -0.1, "step 2": -0.5, "step 1": -1.0})  # proves every countdown
+WEAK = FixedPolicy({"bogus": -0.1})  # one tactic, always rejected: proves nothing
+
+
+def by_gate(gates):
+    return {g["gate"]: g for g in gates}
+
+
+@pytest.fixture(scope="module")
+def evals(tmp_path_factory):
+    """Evals of one 8-theorem benchmark: a strong and a weak policy, each at T 0.8, the strong one
+    also at T 1.0, and an empty run."""
+    root = tmp_path_factory.mktemp("gates")
+    bench = write_benchmark(root, toy_theorems(8, seed=5, low=3, high=12), name="toy")
+    paths = {
+        "strong": make_eval(root, bench, "strong", STRONG),
+        "weak": make_eval(root, bench, "weak", WEAK),
+        "strong_t1": make_eval(root, bench, "strong_t1", STRONG, temperature=1.0),
+        "random": make_eval(root, bench, "random", RandomToyPolicy(seed=2)),
+        "empty": make_eval(root, bench, "empty", WEAK, searched=0),
+    }
+    loaded = {k: json.loads(p.read_text()) for k, p in paths.items()}
+    assert (
+        loaded["strong"]["cumulative"]["solved"] == 8
+        and loaded["weak"]["cumulative"]["solved"] == 0
+    )
+    return {"paths": paths, **loaded}
+
+
+def test_embedding_gates_go_on_healthy_and_no_go_on_collapsed_embeddings(embedding_runs, evals):
+    assert PolicyConfig().pooling == "last"  # the default: L2-normalised, as the embedder here
+    got = {}
+    for name, run in embedding_runs.items():
+        ebm = load_ebm_metrics(run["metrics"], run["ebm"])
+        written = json.loads(run["metrics"].read_text())
+        # The gates read the keys the writer writes (the probe gate read a key nobody wrote).
+        assert ebm["probe_balanced_accuracy"] == written["linear_probe"]["balanced_accuracy"]
+        assert ebm["centroid_separation"] == written["centroid_separation"]
+        assert ebm["ebm_rank1"] == written["ebm"]["heldout_rank1"]
+        got[name] = by_gate(evaluate_gates(CFG, current=evals["strong"], ebm=ebm))
+    gated = ("centroid_separation", "probe_balanced_accuracy", "ebm_rank1")
+    values = {n: {g: round(got[n][g]["value"], 3) for g in gated} for n in got}
+    healthy, c80, collapsed, identical = (got[n] for n in
+                                          ("healthy", "collapse80", "collapsed", "identical"))  # fmt: skip
+    assert {g: healthy[g]["verdict"] for g in gated} == dict.fromkeys(gated, "go"), values
+    assert healthy["centroid_separation"]["value"] > 0.8, values  # ≈ 1 by construction
+    # The reproduced system's collapse (label offset −80 %) is a no-go on the separation alone.
+    assert c80["centroid_separation"]["verdict"] == "no-go", values
+    assert 0.1 < c80["centroid_separation"]["value"] < CFG.centroid_separation_red_line, values
+    assert {g: collapsed[g]["verdict"] for g in gated} == dict.fromkeys(gated, "no-go"), values
+    assert collapsed["centroid_separation"]["value"] < 0.1, values
+    # Every state the same vector: every energy ties; rank-1 scores chance (1/4), not 100 %.
+    assert identical["ebm_rank1"]["value"] == pytest.approx(0.25)
+    assert identical["ebm_rank1"]["note"] == "tie rate 100.0%"
+    assert {g: identical[g]["verdict"] for g in gated} == dict.fromkeys(gated, "no-go"), values
+    assert healthy["ebm_rank1"]["note"] == "tie rate 0.0%"
+    # No embedding metrics (iteration 0, no EBM yet): n/a, not a verdict.
+    none = by_gate(evaluate_gates(CFG, current=evals["strong"], ebm=None))
+    assert {g: none[g]["verdict"] for g in gated} == dict.fromkeys(gated, "n/a")
+
+
+def test_ebm_gain_is_judged_by_the_paired_test(evals):
+    def ebm_gain(with_ebm, without):
+        return by_gate(evaluate_gates(CFG, current=with_ebm, no_ebm=without))["ebm_gain"]
+
+    go = ebm_gain(evals["strong"], evals["weak"])
+    assert go["verdict"] == "go" and go["value"] == 1.0
+    assert (go["paired"]["gained"], go["paired"]["lost"]) == (8, 0)
+    assert go["paired"]["p_value"] == pytest.approx(2 / 2**8)
+    no_go = ebm_gain(evals["weak"], evals["strong"])
+    assert no_go["verdict"] == "no-go" and no_go["paired"]["lost"] == 8
+    # An EBM that changes nothing is not a go (the old gate: target 0 → go).
+    same = ebm_gain(evals["weak"], evals["weak"])
+    assert same["verdict"] == "no measurable effect" and same["value"] == 0.0
+    assert same["paired"]["p_value"] == 1.0
+    assert overall([same]) == "no measurable effect"
+    across = ebm_gain(evals["strong_t1"], evals["weak"])  # not the same sampling temperature
+    assert across["verdict"] == "undecided" and "sampling temperatures differ" in across["note"]
+    assert ebm_gain(evals["strong"], None)["verdict"] == "n/a"
+
+
+def test_gain_gates_show_go_no_go_na_and_their_paired_test(evals):
+    up = by_gate(evaluate_gates(CFG, current=evals["strong"], baseline=evals["weak"],
+                                previous=evals["weak"]))  # fmt: skip
+    down = by_gate(evaluate_gates(CFG, current=evals["weak"], baseline=evals["strong"],
+                                  previous=evals["strong"]))  # fmt: skip
+    none = by_gate(evaluate_gates(CFG, current=evals["strong"]))
+    across = by_gate(evaluate_gates(CFG, current=evals["strong_t1"], baseline=evals["weak"]))
+    for gate in ("gain_vs_baseline", "gain_vs_previous"):
+        assert up[gate]["verdict"] == "go" and up[gate]["paired"]["gained"] == 8
+        assert down[gate]["verdict"] == "no-go" and down[gate]["paired"]["lost"] == 8
+        assert none[gate]["verdict"] == "n/a" and none[gate]["paired"] is None
+    assert across["gain_vs_baseline"]["verdict"] == "undecided"
+
+
+def test_unique_candidates_gate_in_the_iteration_and_the_cross_report(evals, tmp_path):
+    p = evals["paths"]
+    verdicts = {}
+    for name in ("random", "weak", "empty"):
+        r = run_iteration(eval_json=p[name], trajectories=p[name].with_suffix(""),
+                          out_dir=tmp_path / name, cfg=CFG.to_dict())  # fmt: skip
+        verdicts[name] = by_gate(r["gates"])["unique_candidates"]["verdict"]
+    # 4 random tactics per expansion vs one repeated tactic vs no expansion at all.
+    assert verdicts == {"random": "go", "weak": "no-go", "empty": "n/a"}
+    # The cross report reads each iteration's trajectories beside its eval JSON.
+    js = run_cross(evals=[p["weak"], p["random"]], out_dir=tmp_path / "cross", cfg=CFG.to_dict())
+    cross = {it["label"]: by_gate(it["gates"])["unique_candidates"] for it in js["iterations"]}
+    assert {k: g["verdict"] for k, g in cross.items()} == {"weak": "no-go", "random": "go"}
+    assert cross["random"]["value"] > CFG.unique_candidates_target
