@@ -137,6 +137,13 @@ def _sibling_distance(data: StateData, vectors: Mapping[str, np.ndarray], seed: 
     }
 
 
+def linear_probe(x: np.ndarray, y: np.ndarray, *, seed: int = 0) -> dict[str, Any]:
+    """The probe of :func:`embedding_metrics` on rows that already come from held-out theorems
+    (joint training's monitor): fitted on a seeded half of them, measured on the other half."""
+    train = np.random.default_rng(seed).random(len(y)) < 0.5
+    return _probe(x, y, train, seed)
+
+
 def centroid_separation(x: np.ndarray, y: np.ndarray) -> tuple[float | None, float | None]:
     """``(centroid_l2, centroid_separation)`` of embeddings ``x`` (N, d) labelled ``y`` (N,) bool.
 

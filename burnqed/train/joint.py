@@ -72,7 +72,6 @@ import logging
 import math
 import random
 import shutil
-import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -220,7 +219,9 @@ class GroupTexts:
     ids: dict[str, list[int]]
 
 
-def group_texts(groups: Any, texts: Mapping[str, str], tokenizer: Any, max_length: int) -> GroupTexts:
+def group_texts(
+    groups: Any, texts: Mapping[str, str], tokenizer: Any, max_length: int
+) -> GroupTexts:
     """Tokenise the raw state and goal texts of ``groups`` (what the scorer embeds: the state as
     Lean prints it, no prompt around it), each once."""
     cache: dict[str, list[int]] = {}
@@ -336,7 +337,9 @@ def train_joint(
     check_model_dir(base)
     if not trajectories:
         raise TrainingDataError(f"iteration {iteration}: joint training needs trajectories")
-    base_examples = read_examples(train, limit=plan.base_pair_limit, seed=seed, what="SFT train pairs")
+    base_examples = read_examples(
+        train, limit=plan.base_pair_limit, seed=seed, what="SFT train pairs"
+    )
     val_examples = read_examples(val, what="SFT validation pairs")
     mix = build_mix(
         base_examples, trajectories, sft, iteration=iteration, seed=seed,
@@ -380,6 +383,7 @@ def train_joint(
         for name, ex in val_sets.items()
     }
 
+    torch.manual_seed(seed)  # the head's initial weights (and spectral-norm vectors): seeded
     head = build_head(hidden_size, ebm_cfg).to(dev)
     work = out.with_name(out.name + WORK_SUFFIX)
     job = {
@@ -438,7 +442,10 @@ def train_joint(
             sft_v = nce_v = 0.0
             for micro in range(sft.grad_accum):
                 pos = step * sft.grad_accum + micro
-                rows = [sft_rows[i] for i in take(len(sft_rows), sft.batch_size, pos * sft.batch_size, seed)]
+                rows = [
+                    sft_rows[i]
+                    for i in take(len(sft_rows), sft.batch_size, pos * sft.batch_size, seed)
+                ]
                 gi = [
                     train_groups[i]
                     for i in take(
@@ -460,7 +467,9 @@ def train_joint(
                 sft_v += float(res["sft"]) / sft.grad_accum
                 nce_v += float(res["nce"]) / sft.grad_accum
             if not (math.isfinite(sft_v) and math.isfinite(nce_v)):
-                raise JointTrainingError(f"joint step {done}: loss is not finite (sft {sft_v}, nce {nce_v})")
+                raise JointTrainingError(
+                    f"joint step {done}: loss is not finite (sft {sft_v}, nce {nce_v})"
+                )
             grad_lora = _grad_norm(trainable)
             grad_head = _grad_norm(list(head.parameters()))
             opt.step()
@@ -504,7 +513,11 @@ def train_joint(
             "mode": "joint",
             "steps": plan.max_steps,
             "resumed_from": start or None,
-            "selection": {"criterion": chosen.criterion, "step": chosen.step, "reason": chosen.reason},
+            "selection": {
+                "criterion": chosen.criterion,
+                "step": chosen.step,
+                "reason": chosen.reason,
+            },
             "validation": _before_after(selection.history, chosen.step),
             "joint": {
                 "lambda": sft.joint_lambda,
@@ -588,7 +601,9 @@ def embed_rows(
         with torch.no_grad():
             out = [
                 pool_hidden(
-                    base.model(input_ids=torch.tensor([r], device=dev)).last_hidden_state[0].float(),
+                    base.model(input_ids=torch.tensor([r], device=dev))
+                    .last_hidden_state[0]
+                    .float(),
                     pooling,
                 )
                 for r in rows
@@ -671,7 +686,9 @@ def _check_temperature(head: Any, ebm: EBMConfig, step: int, work: Path) -> None
         )
 
 
-def _check_embeddings(m: Mapping[str, Any], start: Mapping[str, Any], sft: SFTConfig, step: int) -> None:
+def _check_embeddings(
+    m: Mapping[str, Any], start: Mapping[str, Any], sft: SFTConfig, step: int
+) -> None:
     """Abort when the held-out separation or probe falls below its red line from above it; a value
     that started below is a finding about the previous model, reported, not a reason to stop."""
     for key, red in (
@@ -782,7 +799,9 @@ def _resume(
         return 0
     saved = json.loads((ckpt / "job.json").read_text())
     if saved["job"] != json.loads(json.dumps(job, sort_keys=True)):
-        log.warning("%s: a checkpoint of another job (config, data or seed differ): starting over", work)
+        log.warning(
+            "%s: a checkpoint of another job (config, data or seed differ): starting over", work
+        )
         shutil.rmtree(work)
         return 0
     set_peft_model_state_dict(model, load_file(str(ckpt / "adapter" / "adapter_model.safetensors")))

@@ -64,7 +64,12 @@ def _batch(tok, states: list[str], goal: str, k1: int):
     return collate(tok, sft, ids, [tok(goal).input_ids], k1)
 
 
-STATES = ["p q : Prop\n⊢ p ∧ q → q", "p q : Prop\nh : p ∧ q\n⊢ q", "p : Prop\n⊢ p", "q : Prop\n⊢ q ∨ p"]
+STATES = [
+    "p q : Prop\n⊢ p ∧ q → q",
+    "p q : Prop\nh : p ∧ q\n⊢ q",
+    "p : Prop\n⊢ p",
+    "q : Prop\n⊢ q ∨ p",
+]
 GOAL = "p q : Prop\n⊢ p ∧ q → q ∧ p"
 
 
@@ -84,7 +89,9 @@ def test_both_losses_send_gradients_into_the_lora_weights(peft_model):
         assert (head_grad > 0) == (which == "nce")  # only InfoNCE trains the head
 
 
-def test_the_pooled_embedding_in_training_is_the_scorers(peft_model, tiny_base, lora_adapter, tmp_path):
+def test_the_pooled_embedding_in_training_is_the_scorers(
+    peft_model, tiny_base, lora_adapter, tmp_path
+):
     """The state rows of a mixed, padded batch pool to what search's scorer embeds for the same
     state: the merged model through the in-process backend's ``embed`` (one function, tested equal)."""
     from burnqed.policy.transformers_backend import TransformersGenerator
@@ -94,7 +101,9 @@ def test_the_pooled_embedding_in_training_is_the_scorers(peft_model, tiny_base, 
     head = build_head(model.get_base_model().config.hidden_size, EBMConfig(hidden_sizes=(32, 16)))
     model.eval()
     with torch.no_grad():
-        pooled = joint_forward(model, head, _batch(tok, STATES, GOAL, len(STATES)), "last")["pooled"]
+        pooled = joint_forward(model, head, _batch(tok, STATES, GOAL, len(STATES)), "last")[
+            "pooled"
+        ]
     merged = tmp_path / "merged"
     merge_adapter(base=tiny_base, adapter=lora_adapter, out=merged)
     scorer = TransformersGenerator(merged, pooling="last").embed([*STATES, GOAL])
@@ -107,6 +116,7 @@ def test_infonce_has_no_temperature_of_its_own(peft_model):
     divides the energy once); scaling the head's temperature changes the loss exactly so."""
     model, tok = peft_model
     head = build_head(model.get_base_model().config.hidden_size, EBMConfig(hidden_sizes=(32, 16)))
+    head.eval()  # no dropout, no power iteration between the two forwards
     batch = _batch(tok, STATES, GOAL, len(STATES))
     with torch.no_grad():
         out = joint_forward(model, head, batch, "last")
