@@ -110,7 +110,7 @@ def tokenize_example(tokenizer: Any, example: Mapping[str, str], max_length: int
     """``(ids, labels)`` of one SFT example: prompt + completion + EOS, labels on the completion
     only (what trl's completion-only loss trains)."""
     prompt = tokenizer(example["prompt"]).input_ids
-    full = tokenizer(example["prompt"] + example["completion"]).input_ids + [tokenizer.eos_token_id]
+    full = [*tokenizer(example["prompt"] + example["completion"]).input_ids, tokenizer.eos_token_id]
     full = full[:max_length]
     labels = [-100] * min(len(prompt), len(full)) + full[len(prompt) :]
     return full, labels
@@ -482,14 +482,19 @@ def train_joint(
                 "lr_head": schedule.get_last_lr()[1],
             }  # fmt: skip
             _check_temperature(head, ebm_cfg, done, work)
-            if sft.joint_sft_loss_ceiling is not None and done >= sft.joint_sft_loss_ceiling_after:
-                if scales.sft is not None and scales.sft > sft.joint_sft_loss_ceiling:
-                    raise JointTrainingError(
-                        f"joint step {done}: the SFT loss ({scales.sft:.4f}, moving average) is "
-                        f"above sft.joint_sft_loss_ceiling {sft.joint_sft_loss_ceiling} after "
-                        f"{sft.joint_sft_loss_ceiling_after} steps: the contrastive term is "
-                        "crowding out the policy; lower sft.joint_lambda"
-                    )
+            ceiling = sft.joint_sft_loss_ceiling
+            if (
+                ceiling is not None
+                and done >= sft.joint_sft_loss_ceiling_after
+                and scales.sft is not None
+                and scales.sft > ceiling
+            ):
+                raise JointTrainingError(
+                    f"joint step {done}: the SFT loss ({scales.sft:.4f}, moving average) is above "
+                    f"sft.joint_sft_loss_ceiling {ceiling} after "
+                    f"{sft.joint_sft_loss_ceiling_after} steps: the contrastive term is crowding "
+                    "out the policy; lower sft.joint_lambda"
+                )
             if done % sft.joint_monitor_every == 0 or done == plan.max_steps:
                 m = monitor(model, head, tokenizer, held_states, gt, held, pooling, dev)
                 last["heldout"] = m

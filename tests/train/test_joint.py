@@ -146,7 +146,7 @@ def test_a_pinned_temperature_aborts(tiny_base, lora_adapter, pairs, searches, t
     """A head learning rate that drives the temperature to its ceiling stops training at once."""
     ebm = {**EBM, "temperature_init": 1.0, "temperature_min": 0.9, "temperature_max": 1.02}
     cfg = {**JOINT, "joint_head_learning_rate": 0.5}
-    with pytest.raises(JointTrainingError, match="temperature pinned to its (ceiling|floor)"):
+    with pytest.raises(JointTrainingError, match=r"temperature pinned to its (ceiling|floor)"):
         train_joint(base=tiny_base, train=pairs["train"], val=pairs["val"], out=tmp_path / "a",
                     cfg=cfg, ebm=ebm, pooling="last", iteration=1, previous_adapter=lora_adapter,
                     trajectories=searches, seed=0)  # fmt: skip
