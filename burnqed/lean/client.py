@@ -3,7 +3,11 @@
 :class:`ReplClient` owns its process: it starts ``lean.repl_command`` (+ ``imports``, ``--key=value``
 options, ``LEAN_PATH``/cwd of a Mathlib project) in a new process group with memory and CPU limits,
 waits for ``ready.``, sets the REPL's own ``timeout`` option, and then sends one compact JSON line per
-request, bounding every read with a wall-clock timeout.  Requests from concurrent tasks are
+request, bounding every read with a wall-clock timeout (the REPL's timeout + ``lean.hang_grace_s``).
+Tactics go under the per-tactic heartbeat limit, ``set_option maxHeartbeats N in <tactic>``
+(``lean.tactic_heartbeats``, :func:`with_heartbeats`): Lean's "maximum number of heartbeats" failure
+is a rejection of kind ``heartbeats``, deterministic; the REPL's ``interrupt`` reply is a
+:class:`~burnqed.lean.errors.ReplTimeoutError` that leaves the process and its states usable.  Requests from concurrent tasks are
 pipelined: up to :data:`PIPELINE_DEPTH` lines are written ahead of their replies, which one reader
 task matches to them in order, so the REPL never waits for Python between two requests.  stderr is
 drained to a log file (a full stderr pipe would deadlock the REPL).  Replies become frozen
@@ -70,13 +74,36 @@ LINE_LIMIT = (
 STDERR_TAIL = 4096  # bytes of stderr kept for error messages
 
 
-def read_timeout_for(tactic_timeout_s: float) -> float:
-    """Client-side read timeout: the REPL's own timeout plus a margin for it to answer ``interrupt``.
+def read_timeout_for(tactic_timeout_s: float, hang_grace_s: float) -> float:
+    """Client-side read timeout: the REPL's own timeout plus the grace for it to answer ``interrupt``.
 
     Cancellation inside Lean is cooperative, so a tactic can outlive the REPL timeout; past this
-    bound the client kills the process instead of waiting forever.
+    bound (a hard hang) the client kills the process instead of waiting forever.
     """
-    return tactic_timeout_s + max(1.0, 0.5 * tactic_timeout_s)
+    return tactic_timeout_s + hang_grace_s
+
+
+# Lean's message when a limit counted in heartbeats is reached: the elaborator's "(deterministic)
+# timeout at `whnf`, maximum number of heartbeats (N) has been reached" and the kernel's
+# "(kernel) deterministic timeout".
+_HEARTBEATS = re.compile(r"maximum number of heartbeats|\(kernel\) deterministic timeout")
+
+
+def with_heartbeats(tactic: str, heartbeats: int | None) -> str:
+    """The text sent for ``tactic`` under the per-tactic limit: ``set_option maxHeartbeats N in``.
+
+    The option's scope is a tactic sequence (``set_option … in tacticSeq``), so a tactic of several
+    lines goes on the lines after ``in``, where its own layout holds.  ``None``: the tactic alone.
+
+    >>> with_heartbeats("simp", 200000)
+    'set_option maxHeartbeats 200000 in simp'
+    >>> with_heartbeats("constructor\\nexact h", 400)
+    'set_option maxHeartbeats 400 in\\nconstructor\\nexact h'
+    """
+    if heartbeats is None:
+        return tactic
+    sep = "\n" if "\n" in tactic else " "
+    return f"set_option maxHeartbeats {heartbeats} in{sep}{tactic}"
 
 
 # --------------------------------------------------------------------------------------------
@@ -127,7 +154,7 @@ class GoalState:
 class TacticRejected:
     """A tactic Lean did not accept: an elaboration error, a parse error, or a result using sorry."""
 
-    kind: Literal["error", "parse", "sorry"]
+    kind: Literal["error", "parse", "sorry", "heartbeats"]  # heartbeats: the per-tactic limit
     message: str
     messages: tuple[Message, ...] = ()
     lean_time_s: float = field(default=0.0, compare=False)  # REPL time of the tactic
@@ -398,7 +425,7 @@ class ReplClient:
     """One REPL process; an async context manager.  Pipelined: up to ``depth`` requests in flight.
 
     ``request`` raises :class:`ReplTimeoutError` (read timeout: process killed; or the REPL's own
-    ``interrupt``: process alive but poisoned), :class:`ReplProtocolError` for an ``{"error": …}``
+    ``interrupt``: the request failed, the process and its states are fine), :class:`ReplProtocolError` for an ``{"error": …}``
     reply (process still usable), and :class:`ReplError` for EOF or a reply that is not JSON (process
     killed).  When a request breaks the process, the requests written behind it fail with a
     :class:`ReplError` saying that they never ran.  After a kill the client is dead (``alive`` is
@@ -426,7 +453,9 @@ class ReplClient:
         self.name = name
         self.stderr_log = stderr_log
         self.read_timeout_s = (
-            read_timeout_for(cfg.tactic_timeout_s) if read_timeout_s is None else read_timeout_s
+            read_timeout_for(cfg.tactic_timeout_s, cfg.hang_grace_s)
+            if read_timeout_s is None
+            else read_timeout_s
         )
         self.depth = depth
         self.requests = 0  # requests written to the REPL (whatever became of them)
@@ -735,10 +764,11 @@ class ReplClient:
             )
         )
 
-    async def _exchange(
+    async def _send(
         self, cmd: str, payload: Mapping[str, Any] | None, timeout: float | None
-    ) -> tuple[dict[str, Any], float]:
-        """Send one request; return its reply and the seconds the REPL spent on it."""
+    ) -> _Pending:
+        """Write one request line (waiting for a pipeline slot); its reply comes to the returned
+        record's future.  Lines are written in call order, so the REPL runs them in that order."""
         if not cmd or len(cmd.split()) != 1 or cmd.strip() != cmd:
             raise ValueError(f"not a REPL command name: {cmd!r}")
         # Compact JSON on one line after a non-blank command name: json.dumps escapes newlines,
@@ -761,6 +791,12 @@ class ReplClient:
             self._begin(p, time.perf_counter())
         self.requests += 1
         proc.stdin.write(line)
+        return p
+
+    async def _receive(self, p: _Pending) -> tuple[dict[str, Any], float]:
+        """The reply to a request :meth:`_send` wrote, and the seconds the REPL spent on it."""
+        proc = self._proc
+        assert proc is not None and proc.stdin is not None
         try:
             await proc.stdin.drain()
             reply, lean_s = await p.future
@@ -774,12 +810,34 @@ class ReplClient:
         if "error" in reply and "desc" in reply:
             if reply["error"] == "internal" and reply["desc"] == "interrupt":
                 raise ReplTimeoutError(
-                    f"{self.name}: {cmd} interrupted by the REPL's timeout "
+                    f"{self.name}: {p.cmd} interrupted by the REPL's timeout "
                     f"({self.cfg.tactic_timeout_s} s, lean.tactic_timeout_s)",
                     killed=False,
                 )
-            raise ReplProtocolError(cmd, str(reply["error"]), str(reply["desc"]))
+            raise ReplProtocolError(p.cmd, str(reply["error"]), str(reply["desc"]))
         return reply, lean_s
+
+    async def _exchange(
+        self, cmd: str, payload: Mapping[str, Any] | None, timeout: float | None
+    ) -> tuple[dict[str, Any], float]:
+        """Send one request; return its reply and the seconds the REPL spent on it."""
+        return await self._receive(await self._send(cmd, payload, timeout))
+
+    async def submit(
+        self, cmd: str, payload: Mapping[str, Any] | None = None, *, timeout: float | None = None
+    ) -> asyncio.Future[dict[str, Any]]:
+        """Write ``cmd payload`` now and return a future of its reply, without waiting for it.
+
+        For requests whose reply nobody needs before going on (``goal.save``): the line is in the
+        REPL's stdin, in order, by the time this returns.  The future fails with the errors of
+        :meth:`request`; cancelling it drops the reply.
+        """
+        p = await self._send(cmd, payload, timeout)
+
+        async def reply() -> dict[str, Any]:
+            return (await self._receive(p))[0]
+
+        return asyncio.ensure_future(reply())
 
     # -- requests ----------------------------------------------------------------------------
 
@@ -802,10 +860,13 @@ class ReplClient:
     async def goal_tactic(self, state_id: int, tactic: str) -> GoalState | TacticRejected:
         """Run ``tactic`` on ``state_id`` (automatic mode, no goalId: it acts on the first goal).
 
-        A result with ``hasSorry``/``hasUnsafe`` is rejected (kind ``sorry``) and its state deleted.
+        It is sent under the per-tactic heartbeat limit (:func:`with_heartbeats`,
+        ``lean.tactic_heartbeats``); hitting it is a rejection of kind ``heartbeats``.  A result
+        with ``hasSorry``/``hasUnsafe`` is rejected (kind ``sorry``) and its state deleted.
         """
+        text = with_heartbeats(tactic, self.cfg.tactic_heartbeats)
         reply, lean_s = await self._exchange(
-            "goal.tactic", {"stateId": state_id, "tactic": tactic}, None
+            "goal.tactic", {"stateId": state_id, "tactic": text}, None
         )
         if "parseError" in reply:
             return TacticRejected("parse", str(reply["parseError"]), lean_time_s=lean_s)
@@ -824,21 +885,37 @@ class ReplClient:
         if not messages:
             raise ReplError(f"{self.name}: goal.tactic reply of unknown shape: {reply!r:.300}")
         errors = [m.text for m in messages if m.severity == "error"] or [m.text for m in messages]
-        return TacticRejected("error", "\n".join(errors), messages, lean_time_s=lean_s)
+        kind: Literal["error", "heartbeats"] = (
+            "heartbeats" if any(_HEARTBEATS.search(e) for e in errors) else "error"
+        )
+        return TacticRejected(kind, "\n".join(errors), messages, lean_time_s=lean_s)
 
     async def goal_delete(self, state_ids: Iterable[int]) -> None:
         ids = list(state_ids)
         if ids:
             await self.request("goal.delete", {"stateIds": ids})
 
+    async def goal_save(self, state_id: int, path: str | Path) -> None:
+        """Write state ``state_id`` to ``path`` (``goal.save``; §4: ``{"id", "path"}`` → ``{}``)."""
+        await self.request("goal.save", {"id": state_id, "path": str(path)})
+
+    async def goal_load(self, path: str | Path) -> int:
+        """A new state id holding the state ``goal.save`` wrote to ``path`` (``{"path"}`` → ``{"id"}``).
+
+        Pantograph pickles a state with the constants its file added beyond the imports and replays
+        them on load, so the loading REPL needs the same imports (``reference/pantograph.md`` §4).
+        """
+        return int((await self.request("goal.load", {"path": str(path)}))["id"])
+
     async def stat(self) -> int:
         """The number of states the REPL holds."""
         return int((await self.request("stat", {}))["nGoals"])
 
     async def frontend_process(
-        self, file: str, *, sorrys: bool, inherit_env: bool = False
+        self, file: str, *, sorrys: bool, inherit_env: bool = False, timeout: float | None = None
     ) -> tuple[CompilationUnit, ...]:
-        """Elaborate a Lean file's commands (imports come from the command line, not the file)."""
+        """Elaborate a Lean file's commands (imports come from the command line, not the file);
+        ``timeout``: this request's read timeout (default: the client's)."""
         # Every non-Option field is sent explicitly: Lean's FromJson ignores struct defaults.
         payload = {
             "file": file,
@@ -848,7 +925,7 @@ class ReplClient:
             "typeErrorsAsGoals": False,
             "newConstants": False,
         }
-        reply = await self.request("frontend.process", payload)
+        reply = await self.request("frontend.process", payload, timeout=timeout)
         return tuple(CompilationUnit.from_json(u) for u in reply.get("units", ()))
 
     async def frontend_distil(self, file: str) -> tuple[GoalState, ...]:
@@ -875,4 +952,5 @@ __all__ = [
     "read_version",
     "repl_argv",
     "repl_environment",
+    "with_heartbeats",
 ]

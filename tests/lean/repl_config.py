@@ -17,6 +17,7 @@ def proplogic_config(**overrides) -> LeanConfig:
         workers=1,
         ready_timeout_s=20.0,
         tactic_timeout_s=0.5,
+        hang_grace_s=1.0,  # the propositional REPL answers an interrupt within milliseconds
         memory_limit_mb=2048,
     )
     return LeanConfig(**{**base, **overrides})
