@@ -277,10 +277,12 @@ class LeanConfig(Section):
     # tactic and keeps the process), then `hang_grace_s` more before the client kills a REPL that
     # has not answered (a hard hang).
     tactic_timeout_s: float = 30.0
-    hang_grace_s: float = 5.0
-    spares: int = 1  # pre-started REPLs that take a killed or recycled worker's place at once
-    verifiers: int = 1  # whole-file checks at once, each in a fresh pre-started process
-    save_min_depth: int | None = 4  # goal.save states this many tactics deep or deeper; None: never
+    hang_grace_s: float = 2.0
+    spares: int = 2  # pre-started REPLs that take a killed or recycled worker's place at once
+    verifiers: int = 2  # whole-file checks at once, each in a fresh pre-started process
+    # goal.save a state when replaying its path would cost this many saves (both measured as the
+    # run goes); 0: every state; None: never.
+    save_factor: float | None = 10.0
     recycle_after_requests: int = 1000
     recycle_after_s: float = 1800.0
     memory_limit_mb: int | None = 16384
@@ -327,8 +329,8 @@ class LeanConfig(Section):
         self._require(self.spares >= 0, "spares", "must be >= 0")
         self._require(self.verifiers >= 1, "verifiers", "must be >= 1")
         self._require(
-            self.save_min_depth is None or self.save_min_depth >= 0,
-            "save_min_depth",
+            self.save_factor is None or self.save_factor >= 0,
+            "save_factor",
             "must be >= 0, or null (never save)",
         )
         for i, pat in enumerate(self.banned_tactics):

@@ -72,6 +72,7 @@ LINE_LIMIT = (
     64 * 2**20
 )  # bytes per reply line: env.catalog or a big goal list can exceed asyncio's 64 KiB
 STDERR_TAIL = 4096  # bytes of stderr kept for error messages
+DRAIN_ABOVE = 2**16  # bytes buffered for the REPL's stdin past which a sender waits for it
 
 
 def read_timeout_for(tactic_timeout_s: float, hang_grace_s: float) -> float:
@@ -418,7 +419,7 @@ class _Pending:
     timeout: float  # seconds the REPL may work on it, from `started`
     future: asyncio.Future[tuple[dict[str, Any], float]]  # (reply, REPL seconds)
     started: float | None = None  # time.perf_counter() when the REPL reached it; None while queued
-    timer: asyncio.TimerHandle | None = None  # fires the read timeout, from `started`
+    deadline: float = math.inf  # loop.time() at which its read timeout fires, once started
 
 
 class ReplClient:
@@ -472,6 +473,9 @@ class ReplClient:
         self._idle.set()
         self._reader_task: asyncio.Task | None = None
         self._stderr_task: asyncio.Task | None = None
+        self._watchdog: asyncio.TimerHandle | None = None  # the read timeout of the head request
+        self._outbox = bytearray()  # request lines of this event-loop turn, not yet written
+        self._flush_scheduled = False
         self._stderr_tail = bytearray()
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -601,14 +605,14 @@ class ReplClient:
         to a new process (the pool replays and retries them).
         """
         self._dead = True
+        self._disarm()
+        self._outbox.clear()
         if self._proc is not None and not self._reaped:  # a reaped pgid may belong to another
             _killpg(self._proc.pid)
         pending, self._pending = list(self._pending), deque()
         now = time.perf_counter()
         first: ReplError | None = None
         for p in pending:
-            if p.timer is not None:
-                p.timer.cancel()
             if p.started is not None:  # the one the REPL was working on
                 self.lean_time_s += now - p.started
             if first is None:
@@ -671,11 +675,29 @@ class ReplClient:
     def _begin(self, p: _Pending, now: float) -> None:
         """The REPL has reached ``p``: start its clock and its read timeout."""
         p.started = now
-        p.timer = asyncio.get_running_loop().call_later(p.timeout, self._on_timeout, p)
+        loop = asyncio.get_running_loop()
+        p.deadline = loop.time() + p.timeout
+        # One watchdog per client, not a timer per request: it is moved only when this deadline
+        # comes before the one it is set for, and when it fires it looks at the request the REPL
+        # is on now (replies in between cost nothing).
+        if self._watchdog is None or p.deadline < self._watchdog.when():
+            self._disarm()
+            self._watchdog = loop.call_at(p.deadline, self._on_watchdog)
 
-    def _on_timeout(self, p: _Pending) -> None:
-        if self._dead or not self._pending or self._pending[0] is not p:
+    def _disarm(self) -> None:
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            self._watchdog = None
+
+    def _on_watchdog(self) -> None:
+        self._watchdog = None
+        if self._dead or not self._pending:
             return  # answered or failed meanwhile
+        p = self._pending[0]
+        loop = asyncio.get_running_loop()
+        if p.deadline > loop.time():  # the request it was set for was answered: watch this one
+            self._watchdog = loop.call_at(p.deadline, self._on_watchdog)
+            return
         pid = self.pid
         self._break(
             lambda cmd: ReplTimeoutError(
@@ -683,6 +705,19 @@ class ReplClient:
                 killed=True,
             )
         )
+
+    def _flush(self) -> None:
+        """Write the request lines queued in this turn of the event loop, in one system call."""
+        self._flush_scheduled = False
+        if not self._outbox:
+            return
+        data = bytes(self._outbox)
+        self._outbox.clear()
+        proc = self._proc
+        if proc is None or proc.stdin is None or self._dead:
+            return  # their requests have failed (the process is gone)
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            proc.stdin.write(data)  # a process gone meanwhile: the reader reports its exit
 
     async def _read_replies(self, proc: asyncio.subprocess.Process) -> None:
         """The one reader of the REPL's stdout: each line answers the oldest request in flight.
@@ -723,8 +758,7 @@ class ReplClient:
                     self._garbage(raw, pid)
                     return
                 p = self._pending.popleft()
-                assert p.started is not None and p.timer is not None
-                p.timer.cancel()
+                assert p.started is not None
                 self._slots.release()
                 lean_s = now - p.started
                 self.lean_time_s += lean_s
@@ -751,9 +785,7 @@ class ReplClient:
     async def _on_eof(self, pid: int) -> None:
         """stdout ended: the process exited (crash, memory or CPU limit, kill -9 from outside)."""
         self._dead = True  # no new requests while we wait for the exit code
-        for p in self._pending:  # and no read timeout: the failure is the exit
-            if p.timer is not None:
-                p.timer.cancel()
+        self._disarm()  # and no read timeout: the failure is the exit
         rc = await self._exit_code()
         if not self._pending:
             log.warning("%s: pid %d exited (code %s) while idle", self.name, pid, rc)
@@ -782,15 +814,20 @@ class ReplClient:
             why = "is being recycled" if self._closing and self.alive else "is not running"
             raise ReplError(f"{self.name}: the REPL {why} (cannot send {cmd})")
         assert proc.stdin is not None
-        p = _Pending(cmd, timeout, asyncio.get_running_loop().create_future())
-        # Queue it and write it with no await in between, so the order of `_pending` is the order
-        # of the lines in the REPL's stdin (stdin.write only buffers; it never blocks).
+        loop = asyncio.get_running_loop()
+        p = _Pending(cmd, timeout, loop.create_future())
+        # Queue it and its line with no await in between, so the order of `_pending` is the order
+        # of the lines in the REPL's stdin.  The lines of one turn of the event loop go out in one
+        # write (the REPL wakes once for them, as a raw loop that flushes once would).
         self._pending.append(p)
         self._idle.clear()
         if len(self._pending) == 1:  # the REPL is idle: it starts on this line right away
             self._begin(p, time.perf_counter())
         self.requests += 1
-        proc.stdin.write(line)
+        self._outbox += line
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            loop.call_soon(self._flush)
         return p
 
     async def _receive(self, p: _Pending) -> tuple[dict[str, Any], float]:
@@ -798,7 +835,8 @@ class ReplClient:
         proc = self._proc
         assert proc is not None and proc.stdin is not None
         try:
-            await proc.stdin.drain()
+            if proc.stdin.transport.get_write_buffer_size() > DRAIN_ABOVE:
+                await proc.stdin.drain()  # the REPL is not reading: wait for the pipe
             reply, lean_s = await p.future
         except (BrokenPipeError, ConnectionResetError):
             # The process is gone; the reader reports its exit to every request in flight.
@@ -825,19 +863,17 @@ class ReplClient:
 
     async def submit(
         self, cmd: str, payload: Mapping[str, Any] | None = None, *, timeout: float | None = None
-    ) -> asyncio.Future[dict[str, Any]]:
-        """Write ``cmd payload`` now and return a future of its reply, without waiting for it.
+    ) -> asyncio.Future[tuple[dict[str, Any], float]]:
+        """Write ``cmd payload`` now and return a future of its reply and the seconds the REPL
+        spent on it, without waiting for it.
 
-        For requests whose reply nobody needs before going on (``goal.save``): the line is in the
-        REPL's stdin, in order, by the time this returns.  The future fails with the errors of
-        :meth:`request`; cancelling it drops the reply.
+        For requests whose reply nobody needs before going on (``goal.save``): by the time this
+        returns the line is queued, in order, before any request made after it.  The future fails
+        with the errors of :meth:`request`; cancelling it drops the reply.
         """
         p = await self._send(cmd, payload, timeout)
 
-        async def reply() -> dict[str, Any]:
-            return (await self._receive(p))[0]
-
-        return asyncio.ensure_future(reply())
+        return asyncio.ensure_future(self._receive(p))
 
     # -- requests ----------------------------------------------------------------------------
 

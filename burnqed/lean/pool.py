@@ -35,8 +35,10 @@ workers.  Without a spare ready, the worker starts a new process in the backgrou
 wait for it.
 
 **Restore, don't replay.**  A restart voids the REPL ids of every state of the sessions on that
-worker.  A state made ``lean.save_min_depth`` or more tactics deep is written with ``goal.save``
-when it is made (``saves``; to a per-pool temporary directory removed on close), and a session
+worker.  A state is written with ``goal.save`` when it is made if replaying it would cost at least
+``lean.save_factor`` saves — its path's Lean time from the root or its nearest saved ancestor, next
+to the mean time a save has taken so far (``saves``; to a per-pool temporary directory removed on
+close): a save is insurance against a rare restart, worth buying where a replay is dear.  A session
 rebuilds the states it is asked about lazily, on next use, in the new process: by ``goal.load`` of
 the state or its nearest saved ancestor (``loads``) and replay of the tactics below it
 (``replays``); the theorem is started again (``reopens``) only when a replay must begin at the root.
@@ -203,6 +205,10 @@ class LeanPool:
         self._background: set[asyncio.Task[Any]] = set()  # closing retired processes, refills
         self._starting: set[ReplClient] = set()  # processes between spawn and `ready.`
         self._counts = dict.fromkeys(POOL_COUNTERS, 0)
+        # The mean REPL time of a goal.save so far; None until one is measured (until then one
+        # state at a time is saved, which measures it).
+        self._save_cost_s: float | None = None
+        self._saves_in_flight = 0
         self._retired_requests = 0  # requests and REPL time of clients already closed
         self._retired_lean_s = 0.0
 
@@ -585,8 +591,25 @@ class LeanPool:
         self._counts["sessions"] += 1
         return session
 
-    def _should_save(self, depth: int) -> bool:
-        return self.cfg.save_min_depth is not None and depth >= self.cfg.save_min_depth
+    def _should_save(self, replay_s: float) -> bool:
+        """Does a state that would take ``replay_s`` to replay pay its save (``lean.save_factor``)?"""
+        factor = self.cfg.save_factor
+        if factor is None:
+            return False
+        if factor == 0:  # every state
+            return True
+        if self._save_cost_s is None:  # nothing measured yet: one save at a time measures it
+            return self._saves_in_flight == 0
+        return replay_s >= factor * self._save_cost_s
+
+    def _saved(self, lean_s: float | None) -> None:
+        """A goal.save ended: it took ``lean_s`` of the REPL's time (None: it failed)."""
+        self._saves_in_flight -= 1
+        if lean_s is None:
+            return
+        self._counts["saves"] += 1
+        mean = self._save_cost_s or 0.0
+        self._save_cost_s = mean + (lean_s - mean) / self._counts["saves"]
 
     # -- verification --------------------------------------------------------------------------
 
@@ -674,6 +697,8 @@ class ProofSession:
         self._ids_client: ReplClient | None = None  # the process _repl_ids belong to
         self._replay_lock = asyncio.Lock()  # one restore at a time: they share _repl_ids
         self._saved: dict[int, Path] = {}  # sid -> goal.save file (written and acknowledged)
+        # sid -> Lean seconds to replay it from the root or its nearest saved ancestor
+        self._replay_s: list[float] = []
         self._saving: set[int] = set()  # sids whose goal.save is under way
         self._save_replies: set[asyncio.Future[dict]] = set()  # goal.save replies to come
         # sid -> the process in which its last tactic was interrupted: a second interrupt on the
@@ -718,6 +743,7 @@ class ProofSession:
         own_failures = 0
         for _ in range(MAX_TRIES):
             client = await pool._ready(w)
+            t0 = time.perf_counter()
             try:
                 root = await pool._start_goal(client, self.theorem)
             except StartError:
@@ -741,17 +767,31 @@ class ProofSession:
                 continue
             self._ids_client = client
             self._repl_ids = {0: root.state_id}
-            self._add(ProofState(0, root.goals, render_goals(root.goals), 0), -1, "", ())
+            state = ProofState(0, root.goals, render_goals(root.goals), 0)
+            self._add(state, -1, "", (), time.perf_counter() - t0)
+            await self._save(client, 0, root.state_id)
             return
         raise ReplError(
             f"{self.theorem.key}: could not start on worker{w.index} after a restart: {last}"
         ) from last
 
-    def _add(self, state: ProofState, parent: int, tactic: str, messages: tuple[str, ...]) -> None:
+    def _add(
+        self,
+        state: ProofState,
+        parent: int,
+        tactic: str,
+        messages: tuple[str, ...],
+        lean_s: float,
+    ) -> None:
+        """Record a new state made by ``tactic`` on ``parent`` in ``lean_s`` seconds of Lean."""
         self._states.append(state)
         self._parent.append(parent)
         self._tactic.append(tactic)
         self._messages.append(messages)
+        # What replaying it would cost: its own tactic, and its parent's path unless the parent
+        # is (being) saved and would come back with one goal.load.
+        behind = parent >= 0 and parent not in self._saved and parent not in self._saving
+        self._replay_s.append(lean_s + (self._replay_s[parent] if behind else 0.0))
         if parent >= 0:
             self._children[(parent, tactic)] = state.sid
 
@@ -822,11 +862,7 @@ class ProofSession:
         next), and its reply is handled when it comes: a save never delays a search.
         """
         pool = self._pool
-        if (
-            sid in self._saved
-            or sid in self._saving
-            or not pool._should_save(self._states[sid].depth)
-        ):
+        if sid in self._saved or sid in self._saving or not pool._should_save(self._replay_s[sid]):
             return
         path = pool._state_path(self._number, sid)
         try:
@@ -834,20 +870,22 @@ class ProofSession:
         except ReplError:  # the process is going away: the state will be replayed if needed
             return
         self._saving.add(sid)
+        pool._saves_in_flight += 1
         self._save_replies.add(reply)
         reply.add_done_callback(lambda f: self._saved_when(f, sid, path))
 
-    def _saved_when(self, reply: asyncio.Future[dict], sid: int, path: Path) -> None:
+    def _saved_when(self, reply: asyncio.Future[tuple[dict, float]], sid: int, path: Path) -> None:
         self._save_replies.discard(reply)
         self._saving.discard(sid)
-        if reply.cancelled():
+        if reply.cancelled() or (e := reply.exception()) is not None:
+            # killed with its process, refused, or its session closed: replay stays the way back
+            if not reply.cancelled():
+                log.debug("%s: goal.save of state %d failed: %s", self.theorem.key, sid, e)
+            self._pool._saved(None)
             return
-        if (e := reply.exception()) is not None:  # killed with its process, or refused
-            log.debug("%s: goal.save of state %d failed: %s", self.theorem.key, sid, e)
-            return
+        self._pool._saved(reply.result()[1])
         if not self._closed:
             self._saved[sid] = path
-            self._pool._counts["saves"] += 1
 
     def _place(self) -> _Worker:
         """The worker for this session's next request: its own, unless its REPL ids are void there
@@ -895,8 +933,11 @@ class ProofSession:
             try:
                 client = await pool._ready(w)
                 try:
-                    async with self._replay_lock:
-                        repl_id = await self._materialize(client, sid)
+                    if self._ids_client is client and sid in self._repl_ids:
+                        repl_id = self._repl_ids[sid]  # the common case: nothing to restore
+                    else:
+                        async with self._replay_lock:
+                            repl_id = await self._materialize(client, sid)
                 except ReplError as e:  # crash, hang or garbage while restoring
                     last = e
                     if pool._failed(w, client, e, f"restoring for {self.theorem.key}: {e}"):
@@ -973,7 +1014,7 @@ class ProofSession:
             text=render_goals(r.goals),
             depth=self._states[parent].depth + 1,
         )
-        self._add(state, parent, tactic, tuple(str(m) for m in r.messages))
+        self._add(state, parent, tactic, tuple(str(m) for m in r.messages), r.lean_time_s)
         if self._ids_client is client:  # else the ids moved to a newer process meanwhile
             self._repl_ids[state.sid] = r.state_id
         return state

@@ -104,8 +104,8 @@ def test_session_proves_and_records_paths(tag: str) -> None:
             final = await prove(s)
             assert final.solved and final.text == "no goals" and final.depth == 4
             assert s.path(final) == AND_COMM_PROOF
-            # one worker, one warm spare, one warm verifier: all the pool's, none other
-            assert len(pool.pids()) == 3 and sorted(repl_processes(tag)) == pool.pids()
+            # the worker, the warm spares and verifiers (2 and 2): all the pool's, none other
+            assert len(pool.pids()) == 1 + 2 + 2 and sorted(repl_processes(tag)) == pool.pids()
             await s.close()
             assert pool.stats()["sessions_open"] == 0
             with pytest.raises(ReplError, match="closed"):
@@ -156,7 +156,7 @@ def test_cooperative_interrupt_keeps_the_repl_and_its_states() -> None:
     state, nothing restarted, nothing replayed."""
 
     async def main():
-        async with LeanPool(make_cfg(save_min_depth=None)) as pool:
+        async with LeanPool(make_cfg()) as pool:
             s = await pool.start(AND_COMM)
             r1 = await s.apply(s.root, "intro h")
             pid = pool.worker_pids()[0]
@@ -205,13 +205,13 @@ def test_hard_hang_the_spare_takes_over_and_states_come_back_by_load(tag: str) -
     one tactic replayed — and the search still finds the proof."""
 
     async def main():
-        async with LeanPool(make_cfg(save_min_depth=0)) as pool:
+        async with LeanPool(make_cfg(save_factor=0)) as pool:  # save every state
             s = await pool.start(AND_COMM)
             r1 = (await s.apply(s.root, "intro h")).state
             r2 = (await s.apply(r1, "constructor")).state
             pid, spare = pool.worker_pids()[0], pool.spare_pids()[0]
             await asyncio.sleep(0.1)  # the saves' replies
-            assert pool.stats()["saves"] == 2  # `intro h` and `constructor` (the root: never)
+            assert pool.stats()["saves"] == 3  # the root, `intro h` and `constructor`
             t0 = time.monotonic()
             hang = await s.apply(r2, "debug_hang")
             assert isinstance(hang, TacticFailure) and hang.kind == "timeout"
@@ -228,10 +228,10 @@ def test_hard_hang_the_spare_takes_over_and_states_come_back_by_load(tag: str) -
             assert st["crashes"] == st["interrupts"] == 0, st
             assert st["loads"] == 1 and st["replays"] == 0 and st["reopens"] == 0, st
             for _ in range(400):  # the next spare starts once the hung process is gone
-                if pool.spare_pids():
+                if len(pool.spare_pids()) == 2:
                     break
                 await asyncio.sleep(0.05)
-            assert pool.spare_pids() and pool.spare_pids()[0] != spare
+            assert len(pool.spare_pids()) == 2 and spare not in pool.spare_pids()
             assert sorted(repl_processes(tag)) == pool.pids()
 
     asyncio.run(main())
@@ -248,28 +248,48 @@ def test_without_a_spare_the_worker_restarts_in_the_background() -> None:
             assert final.solved and pool.worker_pids()[0] not in (None, pid)
             st = pool.stats()
             assert st["restarts"] == 1 and st["spare_takeovers"] == 0 and st["hard_hangs"] == 1
-            # nothing saved at depth < 4: the root started again, `intro h` replayed
+            # nothing saved: the root started again, `intro h` replayed
             assert st["reopens"] == 1 and st["replays"] == 1 and st["loads"] == 0, st
+
+    asyncio.run(main())
+
+
+def test_a_state_is_saved_when_its_replay_would_cost_more_than_saves() -> None:
+    """``lean.save_factor``: insurance bought where a replay is dear.  The first state is saved
+    (that measures a save); a cheap tactic's state is not; a state whose path took far longer
+    than a save is, and a restart then brings it back with one load."""
+
+    async def main():
+        async with LeanPool(make_cfg(save_factor=50, tactic_timeout_s=1.0)) as pool:
+            s = await pool.start(AND_COMM)
+            r1 = (await s.apply(s.root, "intro h")).state  # ~0.3 ms: below 50 saves
+            r2 = (await s.apply(r1, "sleep 500; constructor")).state  # 0.5 s: far above
+            await asyncio.sleep(0.1)
+            assert set(s._saved) == {s.root.sid, r2.sid}, s._saved  # white-box
+            assert (await s.apply(r2, "debug_hang")).kind == "timeout"
+            assert isinstance(await s.apply(r2, "exact h.2"), TacticSuccess)
+            st = pool.stats()
+            assert st["loads"] == 1 and st["replays"] == 0 and st["reopens"] == 0, st
 
     asyncio.run(main())
 
 
 def test_a_failed_load_falls_back_to_replay() -> None:
     async def main():
-        async with LeanPool(make_cfg(save_min_depth=1)) as pool:
+        async with LeanPool(make_cfg(save_factor=0)) as pool:
             s = await pool.start(AND_COMM)
             r1 = (await s.apply(s.root, "intro h")).state
             r2 = (await s.apply(r1, "constructor")).state
             await asyncio.sleep(0.1)
-            assert pool.stats()["saves"] == 2
+            assert pool.stats()["saves"] == 3
             for path in s._saved.values():  # white-box: spoil every saved file
                 path.write_bytes(b"not a goal state")
             assert (await s.apply(r2, "debug_hang")).kind == "timeout"
             r3 = await s.apply(r2, "exact h.2")
             assert isinstance(r3, TacticSuccess) and len(r3.state.goals) == 1
             st = pool.stats()
-            # r2's file, then r1's, then the root started again and both tactics replayed
-            assert st["load_failures"] == 2 and st["loads"] == 0, st
+            # r2's file, then r1's, then the root's; the root started again, both tactics replayed
+            assert st["load_failures"] == 3 and st["loads"] == 0, st
             assert st["reopens"] == 1 and st["replays"] == 2, st
             assert (await prove(s)).solved
 
@@ -283,15 +303,15 @@ HEADER_THEOREM = Theorem(
 )
 
 
-@pytest.mark.parametrize(("save_min_depth", "restored_by"), [(0, "loads"), (None, "reopens")])
+@pytest.mark.parametrize(("save_factor", "restored_by"), [(0, "loads"), (None, "reopens")])
 def test_a_theorem_with_header_declarations_restores_correctly(
-    save_min_depth: int | None, restored_by: str
+    save_factor: float | None, restored_by: str
 ) -> None:
     """ProofNet-style: the statement's file declares what the proof uses.  A state restored in a
     new process — by goal.load, or by replay from the restarted statement — still sees it."""
 
     async def main():
-        async with LeanPool(make_cfg(save_min_depth=save_min_depth)) as pool:
+        async with LeanPool(make_cfg(save_factor=save_factor)) as pool:
             s = await pool.start(HEADER_THEOREM)
             r1 = (await s.apply(s.root, "intro h")).state
             r2 = (await s.apply(r1, "intro _")).state
@@ -385,7 +405,7 @@ def test_kill_9_mid_request_is_repaired_by_replay(tag: str) -> None:
             assert pool.worker_pids()[0] != pid
             st = pool.stats()
             assert st["crashes"] == 1 and st["restarts"] == 1 and st["spare_takeovers"] == 1, st
-            # nothing saved below depth 4: the root started again, two tactics replayed
+            # nothing saved: the root started again, two tactics replayed
             assert st["reopens"] == 1 and st["replays"] == 2 and st["loads"] == 0, st
             # the rebuilt states go on to a proof
             r4 = await s.apply(r3.state, "exact h.2")
@@ -468,7 +488,7 @@ def test_many_sessions_share_the_workers(tag: str) -> None:
             results = await asyncio.gather(*(one(pool, t) for t in theorems))
             assert all(solved for _, solved in results)
             assert sorted(w for w, _ in results) == [0] * 4 + [1] * 4  # least-loaded assignment
-            assert len(pool.pids()) == 4  # two workers, a spare, a verifier
+            assert len(pool.pids()) == 2 + 2 + 2  # workers, spares, verifiers
             await only_the_pools(pool, tag)
             assert pool.stats()["sessions"] == 8 and pool.stats()["sessions_open"] == 0
             assert pool.stats()["moves"] == 0  # no restart: no session ever leaves its states
@@ -530,7 +550,7 @@ def test_shutdown_kills_busy_workers_at_once(tag: str) -> None:
             s = await pool.start(AND_COMM)
             hung = asyncio.create_task(s.apply(s.root, "debug_hang"))
             await asyncio.sleep(0.3)
-            assert len(pool.pids()) == 4
+            assert len(pool.pids()) == 2 + 2 + 2
             await only_the_pools(pool, tag)
         assert repl_processes(tag) == []  # reaped by the time the pool is closed
         with pytest.raises(ReplError, match="pool is closed"):
@@ -723,7 +743,7 @@ CHILD = textwrap.dedent(
     async def main():
         async with LeanPool(cfg) as pool:
             sessions = [await pool.start(thm) for _ in range(2)]  # one per worker
-            print("PIDS", *pool.pids(), flush=True)  # two workers, a spare, a verifier
+            print("PIDS", *pool.pids(), flush=True)  # 2 workers, 2 spares, 2 verifiers
             # Both REPLs busy: a busy REPL does not notice its stdin closing, so only an
             # active kill (SIGTERM handler, PR_SET_PDEATHSIG) takes it down.
             await asyncio.gather(*(s.apply(s.root, "debug_hang") for s in sessions))
@@ -753,7 +773,7 @@ def test_no_orphans_when_the_parent_dies(
         line = parent.stdout.readline()
         assert line.startswith("PIDS"), (line, parent.stderr.read() if parent.poll() else "")
         pids = [int(p) for p in line.split()[1:]]
-        assert len(pids) == 4 and sorted(repl_processes(tag)) == sorted(pids)
+        assert len(pids) == 6 and sorted(repl_processes(tag)) == sorted(pids)
         time.sleep(0.3)  # let the hanging requests reach the REPLs
         parent.send_signal(signal.SIGKILL if how == "sigkill" else signal.SIGTERM)
         rc = parent.wait(timeout=10)
@@ -763,7 +783,7 @@ def test_no_orphans_when_the_parent_dies(
             parent.kill()
     assert rc == expected_rc
     if how != "sigkill":  # the SIGTERM handler killed them (PR_SET_PDEATHSIG would have, too)
-        assert "SIGTERM: killed 4 REPL process group(s)" in err
+        assert "SIGTERM: killed 6 REPL process group(s)" in err
     if how == "chained":
         assert "PREVIOUS HANDLER" in out  # the earlier handler still ran
     assert wait_until_gone(tag) == []
