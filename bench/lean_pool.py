@@ -2,7 +2,10 @@
 
 The workload is fixed: ``--theorems`` propositional theorems ``p0 → … → pk → pk ∧ … ∧ p0`` (k
 varies), each proved the way a search would meet it — at every state two wrong candidates (Lean
-errors) before the right tactic.  The same requests run
+errors) before the right tactic.  The same requests — the same text: every tactic under the
+per-tactic heartbeat wrapper ``set_option maxHeartbeats N in`` (``lean.tactic_heartbeats``),
+``goal.delete`` at the end; no ``goal.save`` on either side (``lean.save_factor`` null: whether a
+save pays is a question of its cost, measured below and weighed in ``bench/search.py``) — run
 
 - ``direct``: one REPL process, a synchronous loop (write a line, read a line, ``json.loads``),
   one theorem after another — one request in flight;
@@ -15,8 +18,9 @@ errors) before the right tactic.  The same requests run
 - ``pool2``: ``--concurrency`` sessions over 2 workers → ``scaling_2_workers`` (``pool2`` over
   ``pool1c`` throughput; bounded by the machine's cores: the REPLs and this process share them).
 
-Like for like, the two headline ratios (target ≥ 0.9 with real Lean; the propositional REPL answers
-in ~0.15 ms, so Python's cost per request dominates both and they read lower):
+So the ratios measure the pool, not the REPL's parsing.  The two headline ratios (target ≥ 0.9 on
+an otherwise idle machine — load average below 0.5, printed first and last — where the
+propositional REPL answers a tactic in ~0.15 ms, so Python's cost per request is what they show):
 
 - ``pool_vs_direct_pipelined_ratio`` = ``direct_pipelined`` / ``pool1c`` time: several sessions on
   one worker — how searches use the pool (``search.concurrency`` 32 over 6 workers, ~5 sessions
@@ -28,25 +32,38 @@ in ~0.15 ms, so Python's cost per request dominates both and they read lower):
 ``pool_vs_direct_unpipelined_ratio`` (``direct`` / ``pool1c``) is printed as an extra figure only:
 it credits the pool with pipelining that the unpipelined loop does not do.
 
+What a state's ``goal.save`` and ``goal.load`` cost on the stand-in, next to a tactic, one request
+in flight over the direct pipe (median over the workload's states; ``bench/search.py`` takes the
+ratios as its save and load costs): ``tactic_us_per_call``, ``save_us_per_state``,
+``load_us_per_state``.
+
 Each figure is the best of ``--repeats`` runs (REPL start-up excluded).
 
-Prints (parameters first; these figures last, one ``name=value`` per line):
+Prints (parameters first; these figures last, one ``name=value`` a line):
 
+- ``load_average_1min_before``: load average before the runs (the ratios need an idle machine)
 - ``direct_apps_per_s``: tactic applications per second, ``direct``
 - ``direct_pipelined_apps_per_s``: the same, ``direct_pipelined``
 - ``pool_1_worker_single_session_apps_per_s``: the same, ``pool1``
 - ``pool_1_worker_apps_per_s``: the same, ``pool1c``
 - ``pool_2_workers_apps_per_s``: the same, ``pool2``
 - ``pool_overhead_us_per_app_single_session``: (``pool1`` − ``direct``) time per application, µs
+- ``pool_overhead_us_per_app_pipelined``: (``pool1c`` − ``direct_pipelined``) time per application, µs
 - ``pool_vs_direct_unpipelined_ratio``: ``direct`` / ``pool1c`` time (extra, not like for like)
 - ``scaling_2_workers``: ``pool1c`` / ``pool2`` time
+- ``tactic_us_per_call``: a tactic's time per call over the direct pipe, µs
+- ``save_us_per_state``: ``goal.save`` per state, µs
+- ``load_us_per_state``: ``goal.load`` per state, µs
+- ``save_vs_tactic``: save over tactic time
+- ``load_vs_tactic``: load over tactic time
+- ``load_average_1min_after``: load average after the runs
 - ``pool_vs_direct_ratio_single_session``: ``direct`` / ``pool1`` time
 - ``pool_vs_direct_pipelined_ratio``: ``direct_pipelined`` / ``pool1c`` time
 
 Example::
 
     python bench/lean_pool.py --theorems 60 --repeats 3
-    python bench/lean_pool.py --smoke      # 4 theorems, 1 repeat: that it runs (CI)
+    python bench/lean_pool.py --smoke        # tiny sizes, seconds
 """
 
 from __future__ import annotations
@@ -55,15 +72,18 @@ import argparse
 import asyncio
 import json
 import os
+import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections import deque
 from collections.abc import Generator
 from dataclasses import dataclass
+from pathlib import Path
 
 from burnqed.config import LeanConfig
-from burnqed.lean.client import PIPELINE_DEPTH, repl_argv
+from burnqed.lean.client import PIPELINE_DEPTH, repl_argv, with_heartbeats
 from burnqed.lean.pool import LeanPool, TacticSuccess
 from burnqed.lean.verify import theorem_file
 from burnqed.theorems import Theorem
@@ -107,7 +127,9 @@ def count_applications(tasks: list[Task]) -> int:
 class DirectLoop:
     """One REPL process driven synchronously: write a line, read a line, ``json.loads``."""
 
-    def __init__(self, cfg: LeanConfig) -> None:
+    def __init__(self, cfg: LeanConfig, save_dir: Path) -> None:
+        self.cfg = cfg
+        self.save_dir = save_dir
         self.proc = subprocess.Popen(
             repl_argv(cfg), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
         )
@@ -132,7 +154,7 @@ class DirectLoop:
         def start() -> None:
             task = next(todo, None)
             if task is not None:
-                gen = _requests(task)
+                gen = _requests(task, self.cfg)
                 ready.append((gen, next(gen)))
 
         t0 = time.perf_counter()
@@ -152,14 +174,38 @@ class DirectLoop:
                 start()
         return time.perf_counter() - t0
 
+    def save_load_costs(self, tasks: list[Task]) -> tuple[float, float, float]:
+        """Median seconds of a goal.tactic, a goal.save and a goal.load round trip on the
+        workload's states (one request in flight)."""
+        tactic, save, load = [], [], []
+
+        def timed(cmd: str, payload: dict, into: list[float]) -> dict:
+            t0 = time.perf_counter()
+            reply = self.call(cmd, payload)
+            into.append(time.perf_counter() - t0)
+            return reply
+
+        for i, task in enumerate(tasks):
+            units = self.call("frontend.process", _start_payload(task))["units"]
+            sid = next(u["goalStateId"] for u in units if "goalStateId" in u)
+            ids = [sid]
+            for j, candidates in enumerate(task.steps):
+                text = with_heartbeats(candidates[-1], self.cfg.tactic_heartbeats)
+                r = timed("goal.tactic", {"stateId": sid, "tactic": text}, tactic)
+                sid = r["nextStateId"]
+                path = str(self.save_dir / f"m{i}-{j}")
+                assert timed("goal.save", {"id": sid, "path": path}, save) == {}
+                ids += [sid, timed("goal.load", {"path": path}, load)["id"]]
+            self.call("goal.delete", {"stateIds": ids})
+        return statistics.median(tactic), statistics.median(save), statistics.median(load)
+
     def close(self) -> None:
         self.proc.kill()
         self.proc.wait()
 
 
-def _requests(task: Task) -> Generator[tuple[str, dict], dict, None]:
-    """The requests of one theorem, each sent after the previous one's reply (``send``)."""
-    payload = {
+def _start_payload(task: Task) -> dict:
+    return {
         "file": theorem_file(task.theorem, ["sorry"]),
         "readHeader": False,
         "inheritEnv": False,
@@ -167,12 +213,19 @@ def _requests(task: Task) -> Generator[tuple[str, dict], dict, None]:
         "typeErrorsAsGoals": False,
         "newConstants": False,
     }
-    units = (yield ("frontend.process", payload))["units"]
+
+
+def _requests(task: Task, cfg: LeanConfig) -> Generator[tuple[str, dict], dict, None]:
+    """The requests the pool sends for one theorem, each after the previous one's reply
+    (``send``): the start, every candidate under the heartbeat wrapper, ``goal.delete`` at the
+    end."""
+    units = (yield ("frontend.process", _start_payload(task)))["units"]
     sid = next(u["goalStateId"] for u in units if "goalStateId" in u)
     ids, r = [sid], {}
     for candidates in task.steps:
         for tac in candidates:
-            r = yield ("goal.tactic", {"stateId": sid, "tactic": tac})
+            text = with_heartbeats(tac, cfg.tactic_heartbeats)
+            r = yield ("goal.tactic", {"stateId": sid, "tactic": text})
             if "nextStateId" in r:
                 sid = r["nextStateId"]
                 ids.append(sid)
@@ -208,11 +261,14 @@ async def run_pool(pool: LeanPool, tasks: list[Task], concurrency: int) -> float
     return elapsed
 
 
-async def measure(base: LeanConfig, tasks: list[Task], concurrency: int, repeats: int) -> dict:
-    """Best seconds per setting.  The settings take turns in every round, so background load
-    hits them alike, and every REPL lives across rounds, so their caches are equally warm."""
+async def measure(
+    base: LeanConfig, tasks: list[Task], concurrency: int, repeats: int, save_dir: Path
+) -> tuple[dict, tuple[float, float, float]]:
+    """Best seconds per setting, and the save/load costs.  The settings take turns in every
+    round, so background load hits them alike, and every REPL lives across rounds, so their
+    caches are equally warm."""
     two = LeanConfig.from_dict({**base.to_dict(), "workers": 2})
-    direct = DirectLoop(base)
+    direct = DirectLoop(base, save_dir)
     depth = min(concurrency, PIPELINE_DEPTH)  # what the pool's client keeps in flight
     times: dict[str, list[float]] = {
         k: [] for k in ("direct", "direct_pipelined", "pool1", "pool1c", "pool2")
@@ -230,9 +286,10 @@ async def measure(base: LeanConfig, tasks: list[Task], concurrency: int, repeats
                 if round_:
                     for k, v in t.items():
                         times[k].append(v)
+        costs = direct.save_load_costs(tasks)
     finally:
         direct.close()
-    return {k: min(v) for k, v in times.items()}
+    return {k: min(v) for k, v in times.items()}, costs
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -248,10 +305,11 @@ def main(argv: list[str] | None = None) -> None:
         default=[sys.executable, "-m", "burnqed.proplogic"],
         help="argv of the REPL (default: burnqed's propositional REPL)",
     )
-    ap.add_argument("--smoke", action="store_true", help="4 theorems, 1 repeat (CI)")
+    ap.add_argument("--smoke", action="store_true", help="tiny sizes: runs in seconds")
     args = ap.parse_args(argv)
     if args.smoke:
-        args.theorems, args.repeats = 4, 1
+        args.theorems, args.repeats, args.concurrency = 8, 1, 4
+    shipped = LeanConfig()
     base = LeanConfig(
         repl_command=tuple(args.repl_command),
         imports=(),
@@ -260,9 +318,11 @@ def main(argv: list[str] | None = None) -> None:
         recycle_after_requests=10**9,
         recycle_after_s=1e9,
         memory_limit_mb=4096,
+        save_factor=None,  # no goal.save on either side: its cost is measured on its own
     )
     tasks = workload(args.theorems)
     n = count_applications(tasks)
+    print(f"load_average_1min_before={os.getloadavg()[0]:.2f}  # target figures need < 0.5")
     print(f"repl_command={' '.join(args.repl_command)}")
     print(f"theorems={len(tasks)}")
     print(f"tactic_applications={n}")
@@ -270,9 +330,15 @@ def main(argv: list[str] | None = None) -> None:
     print(f"concurrency={args.concurrency}")
     print(f"pipeline_depth={PIPELINE_DEPTH}")
     print(f"direct_pipelined_in_flight={min(args.concurrency, PIPELINE_DEPTH)}")
-    print(f"cpu_count={os.cpu_count()}")
+    print(f"tactic_heartbeats={base.tactic_heartbeats}  # the wrapper on every tactic, both sides")
+    print(f"save_factor={base.save_factor}  # no goal.save during the runs, either side")
+    print(f"spares={shipped.spares} verifiers={shipped.verifiers}  # idle during the runs")
+    print(f"cpu_count={os.cpu_count()}", flush=True)
 
-    best = asyncio.run(measure(base, tasks, args.concurrency, args.repeats))
+    with tempfile.TemporaryDirectory(prefix="burnqed-bench-") as d:
+        best, (tactic_s, save_s, load_s) = asyncio.run(
+            measure(base, tasks, args.concurrency, args.repeats, Path(d))
+        )
     direct, piped = best["direct"], best["direct_pipelined"]
     pool1, pool1c, pool2 = best["pool1"], best["pool1c"], best["pool2"]
 
@@ -284,8 +350,15 @@ def main(argv: list[str] | None = None) -> None:
     # Python's round trip per application when one session waits for each reply; with real Lean
     # (ms per tactic) it is what a lone session pays on top of Lean.
     print(f"pool_overhead_us_per_app_single_session={(pool1 - direct) / n * 1e6:.0f}")
+    print(f"pool_overhead_us_per_app_pipelined={(pool1c - piped) / n * 1e6:.0f}")
     print(f"pool_vs_direct_unpipelined_ratio={direct / pool1c:.3f}")  # extra: not like for like
     print(f"scaling_2_workers={pool1c / pool2:.3f}")
+    print(f"tactic_us_per_call={tactic_s * 1e6:.0f}")
+    print(f"save_us_per_state={save_s * 1e6:.0f}")
+    print(f"load_us_per_state={load_s * 1e6:.0f}")
+    print(f"save_vs_tactic={save_s / tactic_s:.2f}")
+    print(f"load_vs_tactic={load_s / tactic_s:.2f}")
+    print(f"load_average_1min_after={os.getloadavg()[0]:.2f}")
     # Headlines, like for like: the same requests in flight on both sides.
     print(f"pool_vs_direct_ratio_single_session={direct / pool1:.3f}")
     print(f"pool_vs_direct_pipelined_ratio={piped / pool1c:.3f}")

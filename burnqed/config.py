@@ -270,7 +270,19 @@ class LeanConfig(Section):
     project_path: str | None = None
     workers: int = 6
     ready_timeout_s: float = 120.0
+    # The per-tactic limit that decides a tactic's result: `set_option maxHeartbeats N in <tac>`
+    # (Lean's units: N·1000 heartbeats); None sends tactics unwrapped (the REPL's own limit).
+    tactic_heartbeats: int | None = 200000
+    # Wall-clock backstops behind it: the REPL's own `timeout` (a cooperative interrupt fails the
+    # tactic and keeps the process), then `hang_grace_s` more before the client kills a REPL that
+    # has not answered (a hard hang).
     tactic_timeout_s: float = 30.0
+    hang_grace_s: float = 2.0
+    spares: int = 2  # pre-started REPLs that take a killed or recycled worker's place at once
+    verifiers: int = 2  # whole-file checks at once, each in a fresh pre-started process
+    # goal.save a state when replaying its path would cost this many saves (both measured as the
+    # run goes); 0: every state; None: never.
+    save_factor: float | None = 10.0
     recycle_after_requests: int = 1000
     recycle_after_s: float = 1800.0
     memory_limit_mb: int | None = 16384
@@ -308,6 +320,19 @@ class LeanConfig(Section):
         import re
 
         self._require(len(self.repl_command) > 0, "repl_command", "must name the REPL program")
+        self._require(
+            self.tactic_heartbeats is None or self.tactic_heartbeats >= 1,
+            "tactic_heartbeats",
+            "must be >= 1 (Lean's maxHeartbeats units), or null",
+        )
+        self._require(self.hang_grace_s > 0, "hang_grace_s", "must be > 0")
+        self._require(self.spares >= 0, "spares", "must be >= 0")
+        self._require(self.verifiers >= 1, "verifiers", "must be >= 1")
+        self._require(
+            self.save_factor is None or self.save_factor >= 0,
+            "save_factor",
+            "must be >= 0, or null (never save)",
+        )
         for i, pat in enumerate(self.banned_tactics):
             try:
                 re.compile(pat)

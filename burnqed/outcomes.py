@@ -94,6 +94,7 @@ POOL_COUNTERS = {
     "saves": "states saved with goal.save",
     "loads": "states restored with goal.load after a restart",
     "load_failures": "goal.load calls that failed (the state was replayed instead)",
+    "reopens": "statements started again in a new process, to replay a path from its root",
     "replays": "tactic calls re-run to rebuild states after a restart",
     "moves": "sessions moved to a less loaded worker",
     "verifications": "whole-file proof checks in fresh processes",

@@ -3,7 +3,11 @@
 :class:`ReplClient` owns its process: it starts ``lean.repl_command`` (+ ``imports``, ``--key=value``
 options, ``LEAN_PATH``/cwd of a Mathlib project) in a new process group with memory and CPU limits,
 waits for ``ready.``, sets the REPL's own ``timeout`` option, and then sends one compact JSON line per
-request, bounding every read with a wall-clock timeout.  Requests from concurrent tasks are
+request, bounding every read with a wall-clock timeout (the REPL's timeout + ``lean.hang_grace_s``).
+Tactics go under the per-tactic heartbeat limit, ``set_option maxHeartbeats N in <tactic>``
+(``lean.tactic_heartbeats``, :func:`with_heartbeats`): Lean's "maximum number of heartbeats" failure
+is a rejection of kind ``heartbeats``, deterministic; the REPL's ``interrupt`` reply is a
+:class:`~burnqed.lean.errors.ReplTimeoutError` that leaves the process and its states usable.  Requests from concurrent tasks are
 pipelined: up to :data:`PIPELINE_DEPTH` lines are written ahead of their replies, which one reader
 task matches to them in order, so the REPL never waits for Python between two requests.  stderr is
 drained to a log file (a full stderr pipe would deadlock the REPL).  Replies become frozen
@@ -68,15 +72,39 @@ LINE_LIMIT = (
     64 * 2**20
 )  # bytes per reply line: env.catalog or a big goal list can exceed asyncio's 64 KiB
 STDERR_TAIL = 4096  # bytes of stderr kept for error messages
+DRAIN_ABOVE = 2**16  # bytes buffered for the REPL's stdin past which a sender waits for it
 
 
-def read_timeout_for(tactic_timeout_s: float) -> float:
-    """Client-side read timeout: the REPL's own timeout plus a margin for it to answer ``interrupt``.
+def read_timeout_for(tactic_timeout_s: float, hang_grace_s: float) -> float:
+    """Client-side read timeout: the REPL's own timeout plus the grace for it to answer ``interrupt``.
 
     Cancellation inside Lean is cooperative, so a tactic can outlive the REPL timeout; past this
-    bound the client kills the process instead of waiting forever.
+    bound (a hard hang) the client kills the process instead of waiting forever.
     """
-    return tactic_timeout_s + max(1.0, 0.5 * tactic_timeout_s)
+    return tactic_timeout_s + hang_grace_s
+
+
+# Lean's message when a limit counted in heartbeats is reached: the elaborator's "(deterministic)
+# timeout at `whnf`, maximum number of heartbeats (N) has been reached" and the kernel's
+# "(kernel) deterministic timeout".
+_HEARTBEATS = re.compile(r"maximum number of heartbeats|\(kernel\) deterministic timeout")
+
+
+def with_heartbeats(tactic: str, heartbeats: int | None) -> str:
+    """The text sent for ``tactic`` under the per-tactic limit: ``set_option maxHeartbeats N in``.
+
+    The option's scope is a tactic sequence (``set_option … in tacticSeq``), so a tactic of several
+    lines goes on the lines after ``in``, where its own layout holds.  ``None``: the tactic alone.
+
+    >>> with_heartbeats("simp", 200000)
+    'set_option maxHeartbeats 200000 in simp'
+    >>> with_heartbeats("constructor\\nexact h", 400)
+    'set_option maxHeartbeats 400 in\\nconstructor\\nexact h'
+    """
+    if heartbeats is None:
+        return tactic
+    sep = "\n" if "\n" in tactic else " "
+    return f"set_option maxHeartbeats {heartbeats} in{sep}{tactic}"
 
 
 # --------------------------------------------------------------------------------------------
@@ -127,7 +155,7 @@ class GoalState:
 class TacticRejected:
     """A tactic Lean did not accept: an elaboration error, a parse error, or a result using sorry."""
 
-    kind: Literal["error", "parse", "sorry"]
+    kind: Literal["error", "parse", "sorry", "heartbeats"]  # heartbeats: the per-tactic limit
     message: str
     messages: tuple[Message, ...] = ()
     lean_time_s: float = field(default=0.0, compare=False)  # REPL time of the tactic
@@ -391,14 +419,14 @@ class _Pending:
     timeout: float  # seconds the REPL may work on it, from `started`
     future: asyncio.Future[tuple[dict[str, Any], float]]  # (reply, REPL seconds)
     started: float | None = None  # time.perf_counter() when the REPL reached it; None while queued
-    timer: asyncio.TimerHandle | None = None  # fires the read timeout, from `started`
+    deadline: float = math.inf  # loop.time() at which its read timeout fires, once started
 
 
 class ReplClient:
     """One REPL process; an async context manager.  Pipelined: up to ``depth`` requests in flight.
 
     ``request`` raises :class:`ReplTimeoutError` (read timeout: process killed; or the REPL's own
-    ``interrupt``: process alive but poisoned), :class:`ReplProtocolError` for an ``{"error": …}``
+    ``interrupt``: the request failed, the process and its states are fine), :class:`ReplProtocolError` for an ``{"error": …}``
     reply (process still usable), and :class:`ReplError` for EOF or a reply that is not JSON (process
     killed).  When a request breaks the process, the requests written behind it fail with a
     :class:`ReplError` saying that they never ran.  After a kill the client is dead (``alive`` is
@@ -426,7 +454,9 @@ class ReplClient:
         self.name = name
         self.stderr_log = stderr_log
         self.read_timeout_s = (
-            read_timeout_for(cfg.tactic_timeout_s) if read_timeout_s is None else read_timeout_s
+            read_timeout_for(cfg.tactic_timeout_s, cfg.hang_grace_s)
+            if read_timeout_s is None
+            else read_timeout_s
         )
         self.depth = depth
         self.requests = 0  # requests written to the REPL (whatever became of them)
@@ -443,6 +473,9 @@ class ReplClient:
         self._idle.set()
         self._reader_task: asyncio.Task | None = None
         self._stderr_task: asyncio.Task | None = None
+        self._watchdog: asyncio.TimerHandle | None = None  # the read timeout of the head request
+        self._outbox = bytearray()  # request lines of this event-loop turn, not yet written
+        self._flush_scheduled = False
         self._stderr_tail = bytearray()
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -572,14 +605,14 @@ class ReplClient:
         to a new process (the pool replays and retries them).
         """
         self._dead = True
+        self._disarm()
+        self._outbox.clear()
         if self._proc is not None and not self._reaped:  # a reaped pgid may belong to another
             _killpg(self._proc.pid)
         pending, self._pending = list(self._pending), deque()
         now = time.perf_counter()
         first: ReplError | None = None
         for p in pending:
-            if p.timer is not None:
-                p.timer.cancel()
             if p.started is not None:  # the one the REPL was working on
                 self.lean_time_s += now - p.started
             if first is None:
@@ -642,11 +675,29 @@ class ReplClient:
     def _begin(self, p: _Pending, now: float) -> None:
         """The REPL has reached ``p``: start its clock and its read timeout."""
         p.started = now
-        p.timer = asyncio.get_running_loop().call_later(p.timeout, self._on_timeout, p)
+        loop = asyncio.get_running_loop()
+        p.deadline = loop.time() + p.timeout
+        # One watchdog per client, not a timer per request: it is moved only when this deadline
+        # comes before the one it is set for, and when it fires it looks at the request the REPL
+        # is on now (replies in between cost nothing).
+        if self._watchdog is None or p.deadline < self._watchdog.when():
+            self._disarm()
+            self._watchdog = loop.call_at(p.deadline, self._on_watchdog)
 
-    def _on_timeout(self, p: _Pending) -> None:
-        if self._dead or not self._pending or self._pending[0] is not p:
+    def _disarm(self) -> None:
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            self._watchdog = None
+
+    def _on_watchdog(self) -> None:
+        self._watchdog = None
+        if self._dead or not self._pending:
             return  # answered or failed meanwhile
+        p = self._pending[0]
+        loop = asyncio.get_running_loop()
+        if p.deadline > loop.time():  # the request it was set for was answered: watch this one
+            self._watchdog = loop.call_at(p.deadline, self._on_watchdog)
+            return
         pid = self.pid
         self._break(
             lambda cmd: ReplTimeoutError(
@@ -654,6 +705,19 @@ class ReplClient:
                 killed=True,
             )
         )
+
+    def _flush(self) -> None:
+        """Write the request lines queued in this turn of the event loop, in one system call."""
+        self._flush_scheduled = False
+        if not self._outbox:
+            return
+        data = bytes(self._outbox)
+        self._outbox.clear()
+        proc = self._proc
+        if proc is None or proc.stdin is None or self._dead:
+            return  # their requests have failed (the process is gone)
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            proc.stdin.write(data)  # a process gone meanwhile: the reader reports its exit
 
     async def _read_replies(self, proc: asyncio.subprocess.Process) -> None:
         """The one reader of the REPL's stdout: each line answers the oldest request in flight.
@@ -694,8 +758,7 @@ class ReplClient:
                     self._garbage(raw, pid)
                     return
                 p = self._pending.popleft()
-                assert p.started is not None and p.timer is not None
-                p.timer.cancel()
+                assert p.started is not None
                 self._slots.release()
                 lean_s = now - p.started
                 self.lean_time_s += lean_s
@@ -722,9 +785,7 @@ class ReplClient:
     async def _on_eof(self, pid: int) -> None:
         """stdout ended: the process exited (crash, memory or CPU limit, kill -9 from outside)."""
         self._dead = True  # no new requests while we wait for the exit code
-        for p in self._pending:  # and no read timeout: the failure is the exit
-            if p.timer is not None:
-                p.timer.cancel()
+        self._disarm()  # and no read timeout: the failure is the exit
         rc = await self._exit_code()
         if not self._pending:
             log.warning("%s: pid %d exited (code %s) while idle", self.name, pid, rc)
@@ -735,10 +796,11 @@ class ReplClient:
             )
         )
 
-    async def _exchange(
+    async def _send(
         self, cmd: str, payload: Mapping[str, Any] | None, timeout: float | None
-    ) -> tuple[dict[str, Any], float]:
-        """Send one request; return its reply and the seconds the REPL spent on it."""
+    ) -> _Pending:
+        """Write one request line (waiting for a pipeline slot); its reply comes to the returned
+        record's future.  Lines are written in call order, so the REPL runs them in that order."""
         if not cmd or len(cmd.split()) != 1 or cmd.strip() != cmd:
             raise ValueError(f"not a REPL command name: {cmd!r}")
         # Compact JSON on one line after a non-blank command name: json.dumps escapes newlines,
@@ -752,17 +814,29 @@ class ReplClient:
             why = "is being recycled" if self._closing and self.alive else "is not running"
             raise ReplError(f"{self.name}: the REPL {why} (cannot send {cmd})")
         assert proc.stdin is not None
-        p = _Pending(cmd, timeout, asyncio.get_running_loop().create_future())
-        # Queue it and write it with no await in between, so the order of `_pending` is the order
-        # of the lines in the REPL's stdin (stdin.write only buffers; it never blocks).
+        loop = asyncio.get_running_loop()
+        p = _Pending(cmd, timeout, loop.create_future())
+        # Queue it and its line with no await in between, so the order of `_pending` is the order
+        # of the lines in the REPL's stdin.  The lines of one turn of the event loop go out in one
+        # write (the REPL wakes once for them, as a raw loop that flushes once would).
         self._pending.append(p)
         self._idle.clear()
         if len(self._pending) == 1:  # the REPL is idle: it starts on this line right away
             self._begin(p, time.perf_counter())
         self.requests += 1
-        proc.stdin.write(line)
+        self._outbox += line
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            loop.call_soon(self._flush)
+        return p
+
+    async def _receive(self, p: _Pending) -> tuple[dict[str, Any], float]:
+        """The reply to a request :meth:`_send` wrote, and the seconds the REPL spent on it."""
+        proc = self._proc
+        assert proc is not None and proc.stdin is not None
         try:
-            await proc.stdin.drain()
+            if proc.stdin.transport.get_write_buffer_size() > DRAIN_ABOVE:
+                await proc.stdin.drain()  # the REPL is not reading: wait for the pipe
             reply, lean_s = await p.future
         except (BrokenPipeError, ConnectionResetError):
             # The process is gone; the reader reports its exit to every request in flight.
@@ -774,12 +848,32 @@ class ReplClient:
         if "error" in reply and "desc" in reply:
             if reply["error"] == "internal" and reply["desc"] == "interrupt":
                 raise ReplTimeoutError(
-                    f"{self.name}: {cmd} interrupted by the REPL's timeout "
+                    f"{self.name}: {p.cmd} interrupted by the REPL's timeout "
                     f"({self.cfg.tactic_timeout_s} s, lean.tactic_timeout_s)",
                     killed=False,
                 )
-            raise ReplProtocolError(cmd, str(reply["error"]), str(reply["desc"]))
+            raise ReplProtocolError(p.cmd, str(reply["error"]), str(reply["desc"]))
         return reply, lean_s
+
+    async def _exchange(
+        self, cmd: str, payload: Mapping[str, Any] | None, timeout: float | None
+    ) -> tuple[dict[str, Any], float]:
+        """Send one request; return its reply and the seconds the REPL spent on it."""
+        return await self._receive(await self._send(cmd, payload, timeout))
+
+    async def submit(
+        self, cmd: str, payload: Mapping[str, Any] | None = None, *, timeout: float | None = None
+    ) -> asyncio.Future[tuple[dict[str, Any], float]]:
+        """Write ``cmd payload`` now and return a future of its reply and the seconds the REPL
+        spent on it, without waiting for it.
+
+        For requests whose reply nobody needs before going on (``goal.save``): by the time this
+        returns the line is queued, in order, before any request made after it.  The future fails
+        with the errors of :meth:`request`; cancelling it drops the reply.
+        """
+        p = await self._send(cmd, payload, timeout)
+
+        return asyncio.ensure_future(self._receive(p))
 
     # -- requests ----------------------------------------------------------------------------
 
@@ -802,10 +896,13 @@ class ReplClient:
     async def goal_tactic(self, state_id: int, tactic: str) -> GoalState | TacticRejected:
         """Run ``tactic`` on ``state_id`` (automatic mode, no goalId: it acts on the first goal).
 
-        A result with ``hasSorry``/``hasUnsafe`` is rejected (kind ``sorry``) and its state deleted.
+        It is sent under the per-tactic heartbeat limit (:func:`with_heartbeats`,
+        ``lean.tactic_heartbeats``); hitting it is a rejection of kind ``heartbeats``.  A result
+        with ``hasSorry``/``hasUnsafe`` is rejected (kind ``sorry``) and its state deleted.
         """
+        text = with_heartbeats(tactic, self.cfg.tactic_heartbeats)
         reply, lean_s = await self._exchange(
-            "goal.tactic", {"stateId": state_id, "tactic": tactic}, None
+            "goal.tactic", {"stateId": state_id, "tactic": text}, None
         )
         if "parseError" in reply:
             return TacticRejected("parse", str(reply["parseError"]), lean_time_s=lean_s)
@@ -824,21 +921,37 @@ class ReplClient:
         if not messages:
             raise ReplError(f"{self.name}: goal.tactic reply of unknown shape: {reply!r:.300}")
         errors = [m.text for m in messages if m.severity == "error"] or [m.text for m in messages]
-        return TacticRejected("error", "\n".join(errors), messages, lean_time_s=lean_s)
+        kind: Literal["error", "heartbeats"] = (
+            "heartbeats" if any(_HEARTBEATS.search(e) for e in errors) else "error"
+        )
+        return TacticRejected(kind, "\n".join(errors), messages, lean_time_s=lean_s)
 
     async def goal_delete(self, state_ids: Iterable[int]) -> None:
         ids = list(state_ids)
         if ids:
             await self.request("goal.delete", {"stateIds": ids})
 
+    async def goal_save(self, state_id: int, path: str | Path) -> None:
+        """Write state ``state_id`` to ``path`` (``goal.save``; §4: ``{"id", "path"}`` → ``{}``)."""
+        await self.request("goal.save", {"id": state_id, "path": str(path)})
+
+    async def goal_load(self, path: str | Path) -> int:
+        """A new state id holding the state ``goal.save`` wrote to ``path`` (``{"path"}`` → ``{"id"}``).
+
+        Pantograph pickles a state with the constants its file added beyond the imports and replays
+        them on load, so the loading REPL needs the same imports (``reference/pantograph.md`` §4).
+        """
+        return int((await self.request("goal.load", {"path": str(path)}))["id"])
+
     async def stat(self) -> int:
         """The number of states the REPL holds."""
         return int((await self.request("stat", {}))["nGoals"])
 
     async def frontend_process(
-        self, file: str, *, sorrys: bool, inherit_env: bool = False
+        self, file: str, *, sorrys: bool, inherit_env: bool = False, timeout: float | None = None
     ) -> tuple[CompilationUnit, ...]:
-        """Elaborate a Lean file's commands (imports come from the command line, not the file)."""
+        """Elaborate a Lean file's commands (imports come from the command line, not the file);
+        ``timeout``: this request's read timeout (default: the client's)."""
         # Every non-Option field is sent explicitly: Lean's FromJson ignores struct defaults.
         payload = {
             "file": file,
@@ -848,7 +961,7 @@ class ReplClient:
             "typeErrorsAsGoals": False,
             "newConstants": False,
         }
-        reply = await self.request("frontend.process", payload)
+        reply = await self.request("frontend.process", payload, timeout=timeout)
         return tuple(CompilationUnit.from_json(u) for u in reply.get("units", ()))
 
     async def frontend_distil(self, file: str) -> tuple[GoalState, ...]:
@@ -875,4 +988,5 @@ __all__ = [
     "read_version",
     "repl_argv",
     "repl_environment",
+    "with_heartbeats",
 ]

@@ -1,10 +1,13 @@
 """Exceptions of the Lean layer.
 
 :class:`ReplError` is a failure of the REPL *process or protocol* (EOF, a line that is not JSON, a read
-that timed out, an ``{"error": …}`` reply): the worker is restarted and the search's states are replayed.
-It is kept apart from a tactic that Lean rejects, which is an ordinary result (``TacticFailure``) that
-prunes one search node.  ``StartError`` is the one ``ReplError`` a caller should expect for valid
-input: the theorem statement itself does not elaborate.
+that timed out, an ``{"error": …}`` reply).  It is kept apart from a tactic that Lean rejects, which is
+an ordinary result (``TacticFailure``) that prunes one search node.  :class:`ReplTimeoutError` is the
+one that says which: the REPL answered its own ``interrupt`` (``killed`` False: a failed tactic, the
+process and its states are fine) or the client gave up waiting and killed it (``killed`` True: a hard
+hang).  ``StartError`` is the one ``ReplError`` a caller should expect for valid input: Lean's own
+verdict that the theorem statement does not elaborate — deterministic, a defect of the statement; a
+start that timed out or crashed is a plain ``ReplError`` (infrastructure, retried).
 
 Example::
 
@@ -27,10 +30,12 @@ class ReplVersionError(ReplError):
 
 
 class ReplTimeoutError(ReplError):
-    """A request outran its time: the REPL answered ``interrupt`` or the client's read timed out.
+    """A request outran a wall-clock backstop: the REPL answered ``interrupt`` or the read timed out.
 
-    ``killed`` is True when the client killed the process (read timeout); either way the REPL must be
-    restarted before it is used again, because a timed-out state poisons later tactics.
+    ``killed`` False: the REPL's own ``timeout`` fired and it answered ``{"error": "internal", "desc":
+    "interrupt"}`` — cancellation is cooperative and the process is healthy (Pantograph's own test runs
+    the next tactic on the same state; ``reference/pantograph.md`` §8).  ``killed`` True: no reply
+    within the grace period after it (a hard hang), and the client killed the process.
     """
 
     def __init__(self, message: str, *, killed: bool) -> None:
@@ -49,7 +54,11 @@ class ReplProtocolError(ReplError):
 
 
 class StartError(ReplError):
-    """A theorem statement does not elaborate; the message quotes Lean's errors."""
+    """Lean's own verdict: the theorem statement does not elaborate; the message quotes its errors.
+
+    Never raised for a timeout, an interrupt or a crash while the statement elaborates: those are
+    infrastructure (:class:`ReplError`), retried.
+    """
 
 
 __all__ = ["ReplError", "ReplProtocolError", "ReplTimeoutError", "ReplVersionError", "StartError"]

@@ -7,31 +7,63 @@ share few workers.  There is no lock per worker: the sessions' requests go to
 its client together, which pipelines them (:data:`~burnqed.lean.client.PIPELINE_DEPTH`), so the REPL
 goes from one request to the next without waiting for Python.  A session hands out
 :class:`ProofState`\\ s with session-local ids (``sid``) and remembers, for each, the parent and
-tactic that produced it.  When its worker restarts, REPL state ids are void; the session rebuilds
-the states it is asked about lazily, on next use, by starting the theorem again and replaying the
-tactic path (``replays`` in :meth:`LeanPool.stats`).  Since its states must be rebuilt anyway, a
-session whose worker restarted (or is restarting, or recycling) first moves to the least-loaded live
-worker when that evens the load (``moves``): restarts leave sessions unevenly spread as searches
-come and go, and a worker with fewer sessions than the others runs dry before them.
+tactic that produced it.
 
-Workers restart:
-- after any timeout (REPL-side ``interrupt`` or client-side read timeout: a timed-out REPL poisons
-  later tactics, ``reference/pantograph.md`` §11) — the tactic fails with kind ``timeout``;
-- after EOF, a crash or garbage on stdout — the request is retried once after restart and replay,
-  then :class:`ReplError` is raised quoting the cause;
-- after ``recycle_after_requests`` requests or ``recycle_after_s`` seconds (REPL memory grows): the
-  old process takes no new requests, finishes those in flight, and is closed before its successor
-  starts (one process per worker: with Mathlib each holds gigabytes).
-A restarting worker starts its new process in the background; the next requests on it wait for it.
+**A tactic's result is decided by its heartbeat limit** (``lean.tactic_heartbeats``, sent by the
+client as ``set_option maxHeartbeats N in <tactic>``): hitting it is an ordinary failure of kind
+``heartbeats``, the same on every run.  The wall-clock limits behind it are backstops, and a firing
+fails that one tactic (kind ``timeout``, which the search counts as a non-deterministic event):
+
+- **a cooperative interrupt keeps the REPL.**  The REPL's own ``timeout`` (``lean.tactic_timeout_s``)
+  answers ``interrupt``; the process and every state stay (``interrupts``): Pantograph's own test
+  runs the next tactic on the same state (``reference/pantograph.md`` §8).  Only when the same
+  state's next tactic in the same process also times out is the worker restarted (LeanDojo's
+  "timed-out state poisons the next tactic", issue #218, guarded against, not assumed);
+- **a hard hang kills it**: no reply within ``lean.hang_grace_s`` after the REPL's timeout
+  (``hard_hangs``).
+
+Workers also restart after EOF, a crash or garbage on stdout (``crashes``; the request is retried
+once after the restart, then :class:`ReplError` quotes the cause), and are recycled after
+``recycle_after_requests`` requests or ``recycle_after_s`` seconds (``recycles``: the old process
+finishes the requests in flight and takes no new ones).
+
+**A warm spare takes over.**  ``lean.spares`` REPLs are started ahead (imports loaded); a killed or
+recycled worker's place goes to one at once (``spare_takeovers``), so no import is on the critical
+path, and the next spare starts in the background once the old process is gone (the memory budget:
+``workers + spares`` search processes).  Idle spares are recycled after ``recycle_after_s`` like
+workers.  Without a spare ready, the worker starts a new process in the background and its requests
+wait for it.
+
+**Restore, don't replay.**  A restart voids the REPL ids of every state of the sessions on that
+worker.  A state is written with ``goal.save`` when it is made if replaying it would cost at least
+``lean.save_factor`` saves — its path's Lean time from the root or its nearest saved ancestor, next
+to the mean time a save has taken so far (``saves``; to a per-pool temporary directory removed on
+close): a save is insurance against a rare restart, worth buying where a replay is dear.  A session
+rebuilds the states it is asked about lazily, on next use, in the new process: by ``goal.load`` of
+the state or its nearest saved ancestor (``loads``) and replay of the tactics below it
+(``replays``); the theorem is started again (``reopens``) only when a replay must begin at the root.
+A saved state needs the same imports, and Pantograph pickles with it the constants its file added
+(a ProofNet header's definitions: ``goalStatePickle`` stores ``env.constants.map₂`` and
+``goal.load`` replays them), so no header is re-run before a load.  A load that fails
+(``load_failures``) falls back to the next saved ancestor, then to replay from the root.  Since its
+states must be rebuilt anyway, a session whose worker restarted first moves to the least-loaded live
+worker when that evens the load (``moves``).
+
 Requests that were queued behind the one that broke a REPL, or sent to a REPL another session had
 just restarted, never ran: they are retried on the new process without counting as failures
-(``crashes`` counts each broken process once).
-Replay requests count towards recycling, so ``recycle_after_requests`` should stay well above the
-search's ``max_depth`` (default 1000 vs 50), or every step past it would recycle and replay.
+(``crashes`` counts each broken process once).  Replay requests count towards recycling, so
+``recycle_after_requests`` should stay well above the search's ``max_depth`` (default 1000 vs 50).
+
+**Verification off the critical path**: :meth:`LeanPool.verify` checks a found proof as a whole
+file in a fresh process that was started ahead (``lean.verifiers`` of them warm; each is used for one
+check, then discarded, and the next starts in the background), at most ``lean.verifiers`` checks at
+once, overlapping the other theorems' searches.
 
 Theorems become goals by the route the REPL's ``--version`` selects (:attr:`ReplVersion.start_route`):
 ``frontend.process`` with ``sorrys`` (v0.3.4) or ``frontend.distil`` (later), on the file
-``header-without-imports + statement + sorry``.
+``header-without-imports + statement + sorry``.  Only Lean's own verdict on that file is a
+:class:`StartError` (the statement's defect); a timeout, interrupt or crash while it elaborates is a
+:class:`ReplError` (infrastructure, retried by ``--resume``).
 
 Example (with burnqed's propositional REPL)::
 
@@ -55,12 +87,15 @@ Example (with burnqed's propositional REPL)::
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
+import shutil
+import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from burnqed.config import LeanConfig
 from burnqed.lean.client import (
@@ -79,9 +114,14 @@ from burnqed.lean.errors import (
 from burnqed.lean.goals import Goal, render_goals
 from burnqed.lean.guard import TacticGuard
 from burnqed.lean.verify import Verdict, theorem_file, verify_file, verify_proof
+from burnqed.outcomes import POOL_COUNTERS
 from burnqed.theorems import Theorem
 
 log = logging.getLogger(__name__)
+
+# `{"error": kind}` replies to a start that say nothing about the statement: the REPL's own
+# failure (an exception in a command, IO) or ours (a request it could not decode).
+_INFRASTRUCTURE_KINDS = frozenset({"internal", "io", "main", "command"})
 
 
 @dataclass(frozen=True)
@@ -107,7 +147,8 @@ class TacticSuccess:
 
 @dataclass(frozen=True)
 class TacticFailure:
-    kind: Literal["error", "parse", "guard", "sorry", "timeout"]
+    # heartbeats: the deterministic per-tactic limit; timeout: a wall-clock backstop fired
+    kind: Literal["error", "parse", "guard", "sorry", "heartbeats", "timeout"]
     message: str
     lean_time_s: float  # REPL time; for a timeout or protocol error, the call's wall time
 
@@ -148,21 +189,26 @@ class LeanPool:
         self._workers: list[_Worker] = []
         self._retiring: set[ReplClient] = set()  # replaced clients not yet closed and counted
         self._closed = False
-        # Each verifier is a fresh REPL with a full import (GBs with Mathlib): one at a time.
-        self._verify_slot = asyncio.Semaphore(1)
-        self._counts = dict.fromkeys(
-            (
-                "restarts",
-                "recycles",
-                "replays",
-                "timeouts",
-                "crashes",
-                "sessions",
-                "moves",
-                "verifications",
-            ),
-            0,
-        )
+        self._names = itertools.count()  # process names: spare<n>, verifier<n>
+        self._session_numbers = itertools.count()  # names of saved-state files
+        self._state_dir: Path | None = None  # goal.save files; removed on close
+        # Warm spares (started, imports loaded, never used), spares starting, their recycle timers.
+        self._spares: list[ReplClient] = []
+        self._spare_starts: set[asyncio.Task[None]] = set()
+        self._spare_timers: dict[ReplClient, asyncio.TimerHandle] = {}
+        # Warm verifiers: each checks one proof, then goes.  A start's outcome (a client or the
+        # error) is queued, so a check never waits on a start that failed.
+        self._verifiers: asyncio.Queue[ReplClient | ReplError] = asyncio.Queue()
+        self._warm_verifiers: set[ReplClient] = set()  # those in the queue
+        self._verifier_starts: set[asyncio.Task[None]] = set()
+        self._verify_slots = asyncio.Semaphore(cfg.verifiers)
+        self._background: set[asyncio.Task[Any]] = set()  # closing retired processes, refills
+        self._starting: set[ReplClient] = set()  # processes between spawn and `ready.`
+        self._counts = dict.fromkeys(POOL_COUNTERS, 0)
+        # The mean REPL time of a goal.save so far; None until one is measured (until then one
+        # state at a time is saved, which measures it).
+        self._save_cost_s: float | None = None
+        self._saves_in_flight = 0
         self._retired_requests = 0  # requests and REPL time of clients already closed
         self._retired_lean_s = 0.0
 
@@ -172,14 +218,25 @@ class LeanPool:
         self.version = await read_version(self.cfg)
         self._route = self.version.start_route
         log.info(
-            "Pantograph %s: starting %d worker(s), start route %s",
+            "Pantograph %s: starting %d worker(s), %d spare(s), %d verifier(s); start route %s",
             self.version.text,
             self.cfg.workers,
+            self.cfg.spares,
+            self.cfg.verifiers,
             self._route,
         )
+        self._state_dir = Path(tempfile.mkdtemp(prefix="burnqed-states-"))
         self._workers = [_Worker(i) for i in range(self.cfg.workers)]
         try:
-            await asyncio.gather(*(self._spawn(w) for w in self._workers))
+            # Spares and verifiers start beside the workers: ready before the first restart and
+            # the first proof, and the start-up costs one import's wall time, not three.
+            self._fill_spares()
+            self._fill_verifiers()
+            await asyncio.gather(
+                *(self._spawn(w) for w in self._workers),
+                *self._spare_starts,
+                *self._verifier_starts,
+            )
         except BaseException:
             await self.close()
             raise
@@ -189,30 +246,62 @@ class LeanPool:
         await self.close()
 
     async def close(self) -> None:
-        """Kill every worker's process group (idempotent); requests in flight fail with ReplError."""
+        """Kill every REPL process group (idempotent); requests in flight fail with ReplError."""
         self._closed = True
-        starting = [w.starting for w in self._workers if w.starting is not None]
-        for task in starting:
+        tasks = [w.starting for w in self._workers if w.starting is not None]
+        tasks += [*self._spare_starts, *self._verifier_starts, *self._background]
+        for task in tasks:
             task.cancel()
-        if starting:
-            await asyncio.wait(starting)  # their clients close themselves when cancelled
+        if tasks:
+            await asyncio.wait(tasks)  # clients being started close themselves when cancelled
         for w in self._workers:
             w.starting = None
             client, w.client = w.client, None
             if client is not None:
                 self._retiring.add(client)
-        for client in list(self._retiring):  # kill all at once, then reap
+        for timer in self._spare_timers.values():
+            timer.cancel()
+        self._spare_timers.clear()
+        others = self._spares
+        self._spares = []
+        others += self._warm_verifiers
+        self._warm_verifiers = set()
+        while not self._verifiers.empty():
+            self._verifiers.get_nowait()
+        for _ in range(
+            self.cfg.verifiers
+        ):  # wake the checks waiting for a verifier (at most this many)
+            self._verifiers.put_nowait(ReplError("the Lean pool is closed"))
+        for client in [*self._retiring, *others]:  # kill all at once, then reap
             client.kill("the Lean pool was closed")
         for client in list(self._retiring):
             await client.close()
             self._retired(client)
+        for client in others:
+            await client.close()
+        if self._state_dir is not None:
+            shutil.rmtree(self._state_dir, ignore_errors=True)
+            self._state_dir = None
 
     def worker_pids(self) -> list[int | None]:
         """The current REPL pid of each worker (None while one is down or starting)."""
         return [w.client.pid if w.client is not None else None for w in self._workers]
 
+    def spare_pids(self) -> list[int | None]:
+        """The pids of the warm spares (started, not yet used)."""
+        return [c.pid for c in self._spares]
+
+    def pids(self) -> list[int]:
+        """Every REPL process the pool holds now: workers, retiring ones, spares, warm verifiers and
+        those starting (not a verifier checking a proof)."""
+        clients = [w.client for w in self._workers if w.client is not None]
+        clients += [*self._retiring, *self._spares, *self._warm_verifiers, *self._starting]
+        return sorted({c.pid for c in clients if c.pid is not None and c.alive})
+
     def stats(self) -> dict:
-        """Counters since the pool started; ``lean_seconds`` is the time the REPLs spent working."""
+        """:data:`~burnqed.outcomes.POOL_COUNTERS` since the pool started, with ``workers``,
+        ``requests``, ``sessions_open`` and ``lean_seconds`` (the time worker REPLs spent
+        working)."""
         live = [w.client for w in self._workers if w.client is not None] + list(self._retiring)
         return {
             "workers": len(self._workers),
@@ -225,13 +314,29 @@ class LeanPool:
     def _log_file(self, name: str) -> Path | None:
         return None if self.log_dir is None else self.log_dir / f"{name}.stderr.log"
 
+    def _state_path(self, session: int, sid: int) -> Path:
+        assert self._state_dir is not None
+        return self._state_dir / f"s{session}-{sid}.state"
+
+    def _in_background(self, coro: Coroutine[Any, Any, Any]) -> None:
+        task = asyncio.create_task(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
     async def _spawn(self, w: _Worker) -> ReplClient:
         client = ReplClient(
             self.cfg, name=f"worker{w.index}", stderr_log=self._log_file(f"worker{w.index}")
         )
-        await client.start()
+        await self._start(client)
         w.client = client
         return client
+
+    async def _start(self, client: ReplClient) -> None:
+        self._starting.add(client)
+        try:
+            await client.start()
+        finally:
+            self._starting.discard(client)
 
     def _retired(self, client: ReplClient) -> None:
         """``client`` is closed: fold its counters into the pool's (once)."""
@@ -240,8 +345,64 @@ class LeanPool:
             self._retired_requests += client.requests
             self._retired_lean_s += client.lean_time_s
 
+    # -- spares ------------------------------------------------------------------------------
+
+    def _fill_spares(self) -> None:
+        """Start spares until ``lean.spares`` are ready or starting."""
+        while not self._closed and len(self._spares) + len(self._spare_starts) < self.cfg.spares:
+            task = asyncio.create_task(self._start_spare())
+            self._spare_starts.add(task)
+            task.add_done_callback(self._spare_starts.discard)
+
+    async def _start_spare(self) -> None:
+        name = f"spare{next(self._names)}"
+        client = ReplClient(self.cfg, name=name, stderr_log=self._log_file(name))
+        try:
+            await self._start(client)
+        except ReplError as e:  # the next takeover finds no spare and starts a process itself
+            log.warning("%s did not start: %s", name, e)
+            return
+        if self._closed:
+            await client.close()
+            return
+        self._spares.append(client)
+        loop = asyncio.get_running_loop()
+        self._spare_timers[client] = loop.call_later(
+            self.cfg.recycle_after_s, self._expire_spare, client
+        )
+
+    def _expire_spare(self, client: ReplClient) -> None:
+        """A spare idle for ``recycle_after_s``: replaced like a worker would be."""
+        self._spare_timers.pop(client, None)
+        if client in self._spares and not self._closed:
+            self._spares.remove(client)
+            self._counts["recycles"] += 1
+            self._in_background(self._close_then_refill(client))
+
+    def _take_spare(self) -> ReplClient | None:
+        while self._spares:
+            client = self._spares.pop(0)
+            timer = self._spare_timers.pop(client, None)
+            if timer is not None:
+                timer.cancel()
+            if client.alive:
+                return client
+            log.warning("%s died while waiting (pid %s)", client.name, client.pid)
+            self._counts["crashes"] += 1
+            self._in_background(self._close_then_refill(client))
+        return None
+
+    async def _close_then_refill(self, client: ReplClient, *, drain: bool = False) -> None:
+        """Close a process that left service, then start the spare that keeps the count (after,
+        not before: the memory budget is workers + spares)."""
+        await (client.drain_and_close() if drain else client.close())
+        self._retired(client)
+        self._fill_spares()
+
+    # -- restarts ----------------------------------------------------------------------------
+
     def _replace(self, w: _Worker, old: ReplClient, why: str, *, drain: bool = False) -> bool:
-        """Take ``old`` out of service and start its successor in the background.
+        """Take ``old`` out of service: a warm spare takes its place, or a new process starts.
 
         ``drain=False`` (restart) kills ``old`` now: its requests in flight fail and are retried.
         ``drain=True`` (recycle) lets them finish first; no new request reaches ``old`` either way.
@@ -250,12 +411,27 @@ class LeanPool:
         """
         if w.client is not old:
             return False
-        w.client = None
         self._retiring.add(old)
         self._counts["restarts"] += 1
-        log.info("worker%d: restarting (pid %s): %s", w.index, old.pid, why)
         if not drain:
             old.kill(f"restarting worker{w.index}")
+        spare = None if self._closed else self._take_spare()
+        if spare is not None:
+            log.info(
+                "worker%d: %s (pid %s) takes over from pid %s: %s",
+                w.index,
+                spare.name,
+                spare.pid,
+                old.pid,
+                why,
+            )
+            spare.name = f"worker{w.index}"
+            w.client = spare
+            self._counts["spare_takeovers"] += 1
+            self._in_background(self._close_then_refill(old, drain=drain))
+            return True
+        log.info("worker%d: restarting (pid %s), no spare ready: %s", w.index, old.pid, why)
+        w.client = None
         if not self._closed:
             w.starting = asyncio.create_task(self._swap(w, old, drain))
         return True
@@ -270,14 +446,18 @@ class LeanPool:
         self._retired(old)
         return await self._spawn(w)
 
-    def _broken(self, w: _Worker, client: ReplClient, why: str) -> bool:
-        """A request on ``client`` failed with a ReplError: restart the worker if ``client`` is still
-        its REPL and return True (this request's failure is the news).  False when the worker
-        already moved on: the request was collateral — queued behind another one that broke the
-        REPL, or sent to a REPL another session had already restarted — and is simply retried."""
+    def _failed(self, w: _Worker, client: ReplClient, e: ReplError, why: str) -> bool:
+        """A request on ``client`` failed with ``e`` (not a cooperative interrupt): count it and
+        restart the worker if ``client`` is still its REPL, and return True (this request's
+        failure is the news).  False when the worker already moved on: the request was
+        collateral — queued behind another one that broke the REPL, or sent to a REPL another
+        session had already restarted — and is simply retried."""
+        if isinstance(e, ReplTimeoutError):  # whoever sent it, the clock fired on this request
+            self._counts["hard_hangs" if e.killed else "interrupts"] += 1
+        elif w.client is client:
+            self._counts["crashes"] += 1
         if w.client is not client:
             return False
-        self._counts["crashes"] += 1
         return self._replace(w, client, why)
 
     async def _ready(self, w: _Worker) -> ReplClient:
@@ -305,8 +485,14 @@ class LeanPool:
                     log.warning("worker%d: restart failed (%s); trying again", w.index, e)
                 continue
             client = w.client
-            if client is None:  # after a failed start: try once more
-                w.starting = asyncio.create_task(self._spawn(w))
+            if client is None:  # after a failed start: a spare, or one more start
+                if (spare := self._take_spare()) is not None:
+                    spare.name = f"worker{w.index}"
+                    w.client = spare
+                    self._counts["spare_takeovers"] += 1
+                    self._fill_spares()
+                else:
+                    w.starting = asyncio.create_task(self._spawn(w))
                 continue
             if not client.alive:
                 self._counts["crashes"] += 1
@@ -330,7 +516,12 @@ class LeanPool:
     # -- starting theorems -------------------------------------------------------------------
 
     async def _start_goal(self, client: ReplClient, theorem: Theorem) -> GoalState:
-        """The root state of ``theorem`` in ``client``'s REPL (the route depends on the version)."""
+        """The root state of ``theorem`` in ``client``'s REPL (the route depends on the version).
+
+        :class:`StartError` only for Lean's own verdict on the statement; a timeout, an interrupt,
+        a crash or an error reply of the REPL's own (:data:`_INFRASTRUCTURE_KINDS`) propagate as
+        the :class:`ReplError` they are.
+        """
         file = theorem_file(theorem, ["sorry"])
         if self._route == "distil":
             try:
@@ -343,6 +534,8 @@ class LeanPool:
                     )
                     self._route = "process"
                     return await self._start_goal(client, theorem)
+                if e.kind in _INFRASTRUCTURE_KINDS:
+                    raise
                 raise StartError(f"{theorem.key}: the statement does not elaborate: {e}") from e
             if not targets:
                 raise StartError(f"{theorem.key}: frontend.distil found no goal in {file!r:.300}")
@@ -350,6 +543,8 @@ class LeanPool:
         try:
             units = await client.frontend_process(file, sorrys=True)
         except ReplProtocolError as e:
+            if e.kind in _INFRASTRUCTURE_KINDS:
+                raise
             raise StartError(f"{theorem.key}: the statement does not elaborate: {e}") from e
         errors = [m for u in units for m in u.messages if m.severity == "error"]
         if errors:
@@ -378,12 +573,16 @@ class LeanPool:
         return after < w.sessions or (after == w.sessions and best.queued < w.queued)
 
     async def start(self, theorem: Theorem) -> ProofSession:
-        """Open a proof session on the least-loaded worker; :class:`StartError` if it won't start."""
+        """Open a proof session on the least-loaded worker.
+
+        :class:`StartError` if Lean rejects the statement; :class:`ReplError` if the REPL could
+        not say (a timeout, interrupt or crash while it elaborated: infrastructure).
+        """
         if self._closed:
             raise ReplError("the Lean pool is closed")
         w = self._least_loaded()
         w.sessions += 1
-        session = ProofSession(self, theorem, w)
+        session = ProofSession(self, theorem, w, next(self._session_numbers))
         try:
             await session._open()
         except BaseException:
@@ -392,38 +591,103 @@ class LeanPool:
         self._counts["sessions"] += 1
         return session
 
+    def _should_save(self, replay_s: float) -> bool:
+        """Does a state that would take ``replay_s`` to replay pay its save (``lean.save_factor``)?"""
+        factor = self.cfg.save_factor
+        if factor is None:
+            return False
+        if factor == 0:  # every state
+            return True
+        if self._save_cost_s is None:  # nothing measured yet: one save at a time measures it
+            return self._saves_in_flight == 0
+        return replay_s >= factor * self._save_cost_s
+
+    def _saved(self, lean_s: float | None) -> None:
+        """A goal.save ended: it took ``lean_s`` of the REPL's time (None: it failed)."""
+        self._saves_in_flight -= 1
+        if lean_s is None:
+            return
+        self._counts["saves"] += 1
+        mean = self._save_cost_s or 0.0
+        self._save_cost_s = mean + (lean_s - mean) / self._counts["saves"]
+
     # -- verification --------------------------------------------------------------------------
+
+    def _fill_verifiers(self) -> None:
+        """Start verifiers until ``lean.verifiers`` are warm or starting."""
+        while (
+            not self._closed
+            and self._verifiers.qsize() + len(self._verifier_starts) < self.cfg.verifiers
+        ):
+            task = asyncio.create_task(self._start_verifier())
+            self._verifier_starts.add(task)
+            task.add_done_callback(self._verifier_starts.discard)
+
+    async def _start_verifier(self) -> None:
+        name = f"verifier{next(self._names)}"
+        client = ReplClient(self.cfg, name=name, stderr_log=self._log_file("verifier"))
+        try:
+            await self._start(client)
+        except ReplError as e:
+            self._verifiers.put_nowait(e)  # the check waiting for it fails instead of hanging
+            return
+        if self._closed:
+            await client.close()
+            return
+        self._warm_verifiers.add(client)
+        self._verifiers.put_nowait(client)
+
+    async def _take_verifier(self) -> ReplClient:
+        """A warm verifier (waiting for one to start if none is warm); the next one starts now."""
+        while True:
+            self._fill_verifiers()
+            got = await self._verifiers.get()
+            self._fill_verifiers()  # its successor starts while it checks
+            if isinstance(got, ReplError):
+                raise got
+            self._warm_verifiers.discard(got)
+            if got.alive:
+                return got
+            log.warning("%s died while waiting (pid %s)", got.name, got.pid)
+            await got.close()
 
     async def verify(self, theorem: Theorem, tactics: Sequence[str]) -> Verdict:
         """Check the whole proof in a fresh REPL process (see :mod:`burnqed.lean.verify`)."""
-        async with self._verify_slot:
-            self._counts["verifications"] += 1
-            return await verify_proof(
-                self.cfg, theorem, tactics, stderr_log=self._log_file("verifier")
-            )
+        return await self._verify(
+            lambda: verify_proof(self.cfg, theorem, tactics, repl=self._take_verifier)
+        )
 
     async def verify_file(self, theorem: Theorem, file: str) -> Verdict:
         """Check a whole Lean file claimed to prove ``theorem`` (statement must be unchanged)."""
-        async with self._verify_slot:
+        return await self._verify(
+            lambda: verify_file(self.cfg, theorem, file, repl=self._take_verifier)
+        )
+
+    async def _verify(self, check: Callable[[], Awaitable[Verdict]]) -> Verdict:
+        if self._closed:
+            raise ReplError("the Lean pool is closed")
+        async with self._verify_slots:
             self._counts["verifications"] += 1
-            return await verify_file(self.cfg, theorem, file, stderr_log=self._log_file("verifier"))
+            return await check()
 
 
 class ProofSession:
-    """One proof search's view of the pool: states by session id, rebuilt by replay after restarts.
+    """One proof search's view of the pool: states by session id, restored after restarts.
 
     Invariants: ``_parent[sid]``/``_tactic[sid]`` give the path of every state from the root (sid 0);
     ``_children[(parent, tactic)]`` maps each successful step to its sid, so a path names exactly one
-    state; ``_repl_ids`` holds REPL ids valid only in ``_ids_client``'s process.
+    state; ``_repl_ids`` holds REPL ids valid only in ``_ids_client``'s process; ``_saved[sid]`` is a
+    ``goal.save`` file of state ``sid``, valid in any process with the same imports.
 
     ``apply`` may be called concurrently (a search applies all candidates of a step at once): the
-    tactics go to the worker's REPL pipelined, and only replays take turns (``_replay_lock``).
+    tactics go to the worker's REPL pipelined, and only restores take turns (``_replay_lock``).
     """
 
-    def __init__(self, pool: LeanPool, theorem: Theorem, worker: _Worker) -> None:
+    def __init__(self, pool: LeanPool, theorem: Theorem, worker: _Worker, number: int) -> None:
         self.theorem = theorem
         self._pool = pool
         self._worker = worker
+        self._number = number  # names its goal.save files
         self._states: list[ProofState] = []
         self._parent: list[int] = []  # -1 for the root
         self._tactic: list[str] = []
@@ -431,7 +695,15 @@ class ProofSession:
         self._children: dict[tuple[int, str], int] = {}
         self._repl_ids: dict[int, int] = {}
         self._ids_client: ReplClient | None = None  # the process _repl_ids belong to
-        self._replay_lock = asyncio.Lock()  # one replay at a time: they share _repl_ids
+        self._replay_lock = asyncio.Lock()  # one restore at a time: they share _repl_ids
+        self._saved: dict[int, Path] = {}  # sid -> goal.save file (written and acknowledged)
+        # sid -> Lean seconds to replay it from the root or its nearest saved ancestor
+        self._replay_s: list[float] = []
+        self._saving: set[int] = set()  # sids whose goal.save is under way
+        self._save_replies: set[asyncio.Future[dict]] = set()  # goal.save replies to come
+        # sid -> the process in which its last tactic was interrupted: a second interrupt on the
+        # same state there restarts the worker (a state that keeps timing out may be poisoned).
+        self._timed_out: dict[int, ReplClient] = {}
         self._closed = False
 
     @property
@@ -471,65 +743,102 @@ class ProofSession:
         own_failures = 0
         for _ in range(MAX_TRIES):
             client = await pool._ready(w)
+            t0 = time.perf_counter()
             try:
                 root = await pool._start_goal(client, self.theorem)
             except StartError:
-                raise
+                raise  # Lean's verdict on the statement: a result
             except ReplTimeoutError as e:
-                if _poisoned(w, client, e):
-                    last = e
-                    continue
-                pool._counts["timeouts"] += 1
-                pool._replace(w, client, f"timeout starting {self.theorem.key}")
-                await client.close()
-                raise StartError(f"{self.theorem.key}: elaborating the statement: {e}") from e
+                # The clock, not Lean, stopped the statement: an infrastructure error (retried by
+                # --resume), never the statement's defect.
+                if e.killed:
+                    pool._failed(w, client, e, f"hard hang starting {self.theorem.key}: {e}")
+                else:
+                    pool._counts["interrupts"] += 1
+                raise ReplError(
+                    f"{self.theorem.key}: the statement did not finish elaborating: {e}"
+                ) from e
             except ReplError as e:
                 last = e
-                if pool._broken(w, client, f"starting {self.theorem.key}: {e}"):
+                if pool._failed(w, client, e, f"starting {self.theorem.key}: {e}"):
                     own_failures += 1
                     if own_failures == 2:
                         break
                 continue
             self._ids_client = client
             self._repl_ids = {0: root.state_id}
-            self._add(ProofState(0, root.goals, render_goals(root.goals), 0), -1, "", ())
+            state = ProofState(0, root.goals, render_goals(root.goals), 0)
+            self._add(state, -1, "", (), time.perf_counter() - t0)
+            await self._save(client, 0, root.state_id)
             return
         raise ReplError(
             f"{self.theorem.key}: could not start on worker{w.index} after a restart: {last}"
         ) from last
 
-    def _add(self, state: ProofState, parent: int, tactic: str, messages: tuple[str, ...]) -> None:
+    def _add(
+        self,
+        state: ProofState,
+        parent: int,
+        tactic: str,
+        messages: tuple[str, ...],
+        lean_s: float,
+    ) -> None:
+        """Record a new state made by ``tactic`` on ``parent`` in ``lean_s`` seconds of Lean."""
         self._states.append(state)
         self._parent.append(parent)
         self._tactic.append(tactic)
         self._messages.append(messages)
+        # What replaying it would cost: its own tactic, and its parent's path unless the parent
+        # is (being) saved and would come back with one goal.load.
+        behind = parent >= 0 and parent not in self._saved and parent not in self._saving
+        self._replay_s.append(lean_s + (self._replay_s[parent] if behind else 0.0))
         if parent >= 0:
             self._children[(parent, tactic)] = state.sid
 
     async def _materialize(self, client: ReplClient, sid: int) -> int:
-        """The REPL id of ``sid`` in ``client``'s process, replaying its path if needed.
-
-        Call with ``_replay_lock`` held.
-        """
+        """The REPL id of ``sid`` in ``client``'s process, restoring it if needed: ``goal.load`` of
+        the nearest saved state on its path, then replay of the tactics below it (from the root,
+        started again, when nothing on the path is saved).  Call with ``_replay_lock`` held."""
+        pool = self._pool
         if self._ids_client is not client:  # the worker restarted: every REPL id is void
             self._repl_ids = {}
+            self._timed_out.clear()
             self._ids_client = client
         if sid in self._repl_ids:
             return self._repl_ids[sid]
-        # Walk up to the nearest state the REPL still holds, then replay down from it.
+        # Walk up to the nearest state the REPL holds or can load, then replay down from it.
         todo = []
         cur = sid
-        while cur not in self._repl_ids and cur != 0:
+        while cur not in self._repl_ids and cur not in self._saved and cur != 0:
             todo.append(cur)
             cur = self._parent[cur]
-        if cur not in self._repl_ids:
-            root = await self._pool._start_goal(client, self.theorem)
-            self._pool._counts["replays"] += 1
-            self._repl_ids[0] = root.state_id
-        repl_id = self._repl_ids[cur]
+        if cur in self._repl_ids:
+            repl_id = self._repl_ids[cur]
+        elif cur in self._saved:
+            try:
+                repl_id = await client.goal_load(self._saved[cur])
+            except ReplProtocolError as e:  # the file or the environment did not do: go higher
+                pool._counts["load_failures"] += 1
+                log.warning(
+                    "%s: goal.load of state %d failed (%s); restoring from higher up",
+                    self.theorem.key,
+                    cur,
+                    e,
+                )
+                del self._saved[cur]
+                return await self._materialize(client, sid)
+            pool._counts["loads"] += 1
+            self._repl_ids[cur] = repl_id
+        else:
+            try:
+                root = await pool._start_goal(client, self.theorem)
+            except StartError as e:  # it started before: the REPL, not the statement, changed
+                raise ReplError(f"{self.theorem.key}: restarting the statement failed: {e}") from e
+            pool._counts["reopens"] += 1
+            self._repl_ids[0] = repl_id = root.state_id
         for child in reversed(todo):
             r = await client.goal_tactic(repl_id, self._tactic[child])
-            self._pool._counts["replays"] += 1
+            pool._counts["replays"] += 1
             if not isinstance(r, GoalState):
                 raise ReplError(
                     f"{self.theorem.key}: replaying {self._tactic[child]!r} (state {child}) "
@@ -543,15 +852,48 @@ class ProofSession:
                 )
             self._repl_ids[child] = r.state_id
             repl_id = r.state_id
+            await self._save(client, child, repl_id)  # saved once, loadable after any restart
         return repl_id
+
+    async def _save(self, client: ReplClient, sid: int, repl_id: int) -> None:
+        """``goal.save`` state ``sid`` if the policy says so and it is not saved yet.
+
+        The request is written before this returns (so it runs before anything this session sends
+        next), and its reply is handled when it comes: a save never delays a search.
+        """
+        pool = self._pool
+        if sid in self._saved or sid in self._saving or not pool._should_save(self._replay_s[sid]):
+            return
+        path = pool._state_path(self._number, sid)
+        try:
+            reply = await client.submit("goal.save", {"id": repl_id, "path": str(path)})
+        except ReplError:  # the process is going away: the state will be replayed if needed
+            return
+        self._saving.add(sid)
+        pool._saves_in_flight += 1
+        self._save_replies.add(reply)
+        reply.add_done_callback(lambda f: self._saved_when(f, sid, path))
+
+    def _saved_when(self, reply: asyncio.Future[tuple[dict, float]], sid: int, path: Path) -> None:
+        self._save_replies.discard(reply)
+        self._saving.discard(sid)
+        if reply.cancelled() or (e := reply.exception()) is not None:
+            # killed with its process, refused, or its session closed: replay stays the way back
+            if not reply.cancelled():
+                log.debug("%s: goal.save of state %d failed: %s", self.theorem.key, sid, e)
+            self._pool._saved(None)
+            return
+        self._pool._saved(reply.result()[1])
+        if not self._closed:
+            self._saved[sid] = path
 
     def _place(self) -> _Worker:
         """The worker for this session's next request: its own, unless its REPL ids are void there
         (the worker restarted, is restarting or is recycling) and moving to a live worker evens the
-        load (:meth:`LeanPool._better`).  Its states are rebuilt by replay wherever it goes, so
-        such a move costs nothing extra; a session never leaves states it could still use.  (Moving
-        every session off a restarting worker would be worse: it then runs dry until new sessions
-        come, ``bench/search.py``.)"""
+        load (:meth:`LeanPool._better`).  Its states are restored wherever it goes, so such a move
+        costs nothing extra; a session never leaves states it could still use.  (Moving every
+        session off a restarting worker would be worse: it then runs dry until new sessions come,
+        ``bench/search.py``.)"""
         w = self._worker
         if self._ids_client is None or self._ids_client is w.client:
             return w  # its ids are valid here, or it has just moved and holds none yet
@@ -591,11 +933,14 @@ class ProofSession:
             try:
                 client = await pool._ready(w)
                 try:
-                    async with self._replay_lock:
-                        repl_id = await self._materialize(client, sid)
-                except ReplError as e:  # crash, timeout or garbage while replaying
+                    if self._ids_client is client and sid in self._repl_ids:
+                        repl_id = self._repl_ids[sid]  # the common case: nothing to restore
+                    else:
+                        async with self._replay_lock:
+                            repl_id = await self._materialize(client, sid)
+                except ReplError as e:  # crash, hang or garbage while restoring
                     last = e
-                    if pool._broken(w, client, f"replaying for {self.theorem.key}: {e}"):
+                    if pool._failed(w, client, e, f"restoring for {self.theorem.key}: {e}"):
                         own_failures += 1
                         if own_failures == 2:
                             break
@@ -604,19 +949,24 @@ class ProofSession:
                 try:
                     r = await client.goal_tactic(repl_id, tactic)
                 except ReplTimeoutError as e:
-                    if _poisoned(w, client, e):
-                        last = e
-                        continue
                     elapsed = time.perf_counter() - t0
-                    pool._counts["timeouts"] += 1
-                    pool._replace(w, client, f"timeout: {e}")
-                    # The timed-out process is gone when the caller hears of it.
-                    await client.close()
+                    if e.killed:  # a hard hang: the client killed it; a spare takes over
+                        pool._failed(w, client, e, f"hard hang: {e}")
+                        await client.close()  # gone (reaped) when the caller hears of it
+                    else:  # a cooperative interrupt: a failed tactic, the REPL stays
+                        pool._counts["interrupts"] += 1
+                        if self._timed_out.get(sid) is client:
+                            del self._timed_out[sid]
+                            pool._replace(
+                                w, client, f"{self.theorem.key}: state {sid} timed out twice"
+                            )
+                        else:
+                            self._timed_out[sid] = client
                     return TacticFailure("timeout", str(e), elapsed)
                 except ReplProtocolError as e:
                     if e.kind == "index" and "state index" in e.desc:  # our ids went stale
                         last = e
-                        if pool._broken(w, client, f"lost state ids: {e}"):
+                        if pool._failed(w, client, e, f"lost state ids: {e}"):
                             own_failures += 1
                             if own_failures == 2:
                                 break
@@ -625,7 +975,7 @@ class ProofSession:
                     return TacticFailure("error", e.desc, time.perf_counter() - t0)
                 except ReplError as e:
                     last = e
-                    if pool._broken(w, client, str(e)):
+                    if pool._failed(w, client, e, str(e)):
                         own_failures += 1
                         log.warning(
                             "%s: %r (failure %d): %s", self.theorem.key, tactic, own_failures, e
@@ -633,16 +983,19 @@ class ProofSession:
                         if own_failures == 2:
                             break
                     continue
+                self._timed_out.pop(sid, None)  # it answered: the state is not stuck
                 if isinstance(r, TacticRejected):
                     return TacticFailure(r.kind, r.message, r.lean_time_s)
                 new = self._record(sid, tactic, r, client)
+                if self._ids_client is client and self._repl_ids.get(new.sid) == r.state_id:
+                    await self._save(client, new.sid, r.state_id)
                 return TacticSuccess(new, self._messages[new.sid], r.lean_time_s)
             finally:
                 w.queued -= 1
         if own_failures == 2:
             raise ReplError(
                 f"{self.theorem.key}: {tactic!r} on state {sid} failed again after restarting "
-                f"worker{w.index} and replaying: {last}"
+                f"worker{w.index} and restoring: {last}"
             ) from last
         raise ReplError(
             f"{self.theorem.key}: {tactic!r} on state {sid}: gave up after {MAX_TRIES} tries, "
@@ -661,18 +1014,23 @@ class ProofSession:
             text=render_goals(r.goals),
             depth=self._states[parent].depth + 1,
         )
-        self._add(state, parent, tactic, tuple(str(m) for m in r.messages))
+        self._add(state, parent, tactic, tuple(str(m) for m in r.messages), r.lean_time_s)
         if self._ids_client is client:  # else the ids moved to a newer process meanwhile
             self._repl_ids[state.sid] = r.state_id
         return state
 
     async def close(self) -> None:
-        """Free this session's REPL states (``goal.delete``) and release its worker slot."""
+        """Free this session's REPL states (``goal.delete``), its saved files and its worker slot."""
         if self._closed:
             return
         self._closed = True
         w = self._worker
         w.sessions -= 1
+        for reply in list(self._save_replies):
+            reply.cancel()
+        for path in self._saved.values():
+            path.unlink(missing_ok=True)
+        self._saved.clear()
         client, ids = self._ids_client, list(self._repl_ids.values())
         self._repl_ids = {}
         # Only in the worker's current process: a replaced one is going away with its states.
@@ -681,16 +1039,6 @@ class ProofSession:
                 await client.goal_delete(ids)
             except ReplError as e:  # the next user of the worker finds out and restarts it
                 log.warning("%s: goal.delete failed: %s", self.theorem.key, e)
-
-
-def _poisoned(w: _Worker, client: ReplClient, e: ReplTimeoutError) -> bool:
-    """A REPL-side timeout (``interrupt``) from a REPL the worker has already replaced.
-
-    With pipelining, a request can run right after another one timed out in the same process,
-    and a timed-out REPL poisons later tactics (``reference/pantograph.md`` §11): its
-    ``interrupt`` may not be its own.  It is retried on the fresh process instead of reported.
-    """
-    return not e.killed and w.client is not client
 
 
 __all__ = [

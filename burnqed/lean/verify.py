@@ -39,12 +39,12 @@ import dataclasses
 import hashlib
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from burnqed.config import LeanConfig
-from burnqed.lean.client import CompilationUnit, ReplClient
+from burnqed.lean.client import CompilationUnit, ReplClient, read_timeout_for
 from burnqed.lean.errors import ReplError, ReplProtocolError, ReplTimeoutError
 from burnqed.lean.guard import TacticGuard
 from burnqed.theorems import Theorem
@@ -187,9 +187,19 @@ def judge(
 
 
 async def verify_file(
-    cfg: LeanConfig, theorem: Theorem, file: str, *, stderr_log: Path | None = None
+    cfg: LeanConfig,
+    theorem: Theorem,
+    file: str,
+    *,
+    stderr_log: Path | None = None,
+    repl: Callable[[], Awaitable[ReplClient]] | None = None,
 ) -> Verdict:
-    """Check a whole Lean ``file`` claimed to prove ``theorem`` in a fresh REPL process."""
+    """Check a whole Lean ``file`` claimed to prove ``theorem`` in a fresh REPL process.
+
+    ``repl``: where the fresh process comes from — an async function returning a started client
+    that no search has used (the pool's warm verifiers), which this function closes after the one
+    check; None starts one here.  It is called only when Lean is needed.
+    """
     parts = split_proof_file(theorem, file)
     if isinstance(parts, str):  # refused before Lean: no process needed
         return Verdict(False, (parts,), file, ())
@@ -200,16 +210,33 @@ async def verify_file(
     file = f"{trusted}{body.rstrip()}\n\n{_report_command(theorem)}\n"
     # The REPL's timeout applies to the whole file: allow one tactic timeout per proof line.
     lines = max(1, sum(1 for line in body.splitlines() if line.strip()))
-    vcfg = dataclasses.replace(cfg, tactic_timeout_s=cfg.tactic_timeout_s * lines)
-    async with ReplClient(vcfg, name=f"verify[{theorem.key}]", stderr_log=stderr_log) as repl:
-        try:
-            units = await repl.frontend_process(file, sorrys=False)
-        except ReplTimeoutError as e:
-            return Verdict(False, (f"timeout: {e}",), file, ())
-        except ReplProtocolError as e:
-            return Verdict(False, (f"REPL refused the file: {e}",), file, ())
-        except ReplError as e:  # a crash while checking is not a proof
-            return Verdict(False, (f"REPL failure: {e}",), file, ())
+    timeout_s = cfg.tactic_timeout_s * lines
+    try:
+        if repl is None:
+            client = ReplClient(
+                dataclasses.replace(cfg, tactic_timeout_s=timeout_s),
+                name=f"verify[{theorem.key}]",
+                stderr_log=stderr_log,
+            )
+            await client.start()
+        else:
+            client = await repl()
+    except ReplError as e:  # no process to check it in: not a proof
+        return Verdict(False, (f"REPL failure: {e}",), file, ())
+    try:
+        if repl is not None:  # a warm process runs with the per-tactic timeout: set the file's
+            await client.request("options.set", {"timeout": int(timeout_s * 1000)})
+        units = await client.frontend_process(
+            file, sorrys=False, timeout=read_timeout_for(timeout_s, cfg.hang_grace_s)
+        )
+    except ReplTimeoutError as e:
+        return Verdict(False, (f"timeout: {e}",), file, ())
+    except ReplProtocolError as e:
+        return Verdict(False, (f"REPL refused the file: {e}",), file, ())
+    except ReplError as e:  # a crash while checking is not a proof
+        return Verdict(False, (f"REPL failure: {e}",), file, ())
+    finally:
+        await client.close()
     verdict = judge(cfg, theorem, file, units)
     log.debug("verified %s: ok=%s %s", theorem.key, verdict.ok, verdict.reasons)
     return verdict
@@ -221,6 +248,7 @@ async def verify_proof(
     tactics: Sequence[str],
     *,
     stderr_log: Path | None = None,
+    repl: Callable[[], Awaitable[ReplClient]] | None = None,
 ) -> Verdict:
     """Guard every tactic, assemble :func:`proof_file`, and check it with :func:`verify_file`."""
     guard = TacticGuard.from_config(cfg)
@@ -234,7 +262,7 @@ async def verify_proof(
         return Verdict(False, tuple(blocked), file, ())
     if not tactics:
         return Verdict(False, ("no tactics",), file, ())
-    return await verify_file(cfg, theorem, file, stderr_log=stderr_log)
+    return await verify_file(cfg, theorem, file, stderr_log=stderr_log, repl=repl)
 
 
 __all__ = [

@@ -5,9 +5,16 @@ Behaves like Pantograph's ``repl`` binary (v0.3.4): positional arguments are mod
 version.  Prints ``ready.``, then answers one JSON line per request line until a blank line or EOF.
 
 Test-only tactics, enabled by ``BURNQED_PROPLOGIC_DEBUG=1`` (for the client's failure tests):
-``debug_hang`` sleeps forever, ignoring the REPL-side timeout; ``debug_garbage`` answers with a line
-that is not JSON; ``debug_crash`` exits the process (status 3) without answering.  ``sleep N``
-(always available, as in Lean) sleeps N ms and honours the ``timeout`` option.
+``debug_hang`` sleeps forever, ignoring the REPL-side timeout (a hard hang); ``debug_garbage``
+answers with a line that is not JSON; ``debug_crash`` exits the process (status 3) without
+answering; ``debug_heartbeats N`` spends exactly N heartbeats.  ``sleep N`` (always available, as in
+Lean) sleeps N ms and honours the ``timeout`` option cooperatively: it is interrupted, the REPL
+answers ``{"desc":"interrupt","error":"internal"}`` and goes on serving, states intact.
+
+Heartbeats: every atomic tactic step costs 1000 (one ``maxHeartbeats`` unit); the limit is Lean's —
+``--maxHeartbeats=N`` on the command line (default 200000), a file's ``set_option maxHeartbeats N``
+for its declarations, ``set_option maxHeartbeats N in <tactics>`` for a tactic — and hitting it fails
+the tactic with Lean's "(deterministic) timeout … maximum number of heartbeats (N)" message.
 
 Example::
 

@@ -37,7 +37,14 @@ from burnqed.proplogic.syntax import (
     parse_term,
     resolve,
 )
-from burnqed.proplogic.tactics import CONSTANTS, Elab, MGoal, TacticFailure, to_goal
+from burnqed.proplogic.tactics import (
+    CONSTANTS,
+    Elab,
+    HeartbeatLimit,
+    MGoal,
+    TacticFailure,
+    to_goal,
+)
 
 
 class Repl(Protocol):
@@ -47,6 +54,7 @@ class Repl(Protocol):
 
     env: dict[str, TheoremInfo]
     engine: Any  # burnqed.proplogic.tactics.Engine
+    max_heartbeats: int  # the process's maxHeartbeats in raw heartbeats (0: none)
 
     def add_state(self, state: ProofState) -> int: ...
 
@@ -158,6 +166,9 @@ class _Processor:
         self.file_name = file_name
         self.env = env
         self.sorrys = sorrys
+        # `set_option maxHeartbeats N` in the file governs the declarations after it (per
+        # declaration, as in Lean); a tactic's own `set_option … in` overrides it inside.
+        self.max_heartbeats = repl.max_heartbeats
 
     def msg(
         self,
@@ -199,6 +210,8 @@ class _Processor:
                     start + len("import"),
                 )
             )
+        elif m := re.match(r"set_option\s+maxHeartbeats\s+(\d+)\s*$", rest):
+            self.max_heartbeats = int(m.group(1)) * 1000
         elif re.match(r"(open|set_option|namespace|section|end|universe|variable)\b", rest):
             pass  # scoping commands: nothing to elaborate in the propositional environment
         else:
@@ -271,6 +284,9 @@ class _Processor:
             msgs.append(self.msg(str(e), start + i, start + assign))
             return
         engine = self.repl.engine
+        # Each declaration is one command: Lean counts its heartbeats from zero, under the file's
+        # limit, and its terms see the file's earlier declarations.
+        engine.heartbeats, engine.max_heartbeats, engine.env = 0, self.max_heartbeats, self.env
         goal = engine.start(statement)
         if binders:
             goal = engine._intro(goal, list(binders))
@@ -291,7 +307,8 @@ class _Processor:
             )
         if self.sorrys and sorry_goals:
             goals = tuple(g for g, _, _ in sorry_goals)
-            sid = self.repl.add_state(ProofState(goals, (), goal.uid, False, None))
+            # The state's environment: the file's declarations before this one (a snapshot).
+            sid = self.repl.add_state(ProofState(goals, (), goal.uid, False, None, dict(self.env)))
             unit["goalStateId"] = sid
             unit["goals"] = [self.repl.goal_json(g) for g in goals]
             unit["goalSrcBoundaries"] = [
@@ -322,7 +339,7 @@ class _Processor:
         e = Elab(self.repl.engine, goal, text)
         try:
             e.check(term, goal.target)
-        except TacticFailure as err:
+        except (TacticFailure, HeartbeatLimit) as err:
             msgs.append(self.msg(str(err), start + at, start + at + len(text)))
             return False, True
         return e.used_sorry, False
@@ -356,7 +373,7 @@ class _Processor:
             except ParseError as e:
                 msgs.append(self.msg(e.message, a + _map_offset(text, norm, e.offset), None))
                 return used_sorry, True
-            except TacticFailure as e:
+            except (TacticFailure, HeartbeatLimit) as e:
                 msgs.append(self.msg(str(e), a, b))
                 return used_sorry, True
             finally:  # Lean keeps what `trace` logged even when a later step fails

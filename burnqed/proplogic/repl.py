@@ -23,11 +23,12 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+import pickle
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from burnqed.proplogic.formula import Formula, Var, pp
+from burnqed.proplogic.formula import And, Forall, Formula, Iff, Imp, Not, Or, Var, pp
 from burnqed.proplogic.frontend import process_file
 from burnqed.proplogic.state import ProofState, TheoremInfo, message
 from burnqed.proplogic.syntax import (
@@ -43,6 +44,7 @@ from burnqed.proplogic.tactics import (
     CONSTANTS,
     DebugGarbage,
     Engine,
+    HeartbeatLimit,
     Hyp,
     Interrupt,
     MGoal,
@@ -53,6 +55,7 @@ from burnqed.proplogic.tactics import (
 log = logging.getLogger(__name__)
 
 VERSION = "0.3.4"  # the Pantograph version whose protocol this REPL speaks
+SAVE_FORMAT = "burnqed-proplogic-goal-state/1"  # tag of goal.save files
 GARBAGE_LINE = "debug_garbage: this line is deliberately not JSON"
 
 DEFAULT_OPTIONS: dict[str, Any] = {
@@ -170,6 +173,8 @@ SPECS: dict[str, _Spec] = {
             ("extraMVars", _array(_str), True),
         ),
     ),
+    "goal.save": ("GoalSave", (("id", _nat, False), ("path", _str, False))),
+    "goal.load": ("GoalLoad", (("path", _str, False),)),
     "frontend.process": (
         "FrontendProcess",
         (
@@ -192,8 +197,6 @@ UNSUPPORTED = frozenset(
         "env.save",
         "env.load",
         "env.module_read",
-        "goal.save",
-        "goal.load",
         "frontend.distil",
         "frontend.track",
         "frontend.refactor",
@@ -253,6 +256,9 @@ class Repl:
     ):
         self.imports = tuple(imports)  # recorded, no effect: the propositional env is built in
         self.lean_options = dict(lean_options or {})
+        # Lean's `maxHeartbeats` (default 200000, `--maxHeartbeats=N` on the command line), in raw
+        # heartbeats: the limit of a goal.tactic request or a declaration unless set otherwise.
+        self.max_heartbeats = int(self.lean_options.get("maxHeartbeats", 200000)) * 1000
         self._uniq = itertools.count(1)
         self.engine = Engine(self.fresh, debug=debug)
         self.states: dict[int, ProofState] = {}
@@ -418,7 +424,7 @@ class Repl:
         else:
             target = self._elab_formula(args["expr"])
         goal = self.engine.start(target)
-        sid = self.add_state(ProofState((goal,), (), goal.uid, False, None))
+        sid = self.add_state(ProofState((goal,), (), goal.uid, False, None, self.env))
         return {"root": f"_uniq.{goal.uid}", "stateId": sid}
 
     def cmd_goal_delete(self, args: dict[str, Any]) -> dict[str, Any]:
@@ -459,7 +465,7 @@ class Repl:
             goals = target.goals + resumed
             dormant = tuple(g for g in target.dormant if g not in resumed)
         sid = self.add_state(
-            ProofState(goals, dormant, target.root, target.has_sorry, args["target"])
+            ProofState(goals, dormant, target.root, target.has_sorry, args["target"], target.env)
         )
         return {"goals": [self.goal_json(g) for g in goals], "nextStateId": sid}
 
@@ -517,13 +523,18 @@ class Repl:
                     "operation",
                     f"goal.tactic with {kind} is not supported by burnqed's propositional REPL",
                 )
-            self.engine.deadline = self._deadline()
-            self.engine.infos.clear()
+            engine = self.engine
+            engine.deadline = self._deadline()
+            engine.infos.clear()
+            # One request is one CoreM run: its heartbeats count from zero, under the process's
+            # limit unless the tactic sets its own (`set_option maxHeartbeats N in …`).
+            engine.heartbeats, engine.max_heartbeats = 0, self.max_heartbeats
+            engine.env = state.env
             try:
-                new_goals, used_sorry = self.engine.run(tac, work, text)
+                new_goals, used_sorry = engine.run(tac, work, text)
             finally:
-                self.engine.deadline = None
-        except TacticFailure as e:
+                engine.deadline = None
+        except (TacticFailure, HeartbeatLimit) as e:
             infos = [message(t, severity="information") for t in self.engine.infos]
             return {"hasSorry": False, "hasUnsafe": False, "messages": [*infos, message(str(e))]}
         except Interrupt:
@@ -572,6 +583,7 @@ class Repl:
             state.root,
             state.has_sorry or used_sorry,
             parent,
+            state.env,
         )
         nid = self.add_state(new)
         return {
@@ -585,6 +597,60 @@ class Repl:
     def _deadline(self) -> float | None:
         ms = self.options["timeout"]
         return time.monotonic() + ms / 1000 if ms else None
+
+    # -- goal.save / goal.load --
+    def cmd_goal_save(self, args: dict[str, Any]) -> dict[str, Any]:
+        """Write state ``id`` to ``path``, with the declarations of its environment.
+
+        As Pantograph v0.3.4's ``goalStatePickle``, which pickles the state together with
+        ``env.constants.map₂`` (the constants beyond the imports): here the state's goals and the
+        theorems of its file.  The imports are not saved: the loading REPL must have the same.
+        """
+        state = self.states.get(args["id"])
+        if state is None:
+            raise ProtocolError("index", f"Invalid state index {args['id']}")
+        data = pickle.dumps((SAVE_FORMAT, self.imports, state), protocol=pickle.HIGHEST_PROTOCOL)
+        try:
+            with open(args["path"], "wb") as f:
+                f.write(data)
+        except OSError as e:
+            raise ProtocolError("main", _io_error(e, args["path"])) from None
+        return {}
+
+    def cmd_goal_load(self, args: dict[str, Any]) -> dict[str, Any]:
+        """Read a state written by ``goal.save`` into a new state id (Pantograph's
+        ``goalStateUnpickle``: the saved declarations are replayed into this REPL's environment).
+
+        Fails, as Lean's replay would, when this REPL was started with other imports (its
+        environment lacks what the state refers to) or already declares one of the state's
+        declarations differently.  Goal and hypothesis ids are renumbered in this process (Lean
+        keeps them: its metavariable context travels with the state; here they key caches).
+        """
+        path = args["path"]
+        try:
+            with open(path, "rb") as f:
+                raw = f.read()
+        except OSError as e:
+            raise ProtocolError("main", _io_error(e, path)) from None
+        try:
+            fmt, imports, state = pickle.loads(raw)
+            ok = fmt == SAVE_FORMAT and isinstance(state, ProofState)
+        except Exception:
+            ok = False
+        if not ok:
+            raise ProtocolError("main", f"failed to read file '{path}', invalid header")
+        if tuple(imports) != self.imports:
+            raise ProtocolError(
+                "main",
+                f"(kernel) unknown constant: the state was saved in a REPL importing "
+                f"{list(imports)}; this one imports {list(self.imports)}",
+            )
+        for name, info in state.env.items():
+            mine = self.env.get(name)
+            if mine is not None and mine.statement != info.statement:
+                raise ProtocolError("main", f"(kernel) constant has already been declared '{name}'")
+        sid = self.add_state(_renumber(state, self.fresh, {**self.env, **state.env}))
+        return {"id": sid}
 
     # -- frontend --
     def cmd_frontend_process(self, args: dict[str, Any]) -> dict[str, Any]:
@@ -619,6 +685,62 @@ class Repl:
 
 def _var(h: Hyp) -> Formula:
     return Var(h.display, h.uid)
+
+
+def _io_error(e: OSError, path: str) -> str:
+    """Lean's ``IO.Error`` text for a failed file operation."""
+    what = (e.strerror or type(e).__name__).lower()
+    return f"{what} (error code: {e.errno})\n  file: {path}"
+
+
+def _renumber(
+    state: ProofState, fresh: Callable[[], int], env: dict[str, TheoremInfo]
+) -> ProofState:
+    """``state`` with every goal, hypothesis and binder id replaced by a fresh one of this
+    process (consistently: a variable keeps pointing at its hypothesis or binder)."""
+    ids: dict[int, int] = {}
+    goals: dict[int, MGoal] = {}
+
+    def uid(u: int) -> int:
+        if u not in ids:
+            ids[u] = fresh()
+        return ids[u]
+
+    def formula(f: Formula) -> Formula:
+        match f:
+            case Var(name, u):
+                return Var(name, uid(u))
+            case Not(a):
+                return Not(formula(a))
+            case And(a, b):
+                return And(formula(a), formula(b))
+            case Or(a, b):
+                return Or(formula(a), formula(b))
+            case Imp(a, b):
+                return Imp(formula(a), formula(b))
+            case Iff(a, b):
+                return Iff(formula(a), formula(b))
+            case Forall(name, u, body, implicit):
+                return Forall(name, uid(u), formula(body), implicit)
+        return f  # Const, MVar
+
+    def goal(g: MGoal) -> MGoal:
+        if id(g) not in goals:
+            hyps = tuple(
+                Hyp(uid(h.uid), h.name, None if h.type is None else formula(h.type), h.inaccessible)
+                for h in g.hyps
+            )
+            goals[id(g)] = MGoal(uid(g.uid), hyps, formula(g.target), g.tag)
+        return goals[id(g)]
+
+    return ProofState(
+        tuple(goal(g) for g in state.goals),
+        tuple(goal(g) for g in state.dormant),
+        uid(state.root),
+        state.has_sorry,
+        None,
+        env,
+    )
 
 
 __all__ = [

@@ -11,7 +11,8 @@ Example::
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from burnqed.proplogic.formula import Formula
@@ -25,6 +26,9 @@ class ProofState:
     root: int  # the root goal's mvar id
     has_sorry: bool  # a sorry was used on the way here
     parent: int | None  # the state this one was derived from
+    # The theorems its terms may use beyond the built-in constants: the declarations of the file
+    # it came from (Lean keeps the environment in each goal state's saved state).
+    env: Mapping[str, TheoremInfo] = field(default_factory=dict)
 
 
 @dataclass

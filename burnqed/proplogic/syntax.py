@@ -353,6 +353,22 @@ class Sleep:
 
 
 @dataclass(frozen=True, slots=True)
+class SetOption:
+    """``set_option name value in tacs``: Lean's tactic-level option scope (``maxHeartbeats``)."""
+
+    name: str
+    value: int | bool
+    tactic: Tactic
+
+
+@dataclass(frozen=True, slots=True)
+class DebugHeartbeats:
+    """``debug_heartbeats N`` (test-only): consumes exactly N heartbeats (Lean's raw units)."""
+
+    n: int
+
+
+@dataclass(frozen=True, slots=True)
 class Trace:
     """``trace "msg"``: logs ``msg`` as an information message, like Lean's ``trace``."""
 
@@ -406,6 +422,8 @@ Tactic = Union[  # noqa: UP007
     Specialize,
     Simple,
     Sleep,
+    SetOption,
+    DebugHeartbeats,
     Trace,
     Unsupported,
     Seq,
@@ -876,6 +894,32 @@ class _Parser:
                 raise self.error("numeral")
             self.advance()
             return Sleep(int(n.text))
+        if name == "set_option":
+            # `set_option opt val in tacticSeq`: the scope extends over the rest of the sequence.
+            opt = self.tok
+            if opt.kind != "ident":
+                raise self.error("identifier")
+            self.advance()
+            v = self.tok
+            if v.kind == "num":
+                value: int | bool = int(v.text)
+            elif v.kind == "ident" and v.text in ("true", "false"):
+                value = v.text == "true"
+            else:
+                raise self.error("numeral")
+            self.advance()
+            if not self.at("in"):
+                raise self.error("'in'")
+            self.advance()
+            while self.tok.kind == "nl":
+                self.advance()
+            return SetOption(opt.text, value, self.tactic_seq())
+        if name == "debug_heartbeats":
+            n = self.tok
+            if n.kind != "num":
+                raise self.error("numeral")
+            self.advance()
+            return DebugHeartbeats(int(n.text))
         if name == "trace":
             lit = self.tok
             if lit.kind != "str":

@@ -33,8 +33,10 @@ from __future__ import annotations
 import itertools
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
 
 from burnqed.proplogic.display import Goal, Variable, render_goals
 from burnqed.proplogic.formula import (
@@ -63,6 +65,7 @@ from burnqed.proplogic.syntax import (
     Apply,
     Cases,
     Combinator,
+    DebugHeartbeats,
     Exact,
     First,
     Have,
@@ -76,6 +79,7 @@ from burnqed.proplogic.syntax import (
     PTuple,
     Rcases,
     Seq,
+    SetOption,
     Show,
     Simple,
     Sleep,
@@ -98,7 +102,10 @@ from burnqed.proplogic.syntax import (
     resolve,
 )
 
-DEBUG_ENV = "BURNQED_PROPLOGIC_DEBUG"  # "1" enables debug_hang / debug_garbage / debug_crash
+DEBUG_ENV = "BURNQED_PROPLOGIC_DEBUG"  # "1" enables the debug_* tactics (tests and benches)
+# Heartbeats (Lean's raw units) one atomic tactic step costs: deterministic stand-in for Lean's
+# allocation count.  `set_option maxHeartbeats 1 in t` (1000) allows one step.
+HEARTBEATS_PER_STEP = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +136,25 @@ class MGoal:
 
 class TacticFailure(Exception):
     """The tactic failed; ``str()`` is the Lean-style message text."""
+
+
+class HeartbeatLimit(Exception):
+    """Lean's ``maxHeartbeats`` exception: the tactic's deterministic work budget is spent.
+
+    A runtime exception in Lean: ``try``, ``first``, ``repeat`` and ``any_goals`` do not catch it
+    (``Core.tryCatchRuntimeEx``), so it is not a :class:`TacticFailure`; the REPL reports it as the
+    tactic's error message, with Lean's text.
+    """
+
+    def __init__(self, limit: int):
+        super().__init__(
+            f"(deterministic) timeout at `elaborator`, maximum number of heartbeats "
+            f"({limit // 1000}) has been reached\n"
+            "Use `set_option maxHeartbeats <num>` to set the limit.\n"
+            "Additional diagnostic information may be available using the "
+            "`set_option diagnostics true` command."
+        )
+        self.limit = limit
 
 
 class Interrupt(Exception):
@@ -260,6 +286,23 @@ CONSTANTS: dict[str, Constant] = {
 }
 CONSTANTS["Function.mt"] = CONSTANTS["mt"]
 
+
+@lru_cache(maxsize=4096)
+def theorem_constant(name: str, statement: Formula) -> Constant:
+    """A theorem the file declared, as a constant terms can use.
+
+    Approximation: its ``(p q : Prop)`` binders become implicit (``helper h``, where Lean wants
+    ``helper p q h`` or ``helper _ _ h``): the term elaborator here applies only implicit ∀.
+    """
+    t, binders = statement, []
+    while isinstance(t, Forall):
+        binders.append((t.name, t.uid))
+        t = t.body
+    for bname, uid in reversed(binders):
+        t = Forall(bname, uid, t, implicit=True)
+    return Constant(name, t, (), pp(statement))
+
+
 # Generalised field notation `h.f` (h : H …) resolves to `H.f h`; `.1`/`.2` are the structure
 # projections.
 _PROJECTIONS = {
@@ -383,8 +426,9 @@ class Elab:
                     "  a proof of a proposition"
                 )
             return hyp.type
-        if name in CONSTANTS:
-            return self.instantiate(CONSTANTS[name])
+        c = self.engine.constant(name)
+        if c is not None:
+            return self.instantiate(c)
         if name == "sorry":
             self.used_sorry = True
             return MVar("sorry", next(self.mvar_ids))
@@ -630,12 +674,32 @@ class Engine:
         self.fresh = fresh
         self.debug = os.environ.get(DEBUG_ENV) == "1" if debug is None else debug
         self.deadline: float | None = None  # monotonic time at which `sleep` is interrupted
+        # Deterministic work, counted like Lean's heartbeats (raw units: `maxHeartbeats N` allows
+        # N·1000): every atomic tactic step costs HEARTBEATS_PER_STEP.  The caller resets
+        # `heartbeats` per request (goal.tactic) or declaration, and sets `max_heartbeats` (0: none).
+        self.heartbeats = 0
+        self.max_heartbeats = 0
+        # Theorems of the state's environment (a file's own declarations) the terms may use.
+        self.env: Mapping[str, Any] = {}
         # Information messages logged by `trace` (Lean logs them at the tactic); the caller
         # clears the list before running a tactic and reports what it holds afterwards.
         self.infos: list[str] = []
 
     def start(self, target: Formula, hyps: tuple[Hyp, ...] = ()) -> MGoal:
         return MGoal(self.fresh(), hyps, target, None)
+
+    def constant(self, name: str) -> Constant | None:
+        """A built-in constant, or a theorem of the state's environment (its file's declarations)."""
+        c = CONSTANTS.get(name)
+        if c is None and name in self.env:
+            c = theorem_constant(name, self.env[name].statement)
+        return c
+
+    def tick(self, n: int) -> None:
+        """Spend ``n`` heartbeats; :class:`HeartbeatLimit` past ``max_heartbeats``."""
+        self.heartbeats += n
+        if self.max_heartbeats and self.heartbeats > self.max_heartbeats:
+            raise HeartbeatLimit(self.max_heartbeats)
 
     def run(self, tac: Tactic, goals: list[MGoal], text: str) -> tuple[list[MGoal], bool]:
         """Apply ``tac`` to ``goals`` (main goal first); the new goals and whether sorry was used."""
@@ -669,6 +733,15 @@ class Engine:
                 raise err
             case Sleep(ms):
                 self._sleep(ms)
+                return goals
+            case SetOption(name, value, inner):
+                return self._set_option(name, value, inner, goals, text)
+            case DebugHeartbeats(n):
+                if not self.debug:
+                    raise TacticFailure(
+                        f"unknown tactic 'debug_heartbeats' (set {DEBUG_ENV}=1 to enable it)"
+                    )
+                self.tick(n)
                 return goals
             case Trace(msg):
                 self.infos.append(msg)
@@ -728,6 +801,24 @@ class Engine:
             raise TacticFailure(f"unsolved goals\n{render_goals(to_goal(g) for g in new)}")
         return new + rest
 
+    def _set_option(
+        self, name: str, value: int | bool, inner: Tactic, goals: list[MGoal], text: str
+    ) -> list[MGoal]:
+        """``set_option name value in inner``: Lean sets the option for ``inner`` only.  The
+        heartbeat count is not reset (Lean counts from the start of the command or request)."""
+        if name == "maxHeartbeats":
+            if isinstance(value, bool):
+                raise TacticFailure("type mismatch at set_option, expected Nat")
+            saved = self.max_heartbeats
+            self.max_heartbeats = value * 1000
+            try:
+                return self._run(inner, goals, text)
+            finally:
+                self.max_heartbeats = saved
+        if name in ("maxRecDepth", "pp.all", "pp.proofs"):  # accepted, no effect here
+            return self._run(inner, goals, text)
+        raise TacticFailure(f"unknown option '{name}'")
+
     def _sleep(self, ms: int) -> None:
         end = time.monotonic() + ms / 1000
         if self.deadline is not None and end > self.deadline:
@@ -736,6 +827,7 @@ class Engine:
         time.sleep(ms / 1000)
 
     def _atomic(self, tac: Tactic, goal: MGoal, text: str) -> list[MGoal]:
+        self.tick(HEARTBEATS_PER_STEP)
         match tac:
             case Intro(names):
                 return [self._intro(goal, list(names) or [None])]
@@ -829,8 +921,8 @@ class Engine:
         )
         if bare and term.name in FOREIGN:  # type: ignore[union-attr]
             raise self._foreign_apply_error(FOREIGN[term.name], goal)  # type: ignore[union-attr]
-        if bare and term.name in CONSTANTS:  # type: ignore[union-attr]
-            c = CONSTANTS[term.name]  # type: ignore[union-attr]
+        c = self.constant(term.name) if bare else None  # type: ignore[union-attr]
+        if c is not None:
             ftype, label, binder_names = c.type, f"@{c.name}", _const_binders(c)
         else:
             ftype, label = e.infer(term), e.src(term)
@@ -1219,8 +1311,10 @@ __all__ = [
     "CONSTANTS",
     "DEBUG_ENV",
     "FOREIGN",
+    "HEARTBEATS_PER_STEP",
     "DebugGarbage",
     "Engine",
+    "HeartbeatLimit",
     "Hyp",
     "Interrupt",
     "MGoal",

@@ -17,6 +17,8 @@ def proplogic_config(**overrides) -> LeanConfig:
         workers=1,
         ready_timeout_s=20.0,
         tactic_timeout_s=0.5,
+        hang_grace_s=1.0,  # the propositional REPL answers an interrupt within milliseconds
+        save_factor=None,  # no goal.save unless a test asks: its policy depends on timings
         memory_limit_mb=2048,
     )
     return LeanConfig(**{**base, **overrides})

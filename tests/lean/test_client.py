@@ -132,7 +132,58 @@ def test_repl_side_timeout_reports_interrupt() -> None:
                 await repl.goal_tactic(root.state_id, "sleep 5000")
             assert not e.value.killed and "interrupt" in str(e.value)
             assert asyncio.get_running_loop().time() - t0 < 3.0  # the REPL's timeout, not 5 s
-            assert repl.alive  # the REPL answered; the pool restarts it anyway (poisoned state)
+            assert repl.alive  # the REPL answered: a failed tactic, the process is fine
+            # Pantograph's own test: the next tactic on the same state runs (§8)
+            after = await repl.goal_tactic(root.state_id, "intro p q h")
+            assert isinstance(after, GoalState) and after.text == "p q : Prop\nh : p ∧ q\n⊢ q ∧ p"
+
+    run(main())
+
+
+def test_tactics_go_under_the_heartbeat_limit_and_hitting_it_is_its_own_kind() -> None:
+    async def main():
+        async with ReplClient(make_cfg(tactic_heartbeats=2)) as repl:
+            root = await repl.goal_start(AND_COMM)
+            ok = await repl.goal_tactic(root.state_id, "debug_heartbeats 2000")
+            assert isinstance(ok, GoalState)
+            over = await repl.goal_tactic(root.state_id, "debug_heartbeats 2001")
+            assert isinstance(over, TacticRejected) and over.kind == "heartbeats", over
+            assert "maximum number of heartbeats (2)" in over.message
+            # two lines: the wrapper's scope is the whole sequence
+            two = await repl.goal_tactic(root.state_id, "intro p q h\nconstructor")
+            assert isinstance(two, GoalState) and len(two.goals) == 2
+            three = await repl.goal_tactic(root.state_id, "intro p q h\nconstructor\nexact h.2")
+            assert isinstance(three, TacticRejected) and three.kind == "heartbeats"
+        async with ReplClient(make_cfg(tactic_heartbeats=None)) as repl:  # the REPL's own limit
+            root = await repl.goal_start(AND_COMM)
+            assert isinstance(
+                await repl.goal_tactic(root.state_id, "debug_heartbeats 2001"), GoalState
+            )
+
+    run(main())
+
+
+def test_goal_save_and_load_across_processes(tmp_path: Path) -> None:
+    async def main():
+        path = tmp_path / "state"
+        async with ReplClient(make_cfg()) as a:
+            root = await a.goal_start(AND_COMM)
+            s1 = await a.goal_tactic(root.state_id, "intro p q h")
+            # submit writes the line before it returns; the reply comes later, in order
+            reply = await a.submit("goal.save", {"id": s1.state_id, "path": str(path)})
+            s2 = await a.goal_tactic(s1.state_id, "constructor")
+            assert reply.done() and (await reply)[0] == {} and (await reply)[1] > 0
+            assert isinstance(s2, GoalState)
+        async with ReplClient(make_cfg()) as b:
+            sid = await b.goal_load(path)
+            s3 = await b.goal_tactic(sid, "exact ⟨h.2, h.1⟩")
+            assert isinstance(s3, GoalState) and s3.goals == ()
+            with pytest.raises(ReplProtocolError) as e:
+                await b.goal_load(tmp_path / "missing")
+            assert e.value.kind == "main" and "no such file" in e.value.desc
+            assert b.alive
+            await b.goal_save(s3.state_id, tmp_path / "done")
+            assert (tmp_path / "done").stat().st_size > 0
 
     run(main())
 

@@ -55,6 +55,54 @@ def test_pool_verify_uses_a_fresh_process() -> None:
     asyncio.run(main())
 
 
+@pytest.mark.parametrize("verifiers", [1, 2])
+def test_the_verification_pool_checks_in_warm_fresh_processes(verifiers: int) -> None:
+    """``lean.verifiers`` processes are started ahead; each checks one proof and goes, the next
+    starts meanwhile; at most ``verifiers`` checks run at once, beside the search's workers."""
+    slow = ("sleep 500", *SIMPLE_PROOF)
+
+    async def main():
+        async with LeanPool(make_cfg(verifiers=verifiers)) as pool:
+            warm = set(pool.pids()) - set(pool.worker_pids()) - set(pool.spare_pids())
+            assert len(warm) == verifiers  # warm before any proof arrives
+            used: list[int] = []
+            active = most = 0
+            take = pool._take_verifier  # white-box: watch the processes the checks get
+
+            async def watched():
+                nonlocal active, most
+                client = await take()
+                used.append(client.pid)
+                assert client.requests == 1  # only its start's options.set: never used before
+                active += 1
+                most = max(most, active)
+                close = client.close
+
+                async def closed():
+                    nonlocal active
+                    active -= 1
+                    await close()
+
+                client.close = closed
+                return client
+
+            pool._take_verifier = watched
+            verdicts = await asyncio.gather(*(pool.verify(THM, slow) for _ in range(3)))
+            assert all(v.ok for v in verdicts), verdicts
+            assert most == verifiers  # that many at once, never more
+            assert len(set(used)) == 3 and set(used[:verifiers]) == warm  # one process per check
+            assert not set(used) & set(pool.worker_pids())
+            assert pool.stats()["verifications"] == 3
+            for _ in range(400):  # the next ones warm up in the background (slow on a busy CI)
+                now = set(pool.pids()) - set(pool.worker_pids()) - set(pool.spare_pids())
+                if len(now) == verifiers:
+                    break
+                await asyncio.sleep(0.05)
+            assert len(now) == verifiers and not now & set(used)
+
+    asyncio.run(main())
+
+
 def test_sorry_is_rejected_by_lean_when_the_guard_lets_it_through() -> None:
     v = asyncio.run(verify_proof(make_cfg(banned_tactics=()), THM, ("intro h", "sorry")))
     assert not v.ok

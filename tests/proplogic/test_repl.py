@@ -625,3 +625,163 @@ def test_trace_logs_an_information_message_like_lean() -> None:
     start = repl.handle("goal.start", {"expr": "∀ (p : Prop), p → p"})
     r = repl.handle("goal.tactic", {"stateId": start["stateId"], "tactic": 'trace "x"'})
     assert [m["data"] for m in r["messages"]] == ["x"] and len(r["goals"]) == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# Heartbeats: the deterministic per-tactic limit (reference/pantograph.md §8)
+
+
+def heartbeat_error(r: dict[str, Any], limit: int) -> bool:
+    text = error_text(r)
+    return text.startswith(
+        f"(deterministic) timeout at `elaborator`, maximum number of heartbeats ({limit}) has "
+        "been reached\nUse `set_option maxHeartbeats <num>` to set the limit."
+    )
+
+
+def test_set_option_max_heartbeats_in_limits_the_tactic_exactly() -> None:
+    """Lean's semantics: `set_option maxHeartbeats N in t` allows N·1000 heartbeats, counted from
+    the start of the request; 0 lifts the limit.  Each atomic step costs 1000 here."""
+    repl = Repl(debug=True)
+    call(repl, 'goal.start {"expr": "∀ (p q : Prop), p ∧ q → q ∧ p"}')
+    assert "goals" in tac(repl, 0, "set_option maxHeartbeats 2 in debug_heartbeats 2000")
+    assert heartbeat_error(tac(repl, 0, "set_option maxHeartbeats 2 in debug_heartbeats 2001"), 2)
+    assert "goals" in tac(repl, 0, "set_option maxHeartbeats 0 in debug_heartbeats 9999999")
+    # the scope is the rest of the tactic sequence, on the same line or the lines after `in`
+    assert "goals" in tac(repl, 0, "set_option maxHeartbeats 2 in intro p q h; constructor")
+    assert heartbeat_error(
+        tac(repl, 0, "set_option maxHeartbeats 2 in\nintro p q h\nconstructor\nexact h.2"), 2
+    )
+    # the count runs from the start of the request, not from the `set_option`
+    assert heartbeat_error(
+        tac(repl, 0, "debug_heartbeats 1500; set_option maxHeartbeats 2 in intro p"), 2
+    )
+    # a runtime exception in Lean: `first` and `try` do not catch it
+    assert heartbeat_error(
+        tac(repl, 0, "set_option maxHeartbeats 1 in first | debug_heartbeats 5000 | skip"), 1
+    )
+    assert heartbeat_error(
+        tac(repl, 0, "set_option maxHeartbeats 1 in try debug_heartbeats 5000"), 1
+    )
+    assert (
+        error_text(tac(repl, 0, "set_option noSuchOption 1 in skip"))
+        == "unknown option 'noSuchOption'"
+    )
+    assert tac(repl, 0, "set_option maxHeartbeats in skip")["parseError"]
+    assert call(repl, "stat") == {"nGoals": 4}  # the root and three successes: failures take no id
+
+
+def test_the_process_default_comes_from_the_command_line() -> None:
+    tight = Repl(lean_options={"maxHeartbeats": "1"}, debug=True)
+    call(tight, 'goal.start {"expr": "∀ (p : Prop), p → p"}')
+    assert heartbeat_error(tac(tight, 0, "debug_heartbeats 1001"), 1)
+    assert "goals" in tac(tight, 0, "set_option maxHeartbeats 5 in debug_heartbeats 4000")
+    default = Repl(debug=True)  # Lean's default: 200000
+    call(default, 'goal.start {"expr": "∀ (p : Prop), p → p"}')
+    assert "goals" in tac(default, 0, "debug_heartbeats 200000000")
+    assert heartbeat_error(tac(default, 0, "debug_heartbeats 200000001"), 200000)
+    assert "unknown tactic 'debug_heartbeats'" in error_text(
+        tac(started("∀ (p : Prop), p → p"), 0, "debug_heartbeats 1")
+    )  # test-only, like the other debug tactics
+
+
+def test_a_files_set_option_governs_its_declarations_not_goal_tactic() -> None:
+    repl = Repl()
+    two_steps = "theorem t (p : Prop) : p → p := by\n  intro h\n  exact h\n"
+    assert process(repl, "set_option maxHeartbeats 1\n" + two_steps)[1]["messages"][0][
+        "data"
+    ].startswith("(deterministic) timeout at `elaborator`, maximum number of heartbeats (1)")
+    assert process(repl, "set_option maxHeartbeats 2\n" + two_steps)[1]["messages"] == []
+    assert process(repl, "set_option maxHeartbeats 0\n" + two_steps)[1]["messages"] == []
+    # a tactic's own wrapper wins inside the file, as in Lean
+    wrapped = (
+        "theorem t (p : Prop) : p → p := by\n  set_option maxHeartbeats 1 in intro h; exact h\n"
+    )
+    assert "maximum number of heartbeats (1)" in process(repl, wrapped)[0]["messages"][0]["data"]
+    # the header of a started theorem does not carry into goal.tactic: the process limit applies
+    tight = Repl(lean_options={"maxHeartbeats": "1"}, debug=True)
+    units = process(
+        tight,
+        "set_option maxHeartbeats 0\ntheorem s (p : Prop) : p → p := by\n  debug_heartbeats 5000\n  sorry\n",
+        sorrys=True,
+    )
+    assert units[1]["messages"][0]["data"] == "declaration uses 'sorry'"  # 0: unlimited there
+    assert heartbeat_error(tac(tight, units[1]["goalStateId"], "debug_heartbeats 1001"), 1)
+
+
+# ---------------------------------------------------------------------------------------------
+# goal.save / goal.load (reference/pantograph.md §4: {"id","path"} → {}, {"path"} → {"id"})
+
+
+def test_goal_save_and_load_restore_a_state_in_another_process(tmp_path) -> None:
+    a = started("∀ (p q : Prop), p ∧ q → q ∧ p")
+    s1 = tac(a, 0, "intro p q h")
+    s2 = tac(a, s1["nextStateId"], "constructor")
+    path = str(tmp_path / "s2.state")
+    assert call(a, "goal.save " + json.dumps({"id": s2["nextStateId"], "path": path})) == {}
+    assert call(a, 'goal.save {"id": 99, "path": "x"}') == {
+        "desc": "Invalid state index 99",
+        "error": "index",
+    }
+    assert call(a, 'goal.save {"path": "x"}')["error"] == "command"  # id is required
+
+    b = started("∀ (p : Prop), p → p")  # another process, its own ids
+    loaded = call(b, "goal.load " + json.dumps({"path": path}))
+    assert loaded == {"id": 1}  # the next id of *this* process's counter
+    printed = call(b, 'goal.print {"stateId": 1, "goals": true}')["goals"]
+    assert norm(printed) == norm(s2["goals"])  # the same goals, case tags included
+    uniq = {g["name"] for g in printed} | {v["name"] for g in printed for v in g["vars"]}
+    original = {g["name"] for g in s2["goals"]} | {
+        v["name"] for g in s2["goals"] for v in g["vars"]
+    }
+    assert uniq.isdisjoint({"_uniq.1"})  # renumbered in b (b's own root is _uniq.1)
+    assert len(uniq) == len(original)
+    done = tac(b, 1, "exact h.2")
+    assert state(done) == "case right\np q : Prop\nh : p ∧ q\n⊢ p"
+    assert tac(b, done["nextStateId"], "exact h.1")["goals"] == []
+
+
+def test_goal_load_fails_the_way_lean_would(tmp_path) -> None:
+    repl = started("∀ (p : Prop), p → p")
+    missing = call(repl, "goal.load " + json.dumps({"path": str(tmp_path / "nope")}))
+    assert missing["error"] == "main" and missing["desc"].startswith("no such file or directory")
+    junk = tmp_path / "junk"
+    junk.write_bytes(b"not a state")
+    assert call(repl, "goal.load " + json.dumps({"path": str(junk)})) == {
+        "desc": f"failed to read file '{junk}', invalid header",
+        "error": "main",
+    }
+    path = str(tmp_path / "s")
+    assert call(repl, "goal.save " + json.dumps({"id": 0, "path": path})) == {}
+    other = Repl(imports=["Mathlib"])  # the imports must be the same
+    assert call(other, "goal.load " + json.dumps({"path": path}))["desc"].startswith(
+        "(kernel) unknown constant"
+    )
+    assert call(repl, "stat") == {"nGoals": 1}  # a failed load consumes no id
+
+
+def test_a_saved_state_carries_its_files_declarations(tmp_path) -> None:
+    """Pantograph pickles a state with the constants its file added beyond the imports
+    (``env.constants.map₂``) and replays them on load: a ProofNet header's declarations come
+    back with the state.  One the loading REPL already declares differently is a kernel error."""
+    repl = Repl()
+    file = (
+        "theorem helper (p q : Prop) : p ∧ q → q ∧ p := by\n  intro h\n  exact ⟨h.2, h.1⟩\n\n"
+        "theorem main (a b : Prop) : a ∧ b → b ∧ a := by\n  sorry\n"
+    )
+    units = process(repl, file, sorrys=True)
+    sid = units[1]["goalStateId"]
+    path = str(tmp_path / "main")
+    assert call(repl, "goal.save " + json.dumps({"id": sid, "path": path})) == {}
+    fresh = Repl()  # knows nothing of `helper`
+    assert error_text(tac(started("∀ (p : Prop), p → p"), 0, "exact helper")).startswith(
+        "unknown identifier 'helper'"
+    )
+    loaded = call(fresh, "goal.load " + json.dumps({"path": path}))["id"]
+    assert tac(fresh, loaded, "exact helper")["goals"] == []
+    clash = Repl()
+    process(clash, "theorem helper (p : Prop) : p → p := by\n  intro h\n  exact h\n", inherit=True)
+    assert call(clash, "goal.load " + json.dumps({"path": path})) == {
+        "desc": "(kernel) constant has already been declared 'helper'",
+        "error": "main",
+    }
