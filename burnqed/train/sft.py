@@ -15,15 +15,22 @@ benchmark (:mod:`burnqed.data.decontam`).
 
 Both validation losses (base pairs, trajectory steps) are measured before training (step 0) and
 every ``eval_steps``; the adapter of every evaluated step is kept and the one ``sft.select_by``
-chooses (:func:`select_step`) is saved.  Beside the adapter:
+chooses (:func:`select_step`) is saved.
+
+Training runs under :func:`burnqed.determinism.deterministic_training` with trl's ``seed`` and
+``data_seed`` set and no data-loader workers: on the same CPU type, thread count and library
+versions a rerun writes the same adapter bytes (``adapter_config.json`` lists ``target_modules``
+sorted: peft writes them in the order of a Python set, which changes from process to process).
+Beside the adapter:
 
 - ``training_summary.json`` — steps, train loss, both validation-loss curves, the selected step and
   why, both losses before and after (``validation``), the warm-start check, the data mix (base pairs,
-  positive steps per source iteration, skipped trajectory parts, decontamination), wall time,
-  trainable parameters, data hashes, versions, git commit;
+  positive steps per source iteration, skipped trajectory parts, decontamination), trainable
+  parameters, data hashes, determinism settings, versions, git commit;
 - ``hyperparameters.json`` — the ``sft`` section, the base model, the effective values of this
   iteration (learning rate, steps, warm start, upsampling, criterion), the seed;
-- ``metrics.jsonl`` — every logged step as it happened.
+- ``metrics.jsonl`` — every logged step as it happened (with wall times);
+- ``run_info.json`` — when, how long (``wall_s``), the command line.
 
 Example::
 
@@ -53,6 +60,7 @@ from burnqed.config import ConfigError, SFTConfig
 from burnqed.data.benchmarks import sha256_file
 from burnqed.data.decontam import BenchmarkIndex, check_pairs
 from burnqed.data.prompt import format_example
+from burnqed.determinism import deterministic_training, write_run_info
 from burnqed.policy.model_files import check_model_dir
 from burnqed.train.artifacts import (
     MetricsLog,
@@ -159,7 +167,11 @@ def train_sft(
     eval_sets = {"pairs": val_examples}
     if mix.trajectory_val:
         eval_sets["trajectory"] = mix.trajectory_val
-    with staged_dir(out) as staging, MetricsLog(staging / METRICS_FILE) as metrics:
+    with (
+        deterministic_training(seed=seed, device="cuda" if cuda else "cpu") as determinism,
+        staged_dir(out) as staging,
+        MetricsLog(staging / METRICS_FILE) as metrics,
+    ):
         selection = CheckpointSelection(staging / "checkpoints")
         trainer = build_trainer(
             model, tokenizer, mix.train, eval_sets, sft, plan,
@@ -180,11 +192,12 @@ def train_sft(
         chosen = select_step(selection.history, sft.select_by, sft.plateau_tolerance)
         trainer.save_model(str(staging))  # the tokenizer, and the last step's adapter …
         selection.publish(chosen.step, staging)  # … replaced by the chosen step's
+        sort_target_modules(staging / "adapter_config.json")
         shutil.rmtree(staging / "checkpoints", ignore_errors=True)
         # A pickle of the TrainingArguments: opaque and version-bound; hyperparameters.json
         # below is the readable record of the same settings.
         (staging / "training_args.bin").unlink(missing_ok=True)
-        summary = _summary(trainer, started, selection.history, chosen)
+        summary = _summary(trainer, selection.history, chosen)
         summary["warm_start"] = warm_start
         summary["data"] = {
             "train": str(train), "train_sha256": sha256_file(train),
@@ -194,6 +207,7 @@ def train_sft(
             "prompt_boundary_mismatches": boundary,
             **mix.to_json(),
         }  # fmt: skip
+        summary["determinism"] = determinism
         write_json(staging / SUMMARY_FILE, {**summary, **provenance()})
         write_json(
             staging / HYPERPARAMETERS_FILE,
@@ -218,11 +232,12 @@ def train_sft(
                 "seed": seed,
             },
         )
+        run = write_run_info(staging, started=started)
     v = summary["validation"]
     log.info(
         "adapter in %s: %d steps, step %s kept (%s), %.0f s; val loss before → after: "
         "base pairs %.4f → %.4f, trajectory %s",
-        out, summary["steps"], chosen.step, chosen.criterion, summary["wall_seconds"],
+        out, summary["steps"], chosen.step, chosen.criterion, run["wall_s"],
         v["pairs"]["before"], v["pairs"]["after"],
         "n/a" if v["trajectory"] is None
         else f"{v['trajectory']['before']:.4f} → {v['trajectory']['after']:.4f}",
@@ -415,6 +430,21 @@ def select_step(
         f"lowest trajectory val loss {history[step]['trajectory']:.4f} among steps {holding} "
         f"whose base-pair val loss held within {tolerance:.1%} of its lowest so far",
     )
+
+
+def sort_target_modules(adapter_config: Path) -> None:
+    """Rewrite ``adapter_config.json`` with its module lists sorted, formatted as peft does.
+
+    peft's ``LoraConfig`` turns ``target_modules`` and ``exclude_modules`` into Python sets and
+    writes them in the set's iteration order, which string hashing randomises per process: two
+    identical runs wrote different bytes.
+    """
+    path = Path(adapter_config)
+    config = json.loads(path.read_text(encoding="utf-8"))
+    for key in ("target_modules", "exclude_modules"):
+        if isinstance(config.get(key), list):
+            config[key] = sorted(config[key])
+    path.write_text(json.dumps(config, indent=2, sort_keys=True), encoding="utf-8")
 
 
 def adapter_difference(model: Any, adapter: Path) -> float:
@@ -619,8 +649,13 @@ def build_trainer(
         bf16=cuda and torch.cuda.is_bf16_supported(),
         report_to="none",
         disable_tqdm=not sys.stderr.isatty(),
+        # Reproducibility: the LoRA init and dropout (seed), the shuffling (data_seed), batches
+        # built in this process in order (no workers).  Not full_determinism: it would force
+        # CUDA_LAUNCH_BLOCKING=1 and override CUBLAS_WORKSPACE_CONFIG; train_sft's
+        # deterministic_training sets the rest.
         seed=seed,
         data_seed=seed,
+        dataloader_num_workers=0,
     )
     if not isinstance(val_examples, Mapping):
         val_examples = {"pairs": val_examples}
@@ -658,7 +693,7 @@ def _metrics_callback(metrics: MetricsLog) -> TrainerCallback:
                 metrics.write(
                     {
                         "step": state.global_step,
-                        "seconds": round(time.monotonic() - self.start, 3),
+                        "wall_s": round(time.monotonic() - self.start, 3),
                         **logs,
                     }
                 )
@@ -684,7 +719,7 @@ def _format_logs(logs: Mapping[str, Any]) -> str:
 
 
 def _summary(
-    trainer: Any, started: float, history: Mapping[int, Mapping[str, float]], chosen: Chosen
+    trainer: Any, history: Mapping[int, Mapping[str, float]], chosen: Chosen
 ) -> dict[str, Any]:
     state = trainer.state
     train_loss = [[h["step"], h["loss"]] for h in state.log_history if "loss" in h]
@@ -716,7 +751,6 @@ def _summary(
         "validation": {"pairs": before_after("pairs"), "trajectory": before_after("trajectory")},
         "trainable_parameters": trainable,
         "total_parameters": total,
-        "wall_seconds": round(time.time() - started, 2),
     }
 
 
