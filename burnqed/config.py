@@ -571,8 +571,20 @@ class SFTConfig(Section):
     positive_upsample: int = 10
     eval_steps: int = 100
     trajectory_val_fraction: float = 0.1
+    # Another share of the proved theorems whose steps are a test set: never trained on, never
+    # used to choose the checkpoint; the held-out proof-step loss reported is measured there.
+    trajectory_test_fraction: float = 0.1
     select_by: str = "plateau"
     plateau_tolerance: float = 0.01
+
+    def __post_init__(self) -> None:
+        held_out = self.trajectory_val_fraction + self.trajectory_test_fraction
+        self._require(
+            held_out < 1,
+            "trajectory_test_fraction",
+            f"trajectory_val_fraction + trajectory_test_fraction must be < 1 (got {held_out:g}): "
+            "some proved theorems must be left to train on",
+        )
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from tests.train.trajectories import proofs_from_pairs, write_search
 BASE = {**TINY, "steps": 12, "log_every": 4, "eval_pairs": 8}
 SFT_SMALL = {**SFT, "max_steps": 4, "eval_steps": 2, "later_max_steps": 2,
              "base_pair_subsample": 100, "positive_upsample": 2,
-             "trajectory_val_fraction": 0.25}  # fmt: skip
+             "trajectory_val_fraction": 0.25, "trajectory_test_fraction": 0.25}  # fmt: skip
 PAIRS = Path("data/tactic_pairs")
 MODELS = Path("models")
 
