@@ -2,7 +2,8 @@
 
 Directory: ``ebm.safetensors`` (the head's weights and buffers), ``ebm.json`` (hyperparameters,
 embedding width, the embedding model's digest, data hashes, training and held-out metrics,
-provenance) and ``metrics.jsonl`` (the training curve).
+determinism settings, provenance), ``metrics.jsonl`` (the training curve) and ``run_info.json``
+(when, how long, throughput: the one file besides the metrics that a rerun does not repeat).
 
 :func:`load_value_model` refuses an EBM trained on another model's embeddings — a new LoRA means new
 embeddings, and scoring them with an old head gives confident nonsense — with both digests in the

@@ -4,7 +4,9 @@
   iterations ``< i`` → ``results/iter_{i}/embeddings/`` (append-only cache, see
   :mod:`burnqed.ebm.embeddings`; ``manifest.json`` written last).
 - :func:`run_train`: InfoNCE groups from the same trajectories, the head trained on them →
-  ``models/iter_{i}/ebm/`` (checkpoints in ``ebm.partial/`` until it is done).
+  ``models/iter_{i}/ebm/`` (checkpoints in ``ebm.partial/`` until it is done), under
+  :func:`burnqed.determinism.deterministic_training`: a rerun (or a resumed run) writes the same
+  ``ebm.safetensors`` and ``ebm.json``; throughput and whether it resumed go to ``run_info.json``.
 - :func:`run_metrics`: embedding-quality metrics + plots → ``results/iter_{i}/ebm_metrics.json`` and
   ``results/iter_{i}/ebm_plots/``.
 
@@ -25,11 +27,13 @@ import logging
 import os
 import platform
 import shutil
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from burnqed.config import EBMConfig, PolicyConfig
+from burnqed.determinism import deterministic_training, write_run_info
 from burnqed.ebm.embeddings import (
     EmbeddingError,
     embedding_model_digest,
@@ -148,8 +152,9 @@ def run_train(
 ) -> dict:
     """Train the EBM into ``out`` (resuming ``<out>.partial/``); return its metadata."""
     from burnqed.ebm.scorer import save_ebm
-    from burnqed.ebm.train import groups_digest, train_head
+    from burnqed.ebm.train import groups_digest, resolve_device, train_head
 
+    started = time.time()
     ebm_cfg = EBMConfig.from_dict(cfg)
     dirs = _dirs(searches)
     data = load_states(dirs)
@@ -161,8 +166,9 @@ def run_train(
     data_hash = hashlib.sha256(
         (groups_digest(groups) + emb_manifest["embedding_model_digest"]).encode()
     ).hexdigest()[:16]
-    result = train_head(vectors, groups, ebm_cfg, work_dir=work, seed=seed, device=device,
-                        data_hash=data_hash)  # fmt: skip
+    with deterministic_training(seed=seed, device=resolve_device(device).type) as determinism:
+        result = train_head(vectors, groups, ebm_cfg, work_dir=work, seed=seed, device=device,
+                            data_hash=data_hash)  # fmt: skip
     meta = {
         "config": ebm_cfg.to_dict(),
         "seed": seed,
@@ -185,11 +191,12 @@ def run_train(
         "heldout": result.heldout,
         "chance": result.chance,
         "temperature": result.temperature,
-        "groups_per_s": result.groups_per_s,
-        "resumed_from_step": result.resumed_from,
+        "determinism": determinism,
         **_provenance(),
     }
     save_ebm(work, result.head.cpu(), meta)
+    write_run_info(work, started=started, groups_per_s=round(result.groups_per_s, 1),
+                   resumed_from_step=result.resumed_from)  # fmt: skip
     for name in ("checkpoint.safetensors", "checkpoint.json"):
         (work / name).unlink(missing_ok=True)
     if out.exists():

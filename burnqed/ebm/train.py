@@ -231,6 +231,9 @@ def train_head(
     data_hash = data_hash or groups_digest(groups)
     meta = {"config": cfg.to_dict(), "seed": seed, "data_hash": data_hash, "dim": emb.shape[1]}
 
+    # The init (weights, spectral-norm vectors) comes from the seed, not from whatever drew from
+    # torch's global generator before.
+    torch.manual_seed(seed)
     head = build_head(emb.shape[1], cfg).to(dev)
     train_rows = torch.unique(torch.cat([train_g.states.reshape(-1), train_g.goals])).to(dev)
     head.set_input_stats(emb[train_rows])

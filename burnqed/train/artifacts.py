@@ -4,7 +4,9 @@
   ``<out>``, so a crash, a pre-emption or Ctrl-C never leaves a directory that looks complete
   (Snakemake and DVC judge completeness by the directory's existence).
 - :func:`provenance` — package versions and the git commit, for the JSON summaries written beside
-  each checkpoint (STYLE §14).
+  each checkpoint (STYLE §14); what differs from run to run (times, the command line) goes to
+  ``run_info.json`` (:func:`burnqed.determinism.write_run_info`) instead, so a rerun's summaries
+  are byte-identical.
 - :class:`MetricsLog` — one JSON object per line (``metrics.jsonl`` in the output directory), flushed
   per record so ``tail -f`` shows training as it happens.
 
@@ -87,8 +89,8 @@ def quiet_progress_bars(*, datasets: bool = False) -> None:
 
 
 def provenance() -> dict[str, Any]:
-    """Versions, git commit and command line: how an artifact was made."""
-    return {"versions": package_versions(), "git": git_state(), "argv": list(sys.argv)}
+    """Versions and git commit: what code made an artifact (the same on a rerun of that code)."""
+    return {"versions": package_versions(), "git": git_state()}
 
 
 def write_json(path: Path, data: Mapping[str, Any]) -> None:

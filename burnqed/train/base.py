@@ -26,12 +26,18 @@ steps    held-out loss     exact tactic: best / any    proplogic_test proved (64
 Tactics were sampled through the search's own backend (``burnqed.policy``, top-p 0.95) for 300
 random validation pairs; "best" is the highest-logprob candidate.  (lr 6e-3 was worse at 2000
 steps: 24% / 39%.)  Exact match is a lower bound — ``exact h3`` for ``assumption`` counts as wrong.
-Solving keeps improving with steps, hence the default budget: 3000 steps (~4 min), capped at 300 s.
+Solving keeps improving with steps, hence the default budget: 3000 steps (~4 min).  Steps, not the
+clock, end training: ``model.tiny.max_seconds`` (null by default) is a cap for a machine too slow for
+the budget, and a cap that fires makes the model depend on that machine's speed (a warning, and
+``stopped_by: time`` in the record).
 
 The directory gets ``burnqed_model.json`` (how it was built: sizes, steps, loss curve, seed, data
-hash, held-out accuracy, versions) and, for the tiny model, ``metrics.jsonl`` (loss every
-``log_every`` steps).  The knobs of the tiny model are :class:`TinyBaseConfig` (the ``model.tiny``
-section).
+hash, held-out accuracy, versions, the determinism settings — the same on every rerun),
+``run_info.json`` (when, how long, the command line: :mod:`burnqed.determinism`) and, for the tiny
+model, ``metrics.jsonl`` (loss every ``log_every`` steps).  Training runs under
+:func:`burnqed.determinism.deterministic_training`: on the same CPU type, thread count and library
+versions a rerun writes the same bytes.  The knobs of the tiny model are :class:`TinyBaseConfig`
+(the ``model.tiny`` section).
 
 Example::
 
@@ -59,6 +65,7 @@ from typing import TYPE_CHECKING, Any
 from burnqed.config import ConfigError, ModelConfig, TinyBaseConfig
 from burnqed.data.benchmarks import sha256_file
 from burnqed.data.prompt import parse_completion
+from burnqed.determinism import deterministic_training, write_run_info
 from burnqed.policy import normalise_tactic
 from burnqed.train.artifacts import (
     MetricsLog,
@@ -157,7 +164,10 @@ def _build_tiny(out: Path, cfg: TinyBaseConfig, pairs: Path, val: Path | None, s
             val, limit=cfg.eval_pairs, seed=seed, what="held-out check pairs"
         )
     started = time.time()
-    with staged_dir(out) as staging:
+    with (
+        deterministic_training(seed=seed, device="cpu") as determinism,
+        staged_dir(out) as staging,
+    ):
         # The tokenizer learns the text the model will see: prompts (states) and completions.
         corpus = [e["prompt"] + e["completion"] for e in examples]
         build_tiny_model(
@@ -187,6 +197,8 @@ def _build_tiny(out: Path, cfg: TinyBaseConfig, pairs: Path, val: Path | None, s
                 )  # fmt: skip
         model.save_pretrained(staging)
         n_params = sum(p.numel() for p in model.parameters())
+        # Everything here is the same on a rerun (determinism: what that needs); wall times and
+        # the command line are in run_info.json.
         write_json(
             staging / SUMMARY_FILE,
             {
@@ -205,7 +217,7 @@ def _build_tiny(out: Path, cfg: TinyBaseConfig, pairs: Path, val: Path | None, s
                 "seed": seed,
                 "training": {
                     "steps": result.steps,
-                    "seconds": round(result.seconds, 2),
+                    # "time": the wall-clock cap ended training, so the model is not reproducible.
                     "stopped_by": result.stopped_by,
                     "examples": result.examples,
                     "skipped_too_long": result.skipped_too_long,
@@ -219,10 +231,11 @@ def _build_tiny(out: Path, cfg: TinyBaseConfig, pairs: Path, val: Path | None, s
                     "val": str(val) if val is not None else None,
                     "val_sha256": sha256_file(val) if val is not None else None,
                 },
-                "wall_seconds": round(time.time() - started, 2),
+                "determinism": determinism,
                 **provenance(),
             },
         )
+        write_run_info(staging, started=started, training_wall_s=round(result.seconds, 2))
 
 
 def _curve_summary(curve: Sequence[tuple[int, float]], points: int = 20) -> dict[str, Any]:
@@ -243,6 +256,7 @@ def _curve_summary(curve: Sequence[tuple[int, float]], points: int = 20) -> dict
 def _fetch_pretrained(out: Path, base: str) -> None:
     """A local HF directory of ``base``: copied when it is a directory, else downloaded once."""
     source = Path(base)
+    started = time.time()
     with staged_dir(out) as staging:
         record: dict[str, Any] = {"base": base}
         if source.is_dir():
@@ -269,6 +283,7 @@ def _fetch_pretrained(out: Path, base: str) -> None:
             raise ConfigError(f"model.base: {base} has no config.json: not a Hugging Face model")
         record["files"] = sorted(p.name for p in staging.iterdir())
         write_json(staging / SUMMARY_FILE, {**record, **provenance()})
+        write_run_info(staging, started=started)
 
 
 def _hub_revision(repo_id: str) -> str | None:
@@ -399,7 +414,12 @@ def train_from_scratch(
         # Checked before every step but the first: a run always takes at least one step.
         if step and cfg.max_seconds is not None and time.monotonic() - start >= cfg.max_seconds:
             stopped_by = "time"
-            log.info("wall-clock cap of %s s reached after %d steps", cfg.max_seconds, step)
+            log.warning(
+                "model.tiny.max_seconds: the wall-clock cap of %s s stopped training after %d of "
+                "%d steps; the model depends on this machine's speed and a rerun will differ "
+                "(set max_seconds to null for a reproducible model)",
+                cfg.max_seconds, step, cfg.steps,
+            )  # fmt: skip
             break
         idx = next(batches)
         batch = collate(
@@ -421,7 +441,7 @@ def train_from_scratch(
             mean = window_loss / window_steps
             curve.append((step, mean))
             record = {"step": step, "loss": mean, "lr": schedule.get_last_lr()[0],
-                      "seconds": time.monotonic() - start, "tokens": tokens}  # fmt: skip
+                      "wall_s": round(time.monotonic() - start, 3), "tokens": tokens}  # fmt: skip
             if metrics is not None:
                 metrics.write(record)
             bar.set_postfix(loss=f"{mean:.3f}")

@@ -10,6 +10,11 @@ Before it is published the saved directory is checked: it is reloaded, its logit
 prompt are compared with the unmerged base+adapter's, and it must generate a tactic (logged, and
 recorded in ``burnqed_merge.json``).  Any failure fails the stage and leaves only ``<out>.tmp``.
 
+The merge is arithmetic on fixed weights (no randomness); it runs under
+:func:`burnqed.determinism.deterministic_training` like the training stages, so on the same CPU
+type, thread count and library versions every file but ``run_info.json`` (when, how long, the
+command line) is the same on a rerun.
+
 Example::
 
     from pathlib import Path
@@ -28,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from burnqed.data.prompt import format_prompt, parse_completion
+from burnqed.determinism import deterministic_training, write_run_info
 from burnqed.policy.model_files import check_model_dir
 from burnqed.train.artifacts import provenance, quiet_progress_bars, staged_dir, write_json
 from burnqed.train.examples import TrainingDataError
@@ -91,16 +97,19 @@ def merge_adapter(
 
     # dtype "auto": the checkpoint's own (bf16 for the real models, float32 for the tiny one) —
     # never 4-bit, whatever the adapter was trained on.
-    model = AutoModelForCausalLM.from_pretrained(
-        base, dtype="auto", device_map={"": 0} if cuda else None, local_files_only=True
-    )
-    dtype = str(model.dtype).removeprefix("torch.")
-    model = PeftModel.from_pretrained(model, str(adapter))
-    model.eval()
-    with torch.no_grad():
-        reference = model(**enc.to(model.device)).logits.float().cpu()  # (1, T, V)
-    merged = model.merge_and_unload()
-    with staged_dir(out) as staging:
+    with (
+        deterministic_training(seed=None, device="cuda" if cuda else "cpu") as determinism,
+        staged_dir(out) as staging,
+    ):
+        model = AutoModelForCausalLM.from_pretrained(
+            base, dtype="auto", device_map={"": 0} if cuda else None, local_files_only=True
+        )
+        dtype = str(model.dtype).removeprefix("torch.")
+        model = PeftModel.from_pretrained(model, str(adapter))
+        model.eval()
+        with torch.no_grad():
+            reference = model(**enc.to(model.device)).logits.float().cpu()  # (1, T, V)
+        merged = model.merge_and_unload()
         merged.save_pretrained(staging, max_shard_size=max_shard_size)
         copy_tokenizer_files(base, staging)
         del model, merged  # the check reloads from disk: what search will load
@@ -115,10 +124,11 @@ def merge_adapter(
                 "max_shard_size": max_shard_size,
                 "shards": shards,
                 "check": asdict(check),
-                "wall_seconds": round(time.time() - started, 2),
+                "determinism": determinism,
                 **provenance(),
             },
         )
+        write_run_info(staging, started=started)
     log.info(
         "merged %s + %s into %s (%d shard(s), %s); check tactic %r, max logit diff %.2e",
         base, adapter, out, len(shards), dtype, check.tactic, check.max_logit_diff,

@@ -28,7 +28,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -162,20 +162,44 @@ def _val_key(theorem: str, seed: int) -> float:
     return int.from_bytes(digest[:8], "big") / 2**64
 
 
-def split_steps_by_theorem(
-    table: pa.Table, *, val_fraction: float, seed: int
-) -> tuple[pa.Table, pa.Table]:
-    """``(train, val)`` of the steps, every step of a theorem on one side.
+class StepSplit(NamedTuple):
+    """Steps split by theorem: trained on, validated on (checkpoint selection), tested on."""
 
-    A theorem's side is a hash of ``seed`` and its name alone, so it stays on its side in every
-    later iteration (a theorem validated on at iteration 1 is not trained on at iteration 2).  With
-    ``val_fraction > 0`` and at least two theorems, at least one theorem is held out.
+    train: pa.Table
+    val: pa.Table
+    test: pa.Table
+
+
+def split_steps_by_theorem(
+    table: pa.Table, *, val_fraction: float, seed: int, test_fraction: float = 0.0
+) -> StepSplit:
+    """``(train, val, test)`` of the steps, every step of a theorem on one side.
+
+    A theorem's side is a hash of ``seed`` and its name alone — ``val`` below ``val_fraction``,
+    ``test`` in the next ``test_fraction`` — so it stays on its side in every later iteration (a
+    theorem validated or tested on at iteration 1 is not trained on at iteration 2), and a test
+    fraction leaves the validation theorems as they were.  With a fraction > 0, at least one
+    theorem is held out for it when there are two (validation) or three (test) theorems; at least
+    one theorem is always left to train on.
     """
     theorems = sorted(set(table.column("theorem").to_pylist()))
-    val = {t for t in theorems if _val_key(t, seed) < val_fraction}
+    key = {t: _val_key(t, seed) for t in theorems}
+    val = {t for t in theorems if key[t] < val_fraction}
     if val_fraction > 0 and not val and len(theorems) >= 2:
-        val = {min(theorems, key=lambda t: _val_key(t, seed))}
-    if val and len(val) == len(theorems):
-        val.discard(max(val, key=lambda t: _val_key(t, seed)))
-    mask = pc.is_in(table.column("theorem"), value_set=pa.array(sorted(val), pa.string()))
-    return table.filter(pc.invert(mask)), table.filter(mask)
+        val = {min(theorems, key=key.__getitem__)}
+    rest = [t for t in theorems if t not in val]
+    test = {t for t in rest if key[t] < val_fraction + test_fraction}
+    if test_fraction > 0 and not test and len(rest) >= 2:
+        test = {min(rest, key=key.__getitem__)}
+    if theorems and len(val) + len(test) == len(theorems):
+        held = test or val
+        held.discard(max(held, key=key.__getitem__))
+
+    def rows(names: set[str]) -> pa.Array:
+        return pc.is_in(table.column("theorem"), value_set=pa.array(sorted(names), pa.string()))
+
+    return StepSplit(
+        train=table.filter(pc.invert(rows(val | test))),
+        val=table.filter(rows(val)),
+        test=table.filter(rows(test)),
+    )

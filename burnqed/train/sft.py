@@ -9,21 +9,31 @@ Iteration 0 trains a fresh adapter on the tactic pairs.  Iteration ``i > 0`` (:f
 :func:`build_mix`) warm-starts from adapter ``i-1`` (checked equal to it before the first step),
 with learning rate × ``lr_decay``^i and ``later_max_steps``, on a seeded subsample of the base pairs
 (``base_pair_subsample``) plus the positive steps of the earlier searches' verified proofs
-(:mod:`.positives`) × ``positive_upsample``; a theorem-split share of those steps
-(``trajectory_val_fraction``) is a second validation set, decontaminated against the evaluation
-benchmark (:mod:`burnqed.data.decontam`).
+(:mod:`.positives`) × ``positive_upsample``, all decontaminated against the evaluation benchmark
+(:mod:`burnqed.data.decontam`).  Two theorem-split shares of those steps are held out: a second
+validation set (``trajectory_val_fraction``) and a test set (``trajectory_test_fraction``).
 
 Both validation losses (base pairs, trajectory steps) are measured before training (step 0) and
 every ``eval_steps``; the adapter of every evaluated step is kept and the one ``sft.select_by``
-chooses (:func:`select_step`) is saved.  Beside the adapter:
+chooses (:func:`select_step`) is saved.  The chosen step's validation loss is optimistic — it is
+the lowest of several looks at the same steps — so the held-out proof-step loss to report is the
+test set's, measured alongside and never looked at by the selection (``test`` in the summary).
+
+Training runs under :func:`burnqed.determinism.deterministic_training` with trl's ``seed`` and
+``data_seed`` set and no data-loader workers: on the same CPU type, thread count and library
+versions a rerun writes the same adapter bytes (``adapter_config.json`` lists ``target_modules``
+sorted: peft writes them in the order of a Python set, which changes from process to process).
+Beside the adapter:
 
 - ``training_summary.json`` — steps, train loss, both validation-loss curves, the selected step and
-  why, both losses before and after (``validation``), the warm-start check, the data mix (base pairs,
-  positive steps per source iteration, skipped trajectory parts, decontamination), wall time,
-  trainable parameters, data hashes, versions, git commit;
+  why, both validation losses before and after (``validation``: what chose the checkpoint), the
+  test loss before and after (``test``: never used to choose), the warm-start check, the data mix
+  (base pairs, positive steps per source iteration, skipped trajectory parts, decontamination),
+  trainable parameters, data hashes, determinism settings, versions, git commit;
 - ``hyperparameters.json`` — the ``sft`` section, the base model, the effective values of this
   iteration (learning rate, steps, warm start, upsampling, criterion), the seed;
-- ``metrics.jsonl`` — every logged step as it happened.
+- ``metrics.jsonl`` — every logged step as it happened (with wall times);
+- ``run_info.json`` — when, how long (``wall_s``), the command line.
 
 Example::
 
@@ -45,7 +55,7 @@ import shutil
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -53,6 +63,7 @@ from burnqed.config import ConfigError, SFTConfig
 from burnqed.data.benchmarks import sha256_file
 from burnqed.data.decontam import BenchmarkIndex, check_pairs
 from burnqed.data.prompt import format_example
+from burnqed.determinism import deterministic_training, write_run_info
 from burnqed.policy.model_files import check_model_dir
 from burnqed.train.artifacts import (
     MetricsLog,
@@ -154,12 +165,22 @@ def train_sft(
     tokenizer = _load_tokenizer(base)
     check_target_modules(model, sft.target_modules)
     boundary = check_prompt_boundaries(
-        tokenizer, [*mix.train, *val_examples, *mix.trajectory_val], add_eos=True
+        tokenizer,
+        [*mix.train, *val_examples, *mix.trajectory_val, *mix.trajectory_test],
+        add_eos=True,
     )
+    # Every set is evaluated at every evaluation; CheckpointSelection chooses by "pairs" and
+    # "trajectory" only, "test" is recorded for the report.
     eval_sets = {"pairs": val_examples}
     if mix.trajectory_val:
         eval_sets["trajectory"] = mix.trajectory_val
-    with staged_dir(out) as staging, MetricsLog(staging / METRICS_FILE) as metrics:
+    if mix.trajectory_test:
+        eval_sets["test"] = mix.trajectory_test
+    with (
+        deterministic_training(seed=seed, device="cuda" if cuda else "cpu") as determinism,
+        staged_dir(out) as staging,
+        MetricsLog(staging / METRICS_FILE) as metrics,
+    ):
         selection = CheckpointSelection(staging / "checkpoints")
         trainer = build_trainer(
             model, tokenizer, mix.train, eval_sets, sft, plan,
@@ -180,11 +201,12 @@ def train_sft(
         chosen = select_step(selection.history, sft.select_by, sft.plateau_tolerance)
         trainer.save_model(str(staging))  # the tokenizer, and the last step's adapter …
         selection.publish(chosen.step, staging)  # … replaced by the chosen step's
+        sort_target_modules(staging / "adapter_config.json")
         shutil.rmtree(staging / "checkpoints", ignore_errors=True)
         # A pickle of the TrainingArguments: opaque and version-bound; hyperparameters.json
         # below is the readable record of the same settings.
         (staging / "training_args.bin").unlink(missing_ok=True)
-        summary = _summary(trainer, started, selection.history, chosen)
+        summary = _summary(trainer, selection.history, chosen)
         summary["warm_start"] = warm_start
         summary["data"] = {
             "train": str(train), "train_sha256": sha256_file(train),
@@ -194,6 +216,7 @@ def train_sft(
             "prompt_boundary_mismatches": boundary,
             **mix.to_json(),
         }  # fmt: skip
+        summary["determinism"] = determinism
         write_json(staging / SUMMARY_FILE, {**summary, **provenance()})
         write_json(
             staging / HYPERPARAMETERS_FILE,
@@ -218,14 +241,17 @@ def train_sft(
                 "seed": seed,
             },
         )
-    v = summary["validation"]
+        run = write_run_info(staging, started=started)
+    v, t = summary["validation"], summary["test"]["trajectory"]
     log.info(
-        "adapter in %s: %d steps, step %s kept (%s), %.0f s; val loss before → after: "
-        "base pairs %.4f → %.4f, trajectory %s",
-        out, summary["steps"], chosen.step, chosen.criterion, summary["wall_seconds"],
+        "adapter in %s: %d steps, step %s kept (%s), %.0f s; val loss before → after (chose the "
+        "step): base pairs %.4f → %.4f, trajectory %s; held-out proof steps (test, never used to "
+        "choose): %s",
+        out, summary["steps"], chosen.step, chosen.criterion, run["wall_s"],
         v["pairs"]["before"], v["pairs"]["after"],
         "n/a" if v["trajectory"] is None
         else f"{v['trajectory']['before']:.4f} → {v['trajectory']['after']:.4f}",
+        "n/a" if t is None else f"{t['before']:.4f} → {t['after']:.4f}",
     )  # fmt: skip
 
 
@@ -238,13 +264,17 @@ class SFTMix:
     """The training examples of one SFT and the trajectory validation set."""
 
     train: list[dict[str, str]]  # base pairs + positive steps × upsample
-    trajectory_val: list[dict[str, str]]  # held-out theorems' positive steps (empty at iteration 0)
+    trajectory_val: list[
+        dict[str, str]
+    ]  # validation theorems' positive steps (empty at iteration 0)
     base_pairs: int
     positive_steps: int  # unique positive steps of the training theorems (before upsampling)
     positive_examples: int  # positive_steps × positive_upsample
     trajectory_val_theorems: int
     positives: dict[str, Any] | None  # PositiveSteps.to_json(): per-source counts, skipped parts
     decontamination: dict[str, Any] | None  # DecontaminationCheck.to_json() of the steps
+    trajectory_test: list[dict[str, str]] = field(default_factory=list)  # test theorems'
+    trajectory_test_theorems: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -252,6 +282,8 @@ class SFTMix:
             "positive_examples": self.positive_examples,
             "trajectory_val_steps": len(self.trajectory_val),
             "trajectory_val_theorems": self.trajectory_val_theorems,
+            "trajectory_test_steps": len(self.trajectory_test),
+            "trajectory_test_theorems": self.trajectory_test_theorems,
             "trajectories": self.positives,
             "decontamination": self.decontamination,
         }
@@ -268,8 +300,8 @@ def build_mix(
     decontamination: str = "refuse",
 ) -> SFTMix:
     """Base examples + the positive steps of ``trajectories`` (iterations > 0) × ``positive_upsample``,
-    with a theorem-split trajectory validation set; statements of ``eval_benchmarks`` refused or
-    dropped from the steps (the base pairs were checked by the data stage)."""
+    with theorem-split trajectory validation and test sets; statements of ``eval_benchmarks`` refused
+    or dropped from the steps (the base pairs were checked by the data stage)."""
     if iteration == 0 or not trajectories:
         if iteration > 0:
             log.warning(
@@ -287,8 +319,11 @@ def build_mix(
         check = c.to_json()
     else:
         log.warning("no evaluation benchmark given: trajectory steps are not decontaminated")
-    train_steps, val_steps = split_steps_by_theorem(
-        table, val_fraction=sft.trajectory_val_fraction, seed=seed
+    train_steps, val_steps, test_steps = split_steps_by_theorem(
+        table,
+        val_fraction=sft.trajectory_val_fraction,
+        test_fraction=sft.trajectory_test_fraction,
+        seed=seed,
     )
 
     def examples(t: Any) -> list[dict[str, str]]:
@@ -302,11 +337,12 @@ def build_mix(
     train_pos = examples(train_steps)
     mixed = list(base_examples) + train_pos * sft.positive_upsample
     val_theorems = len(set(val_steps.column("theorem").to_pylist()))
+    test_theorems = len(set(test_steps.column("theorem").to_pylist()))
     log.info(
         "SFT mix: %d base pairs + %d positive steps × %d = %d examples; trajectory val: %d steps "
-        "of %d theorems",
+        "of %d theorems; trajectory test: %d steps of %d theorems",
         len(base_examples), len(train_pos), sft.positive_upsample, len(mixed), val_steps.num_rows,
-        val_theorems,
+        val_theorems, test_steps.num_rows, test_theorems,
     )  # fmt: skip
     return SFTMix(
         train=mixed,
@@ -317,6 +353,8 @@ def build_mix(
         trajectory_val_theorems=val_theorems,
         positives=positives.to_json(),
         decontamination=check,
+        trajectory_test=examples(test_steps),
+        trajectory_test_theorems=test_theorems,
     )
 
 
@@ -340,11 +378,12 @@ class CheckpointSelection:
 
     def __init__(self, directory: Path) -> None:
         self.directory = Path(directory)
-        self.history: dict[int, dict[str, float]] = {}  # step → {"pairs": loss, "trajectory": …}
+        # step → {"pairs": loss, "trajectory": …, "test": …}; select_step never reads "test"
+        self.history: dict[int, dict[str, float]] = {}
 
     def record(self, step: int, metrics: Mapping[str, float], model: Any) -> None:
         entry = self.history.setdefault(step, {})
-        for name in ("pairs", "trajectory"):
+        for name in ("pairs", "trajectory", "test"):
             if f"eval_{name}_loss" in metrics:
                 entry[name] = float(metrics[f"eval_{name}_loss"])
         path = self.directory / f"step-{step}"
@@ -371,7 +410,8 @@ def select_step(
     ``tolerance`` (relative) of the lowest base-pair loss up to and including that step (step 0
     included) — or, when no step holds it there, the step with the lowest base-pair loss;
     ``pairs_loss`` / ``trajectory_loss``: the lowest of that loss.  Ties: the earlier step.
-    Without a trajectory loss every criterion is ``pairs_loss``.
+    Without a trajectory loss every criterion is ``pairs_loss``.  The test loss (``"test"``) is
+    never read here.
     """
     steps = sorted(s for s in history if s > 0)
     if not steps:
@@ -415,6 +455,21 @@ def select_step(
         f"lowest trajectory val loss {history[step]['trajectory']:.4f} among steps {holding} "
         f"whose base-pair val loss held within {tolerance:.1%} of its lowest so far",
     )
+
+
+def sort_target_modules(adapter_config: Path) -> None:
+    """Rewrite ``adapter_config.json`` with its module lists sorted, formatted as peft does.
+
+    peft's ``LoraConfig`` turns ``target_modules`` and ``exclude_modules`` into Python sets and
+    writes them in the set's iteration order, which string hashing randomises per process: two
+    identical runs wrote different bytes.
+    """
+    path = Path(adapter_config)
+    config = json.loads(path.read_text(encoding="utf-8"))
+    for key in ("target_modules", "exclude_modules"):
+        if isinstance(config.get(key), list):
+            config[key] = sorted(config[key])
+    path.write_text(json.dumps(config, indent=2, sort_keys=True), encoding="utf-8")
 
 
 def adapter_difference(model: Any, adapter: Path) -> float:
@@ -619,8 +674,13 @@ def build_trainer(
         bf16=cuda and torch.cuda.is_bf16_supported(),
         report_to="none",
         disable_tqdm=not sys.stderr.isatty(),
+        # Reproducibility: the LoRA init and dropout (seed), the shuffling (data_seed), batches
+        # built in this process in order (no workers).  Not full_determinism: it would force
+        # CUDA_LAUNCH_BLOCKING=1 and override CUBLAS_WORKSPACE_CONFIG; train_sft's
+        # deterministic_training sets the rest.
         seed=seed,
         data_seed=seed,
+        dataloader_num_workers=0,
     )
     if not isinstance(val_examples, Mapping):
         val_examples = {"pairs": val_examples}
@@ -658,7 +718,7 @@ def _metrics_callback(metrics: MetricsLog) -> TrainerCallback:
                 metrics.write(
                     {
                         "step": state.global_step,
-                        "seconds": round(time.monotonic() - self.start, 3),
+                        "wall_s": round(time.monotonic() - self.start, 3),
                         **logs,
                     }
                 )
@@ -684,7 +744,7 @@ def _format_logs(logs: Mapping[str, Any]) -> str:
 
 
 def _summary(
-    trainer: Any, started: float, history: Mapping[int, Mapping[str, float]], chosen: Chosen
+    trainer: Any, history: Mapping[int, Mapping[str, float]], chosen: Chosen
 ) -> dict[str, Any]:
     state = trainer.state
     train_loss = [[h["step"], h["loss"]] for h in state.log_history if "loss" in h]
@@ -693,14 +753,16 @@ def _summary(
     def curve(name: str) -> list[list[float]]:
         return [[s, history[s][name]] for s in steps if s > 0 and name in history[s]]
 
-    def before_after(name: str) -> dict[str, Any] | None:
+    def before_after(name: str, *, best: bool = True) -> dict[str, Any] | None:
         if name not in history.get(0, {}):
             return None
-        return {
+        out = {
             "before": history[0][name],  # step 0: the model training started from
             "after": history[chosen.step][name],  # the saved (chosen) step
-            "best": min(v for _, v in curve(name)),
         }
+        if best:  # the lowest of the curve: for validation sets only (a test set has no "best")
+            out["best"] = min(v for _, v in curve(name))
+        return out
 
     model = trainer.model
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
@@ -713,10 +775,20 @@ def _summary(
         "best_step": chosen.step,  # the step saved
         "best_eval_loss": history[chosen.step]["pairs"],
         "selection": {"criterion": chosen.criterion, "step": chosen.step, "reason": chosen.reason},
-        "validation": {"pairs": before_after("pairs"), "trajectory": before_after("trajectory")},
+        # The losses that chose the checkpoint: the chosen step's are biased low by that choice.
+        "validation": {
+            "used_for": "checkpoint selection (sft.select_by)",
+            "pairs": before_after("pairs"),
+            "trajectory": before_after("trajectory"),
+        },
+        # Held-out proof steps of theorems neither trained on nor used for selection: the
+        # held-out proof-step loss to report (None without trajectory data).
+        "test": {
+            "used_for": "reporting only (never used to choose the checkpoint)",
+            "trajectory": before_after("test", best=False),
+        },
         "trainable_parameters": trainable,
         "total_parameters": total,
-        "wall_seconds": round(time.time() - started, 2),
     }
 
 

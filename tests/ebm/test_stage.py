@@ -95,7 +95,9 @@ def test_rerunning_embed_embeds_nothing(trained, searches, fake_backend):
 
 def test_train_writes_weights_hyperparameters_hashes_and_curve(trained):
     ebm = trained["root"] / "ebm"
-    assert sorted(p.name for p in ebm.iterdir()) == ["ebm.json", "ebm.safetensors", "metrics.jsonl"]
+    assert sorted(p.name for p in ebm.iterdir()) == [
+        "ebm.json", "ebm.safetensors", "metrics.jsonl", "run_info.json",
+    ]  # fmt: skip
     assert not ebm.with_name("ebm.partial").exists()
     meta = json.loads((ebm / "ebm.json").read_text())
     assert meta["config"] == EBM and meta["seed"] == 0

@@ -31,7 +31,7 @@ from tests.train.trajectories import Proof, proofs_from_pairs, write_search
 # decayed one exactly.  Three steps, evaluated at 2 and 3 (the last step is always evaluated).
 LATER = {**SFT, "lr_scheduler": "constant", "warmup_steps": 0, "later_max_steps": 3,
          "eval_steps": 2, "base_pair_subsample": 120, "positive_upsample": 3,
-         "trajectory_val_fraction": 0.25}  # fmt: skip
+         "trajectory_val_fraction": 0.25, "trajectory_test_fraction": 0.25}  # fmt: skip
 
 
 def read_json(path: Path) -> dict:
@@ -123,12 +123,16 @@ def test_the_mix_is_the_subsample_plus_the_upsampled_verified_steps(iteration_2,
     data = read_json(iteration_2 / "training_summary.json")["data"]
     steps = read_positive_steps(searches).table
     assert "s_rejected" not in set(steps.column("theorem").to_pylist())  # failed verification
-    train_steps, val_steps = split_steps_by_theorem(steps, val_fraction=0.25, seed=0)
+    train_steps, val_steps, test_steps = split_steps_by_theorem(
+        steps, val_fraction=0.25, test_fraction=0.25, seed=0
+    )
     assert data["base_pairs"] == LATER["base_pair_subsample"]
     assert data["positive_steps"] == train_steps.num_rows > 0
     assert data["positive_examples"] == train_steps.num_rows * LATER["positive_upsample"]
     assert data["train_examples"] == data["base_pairs"] + data["positive_examples"]
     assert data["trajectory_val_steps"] == val_steps.num_rows > 0
+    assert data["trajectory_test_steps"] == test_steps.num_rows > 0
+    assert data["trajectory_test_theorems"] == len(set(test_steps.column("theorem").to_pylist()))
     assert data["prompt_boundary_mismatches"] == 0
     per_source = data["trajectories"]["per_source"]
     assert per_source["iter_0/search"]["proved_verified"] == 16
@@ -147,6 +151,17 @@ def test_both_validation_losses_before_and_after_and_the_selected_step(iteration
         v = summary["validation"][name]
         assert v["after"] == dict(summary[curve])[sel["step"]]
         assert v["before"] > 0 and v["before"] != v["after"]
+    assert summary["validation"]["used_for"].startswith("checkpoint selection")
+    # The test split's loss of the same two models: step 0 and the selected step (no "best": it
+    # is never searched over), measured at the same evaluations as the validation losses.
+    test = summary["test"]["trajectory"]
+    assert (
+        set(test) == {"before", "after"} and test["before"] > 0 and test["before"] != test["after"]
+    )
+    assert "never used" in summary["test"]["used_for"]
+    records = [json.loads(x) for x in (iteration_2 / "metrics.jsonl").read_text().splitlines()]
+    test_loss = {r["step"]: r["eval_test_loss"] for r in records if "eval_test_loss" in r}
+    assert test_loss[0] == test["before"] and test_loss[sel["step"]] == test["after"]
     hp = read_json(iteration_2 / "hyperparameters.json")
     assert hp["effective"]["select_by"] == "plateau" and hp["effective"]["positive_upsample"] == 3
 
@@ -168,6 +183,12 @@ def test_select_step_criteria():
     assert (chosen.step, chosen.criterion) == (2, "pairs_loss")
     with pytest.raises(ValueError, match="nothing to select"):
         select_step({0: {"pairs": 1.0}}, "plateau", 0.01)
+    # The test loss never chooses: whatever it says, every criterion picks the same step.
+    for tested in ({s: {**v, "test": -s} for s, v in h.items()},
+                   {s: {**v, "test": s} for s, v in h.items()}):  # fmt: skip
+        for criterion, tolerance in (("plateau", 0.01), ("plateau", 0.02), ("pairs_loss", 0.01),
+                                     ("trajectory_loss", 0.01)):  # fmt: skip
+            assert select_step(tested, criterion, tolerance) == select_step(h, criterion, tolerance)
     # The warm start has the lowest base-pair loss and every step rises above it: no plateau, so
     # the step that hurt the base pairs least (measured on the demo: 0.353 at step 0, ≥ 0.357 after).
     rising = {
@@ -195,8 +216,11 @@ def test_trajectory_steps_stating_a_benchmark_theorem_are_refused_or_dropped(sea
     check = mix.decontamination
     assert check["contaminated"] == {root["theorem"]: "bench:b1"} and check["rows_dropped"] > 0
     clean = build_mix(base, searches, sft, iteration=1, seed=0)
-    assert (mix.positive_steps + len(mix.trajectory_val)
-            == clean.positive_steps + len(clean.trajectory_val) - check["rows_dropped"])  # fmt: skip
+
+    def steps(m):
+        return m.positive_steps + len(m.trajectory_val) + len(m.trajectory_test)
+
+    assert steps(mix) == steps(clean) - check["rows_dropped"]
 
 
 def test_qlora_iteration_warm_starts_and_merges_into_an_unquantized_base(
@@ -240,3 +264,15 @@ def adapter_difference_from_files(a: Path, b: Path) -> float:
 
     wa, wb = load_file(a / "adapter_model.safetensors"), load_file(b / "adapter_model.safetensors")
     return max(float((wa[k].float() - wb[k].float()).abs().max()) for k in wa)
+
+
+def test_validation_and_test_fractions_leave_theorems_to_train_on():
+    from burnqed.config import ConfigError
+
+    with pytest.raises(ConfigError, match=r"sft\.trajectory_test_fraction: .* must be < 1"):
+        SFTConfig.from_dict(
+            {**LATER, "trajectory_val_fraction": 0.6, "trajectory_test_fraction": 0.4}
+        )
+    assert (
+        SFTConfig.from_dict({**LATER, "trajectory_test_fraction": 0}).trajectory_test_fraction == 0
+    )

@@ -32,7 +32,7 @@ def test_lora_adapter_and_its_records(lora_adapter, tiny_base, pairs):
     assert not lora_adapter.with_name("adapter.tmp").exists()
     names = {p.name for p in lora_adapter.iterdir()}
     assert {"adapter_config.json", "adapter_model.safetensors", "training_summary.json",
-            "hyperparameters.json", "metrics.jsonl"} <= names  # fmt: skip
+            "hyperparameters.json", "metrics.jsonl", "run_info.json"} <= names  # fmt: skip
     assert "checkpoints" not in names and "training_args.bin" not in names
 
     config = read_json(lora_adapter / "adapter_config.json")
@@ -55,9 +55,10 @@ def test_lora_adapter_and_its_records(lora_adapter, tiny_base, pairs):
     assert len(summary["train_loss"]) == SFT["max_steps"]
     assert 0 < summary["trainable_parameters"] < summary["total_parameters"]
     assert summary["data"]["train_examples"] == len(read_examples(pairs["train"]))
-    assert (
-        summary["wall_seconds"] > 0 and summary["versions"]["trl"] and summary["versions"]["peft"]
-    )
+    assert summary["versions"]["trl"] and summary["versions"]["peft"]
+    assert summary["determinism"]["seed"] == 0 and "wall_seconds" not in summary
+    run = read_json(lora_adapter / "run_info.json")  # what a rerun does not repeat
+    assert run["wall_s"] > 0 and run["created_at"] >= run["started_at"]
 
     hp = read_json(lora_adapter / "hyperparameters.json")
     assert hp["base_model"] == "tiny" and hp["base_path"] == str(tiny_base)
