@@ -50,8 +50,12 @@ theorem (the held-out theorems' groups are monitored, never trained on).
 
 Checkpoint selection is :mod:`.sft`'s (``sft.select_by`` over the base-pair and trajectory
 validation losses, measured every ``sft.eval_steps``); the head of the chosen step is kept with its
-adapter.  Beside the adapter: ``training_summary.json`` (both losses, their scales, λ, the
-monitored metrics, aborts), ``hyperparameters.json``, ``metrics.jsonl`` and the head
+adapter; the held-out proof steps of a third, theorem-disjoint split (``test``) are measured beside
+them and never used to choose.  Training runs under :func:`burnqed.determinism.deterministic_training`
+(a rerun on the same CPU type, thread count and versions is byte-identical).  Beside the adapter:
+``training_summary.json`` (both losses, their scales, λ, the monitored metrics, the validation and
+test losses before and after), ``hyperparameters.json``, ``metrics.jsonl``, ``run_info.json`` (the
+run's wall times) and the head
 (``joint_head.safetensors`` + ``joint_head.json``), which :func:`export_joint_ebm` turns into the
 iteration's EBM directory once the merged model (and so its embedding digest) exists.
 
@@ -79,6 +83,7 @@ from pathlib import Path
 from typing import Any
 
 from burnqed.config import EBMConfig, SFTConfig
+from burnqed.determinism import deterministic_training, write_run_info
 from burnqed.train.artifacts import MetricsLog, provenance, staged_dir, write_json
 
 log = logging.getLogger(__name__)
@@ -375,9 +380,13 @@ def train_joint(
     if not train_groups:
         raise TrainingDataError("every contrastive group belongs to a held-out theorem")
     sft_rows = [tokenize_example(tokenizer, e, sft.max_length) for e in mix.train]
+    # "pairs" and "trajectory" choose the checkpoint; "test" (held-out proof steps of other
+    # theorems) is measured and reported, never used to choose.
     val_sets = {"pairs": val_examples}
     if mix.trajectory_val:
         val_sets["trajectory"] = mix.trajectory_val
+    if getattr(mix, "trajectory_test", None):
+        val_sets["test"] = mix.trajectory_test
     val_rows = {
         name: [tokenize_example(tokenizer, e, sft.max_length) for e in ex]
         for name, ex in val_sets.items()
@@ -430,7 +439,10 @@ def train_joint(
         selection.history = {int(k): v for k, v in json.loads(history_path.read_text()).items()}
     started = time.time()
     last: dict[str, Any] = {}
-    with MetricsLog(staging_metrics) as metrics:
+    with (
+        deterministic_training(seed=seed, device="cuda" if cuda else "cpu") as determinism,
+        MetricsLog(staging_metrics) as metrics,
+    ):
         if start == 0:
             _evaluate(model, tokenizer, val_rows, selection, 0, head, sft, dev)
         for step in range(start, plan.max_steps):
@@ -536,7 +548,7 @@ def train_joint(
                 "pooling": pooling,
             },
             "data": {"train_examples": len(sft_rows), **mix.to_json()},
-            "wall_seconds": round(time.time() - started, 2),
+            "determinism": determinism,
         }
         write_json(staging / "training_summary.json", {**summary, **provenance()})
         write_json(
@@ -554,6 +566,7 @@ def train_joint(
                 indent=2, sort_keys=True,
             ) + "\n"
         )  # fmt: skip
+        write_run_info(staging, started=started)
     shutil.rmtree(work, ignore_errors=True)
     log.info("joint adapter in %s: step %d kept (%s)", out, chosen.step, chosen.reason)
     return summary
@@ -751,7 +764,7 @@ def _evaluate(
 
 def _before_after(history: Mapping[int, Mapping[str, float]], chosen: int) -> dict:
     out = {}
-    for name in ("pairs", "trajectory"):
+    for name in ("pairs", "trajectory", "test"):
         if name in history.get(0, {}):
             out[name] = {"before": history[0][name], "after": history[chosen][name]}
         else:
@@ -817,3 +830,37 @@ def _resume(
     scales.sft, scales.nce = state["scales"]["sft"], state["scales"]["nce"]
     log.info("joint training: resuming at step %d from %s", saved["step"], ckpt)
     return int(saved["step"])
+
+
+def train_adapter(
+    *,
+    base: Path,
+    train: Path,
+    val: Path,
+    out: Path,
+    cfg: Mapping[str, Any],
+    ebm: Mapping[str, Any],
+    pooling: str,
+    iteration: int,
+    previous_adapter: Path | None = None,
+    trajectories: Mapping[str, Path] | Sequence[Path] = (),
+    eval_benchmarks: Sequence[Path] = (),
+    decontamination: str = "refuse",
+    seed: int,
+) -> None:
+    """The adapter of iteration ``iteration`` as ``sft.mode`` says: joint training from iteration 1
+    on (there are trees to learn the value from), SFT at iteration 0 and with ``mode: sft``."""
+    from burnqed.train.sft import train_sft
+
+    if SFTConfig.from_dict(cfg).mode == "joint" and iteration >= 1:
+        train_joint(
+            base=base, train=train, val=val, out=out, cfg=cfg, ebm=ebm, pooling=pooling,
+            iteration=iteration, previous_adapter=previous_adapter, trajectories=trajectories,
+            eval_benchmarks=eval_benchmarks, decontamination=decontamination, seed=seed,
+        )  # fmt: skip
+        return
+    train_sft(
+        base=base, train=train, val=val, out=out, cfg=cfg, iteration=iteration,
+        previous_adapter=previous_adapter, trajectories=trajectories,
+        eval_benchmarks=eval_benchmarks, decontamination=decontamination, seed=seed,
+    )  # fmt: skip
