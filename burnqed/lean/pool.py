@@ -247,6 +247,13 @@ class LeanPool:
 
     async def close(self) -> None:
         """Kill every REPL process group (idempotent); requests in flight fail with ReplError."""
+        if not self._closed and self._save_cost_s is not None:
+            # What a save costs on this REPL: bench/search.py's --save-s, measured for real.
+            log.info(
+                "goal.save: %d states, %.2f ms each on average",
+                self._counts["saves"],
+                self._save_cost_s * 1000,
+            )
         self._closed = True
         tasks = [w.starting for w in self._workers if w.starting is not None]
         tasks += [*self._spare_starts, *self._verifier_starts, *self._background]

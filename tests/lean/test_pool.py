@@ -27,6 +27,7 @@ from burnqed.lean.pool import (
     TacticFailure,
     TacticSuccess,
 )
+from burnqed.outcomes import POOL_COUNTERS
 from burnqed.theorems import Theorem
 from tests.lean.repl_config import proplogic_config
 
@@ -111,6 +112,23 @@ def test_session_proves_and_records_paths(tag: str) -> None:
             with pytest.raises(ReplError, match="closed"):
                 await s.apply(s.root, "intro h")
         assert wait_until_gone(tag) == []  # shutdown leaves no REPL behind
+
+    asyncio.run(main())
+
+
+def test_stats_are_the_outcome_schemas_pool_counters() -> None:
+    """The search manifest's ``lean_pool`` and the reports read these names from one schema."""
+
+    async def main():
+        async with LeanPool(make_cfg()) as pool:
+            st = pool.stats()
+            assert set(st) == set(POOL_COUNTERS) | {
+                "workers",
+                "requests",
+                "sessions_open",
+                "lean_seconds",
+            }
+            assert all(st[k] == 0 for k in POOL_COUNTERS)
 
     asyncio.run(main())
 
@@ -262,10 +280,15 @@ def test_a_state_is_saved_when_its_replay_would_cost_more_than_saves() -> None:
     async def main():
         async with LeanPool(make_cfg(save_factor=200, tactic_timeout_s=5.0)) as pool:
             s = await pool.start(AND_COMM)
+            while pool._save_cost_s is None:  # the root's save measures what a save costs
+                await asyncio.sleep(0.01)
+            assert set(s._saved) == {s.root.sid}
+            pool._save_cost_s = 0.001  # white-box: 1 ms, whatever a loaded machine measured
             r1 = (await s.apply(s.root, "intro h")).state  # ~0.3 ms: far below 200 saves
             r2 = (await s.apply(r1, "sleep 1500; constructor")).state  # 1.5 s: far above
-            await asyncio.sleep(0.1)
-            assert set(s._saved) == {s.root.sid, r2.sid}, s._saved  # white-box
+            while s._saving:
+                await asyncio.sleep(0.01)
+            assert set(s._saved) == {s.root.sid, r2.sid}, s._saved
             os.kill(pool.worker_pids()[0], signal.SIGKILL)
             assert isinstance(await s.apply(r2, "exact h.2"), TacticSuccess)
             st = pool.stats()
