@@ -32,7 +32,8 @@ frontier (no value model) can change a result.
 (heartbeats); the wall-clock limits behind them are backstops, and each firing is counted:
 ``tactic_wall_timeouts`` (a tactic failed because the REPL's in-process timeout or the client's read
 timeout fired: summary column ``wall_timeouts``, node error kind ``timeout``) and
-``attempt_timeouts`` (status ``timeout``).  A reproducible run shows 0 of both.
+``attempt_timeouts`` (status ``timeout``); a whole-file check stopped by its timeout counts as a
+``wall_timeouts`` event too.  A reproducible run shows 0 of both.
 
 **Tactic failure kinds** (node ``error`` column, ``"kind: message"``): :data:`TACTIC_FAILURE_KINDS`.
 
@@ -79,7 +80,8 @@ TACTIC_FAILURE_KINDS = {
 }
 
 NONDETERMINISTIC_EVENTS = {
-    "tactic_wall_timeouts": "tactics failed by a wall-clock backstop instead of the heartbeat limit",
+    "tactic_wall_timeouts": "tactics (and whole-file checks) a wall-clock backstop failed instead of "
+    "the heartbeat limit or Lean's verdict",
     "attempt_timeouts": "attempts ended by the per-attempt wall-clock cap (search.timeout_s)",
 }
 

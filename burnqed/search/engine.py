@@ -572,6 +572,8 @@ class _Attempt:
                     self.proof_expansion = tree.nodes[child.parent_id].expansion_index
                     break
                 self.rejected += 1
+                if any(str(r).startswith("timeout:") for r in verdict.reasons):
+                    self.wall_timeouts += 1  # the check's clock decided, not Lean's verdict
                 reason = "; ".join(verdict.reasons) or "rejected"
                 self.rejections.append(reason)
                 log.debug("%s: proof %s rejected: %s", self.theorem.key, tactics, reason)
