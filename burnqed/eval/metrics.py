@@ -118,7 +118,8 @@ group by ab.theorem, ab.attempt, ab.budget;
 -- tactic calls a wall-clock backstop failed (node error kind `timeout`: non-deterministic).
 create or replace temp table created as
 select ab.theorem, ab.attempt, ab.budget, max(c.created_s) as time_s,
-       count(*) filter (where c.error like 'timeout:%') as wall_timeouts
+       count(*) filter (where c.error like 'timeout:%' or c.error like 'verification: timeout:%')
+           as wall_timeouts
 from att_budget ab
 join nodes p on p.theorem = ab.theorem and p.attempt = ab.attempt and p.expansion_index < ab.n_spent
 join nodes c on c.theorem = p.theorem and c.attempt = p.attempt and c.parent_id = p.node_id
