@@ -29,7 +29,7 @@ rule report:
         runtime=30,
     params:
         cfg=lookup(dpath="report", within=config),
-        code=code_digest("report", "eval", "trajectory.py"),
+        code=code_digest("report_iteration"),
     script:
         "../workflow/scripts/report_iteration.py"
 
@@ -66,6 +66,6 @@ rule report_cross:
         runtime=10,
     params:
         cfg=lookup(dpath="report", within=config),
-        code=code_digest("report", "eval"),
+        code=code_digest("report_cross"),
     script:
         "../workflow/scripts/report_cross.py"
