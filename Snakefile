@@ -9,9 +9,10 @@
 #   results/iter_{i}/...                                 search trajectories, evals, reports
 #   logs/<rule>/...                                      one log per job
 #
-# Each rule receives only its own config section through `params:` plus a digest of the burnqed
-# modules it runs (rules/common.smk), so a change to a knob or to the stage's code reruns exactly
-# that stage and what depends on it.
+# Each rule receives only its own config section through `params:` plus a digest of every file its
+# job runs (rules/common.smk: its shim, the burnqed modules and package data it reaches, the modules
+# its config launches), so a change to a knob or to the stage's code reruns exactly that stage and
+# what depends on it.
 from burnqed.config import validate_params
 
 

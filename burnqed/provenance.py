@@ -1,17 +1,41 @@
 """How an artifact was made: the git commit of the burnqed checkout and the versions of the packages
 that decide the numbers.  Every stage's summary, manifest and eval JSON records these.
 
+And the digest of the code a job runs (:func:`code_digest`), which decides whether a finished job
+is still valid: each Snakemake rule passes it as a param (``rules/common.smk``: Snakemake reruns a
+job whose params changed) and the search stage puts it in its resume fingerprint (attempts made by
+other code are redone).  It covers every file that runs, found statically, never a hand-kept list:
+the entry (a rule's shim ``workflow/scripts/<name>.py``, or a module), every burnqed module it
+imports, transitively (imports inside functions too; ``if TYPE_CHECKING:`` blocks excepted), with
+the ``__init__.py`` of each package on the way, the package data of those packages (the files
+beside an ``__init__.py`` that are not Python: ``burnqed/params.schema.yaml``), and the modules a
+configured command runs as a separate process (:func:`launched_modules`: ``lean.repl_command:
+[python, -m, burnqed.proplogic]``) with their ``__main__.py``.  Every file's path and bytes go in,
+whatever its suffix.  Static: an import that only runs as a string (``importlib.import_module(f"…")``,
+a hard-coded ``-m burnqed.x``) is not seen.
+
 Example::
 
     >>> sorted(package_versions(("pyyaml",)))[:2]
     ['burnqed', 'python']
+    >>> files = code_files("burnqed.search.stage", *launched_modules({"repl_command": ["python", "-m", "burnqed.proplogic"]}))
+    >>> {"burnqed/search/engine.py", "burnqed/params.schema.yaml", "burnqed/proplogic/__main__.py"} <= {
+    ...     f.relative_to(SOURCE_ROOT).as_posix() for f in files}
+    True
 """
 
 from __future__ import annotations
 
+import ast
+import contextlib
+import hashlib
+import json
+import os
 import platform
+import re
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from functools import cache
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -63,4 +87,188 @@ def package_versions(packages: Sequence[str] = TRACKED_PACKAGES) -> dict[str, st
     return versions
 
 
-__all__ = ["TRACKED_PACKAGES", "git_commit", "git_state", "package_versions"]
+# The checkout whose files run: the parent of the imported burnqed package.
+SOURCE_ROOT = Path(burnqed.__file__).resolve().parent.parent
+PACKAGE = "burnqed"
+_MODULE_NAME = re.compile(rf"{PACKAGE}(\.[A-Za-z_][A-Za-z0-9_]*)*")
+
+
+def _module_file(root: Path, name: str) -> Path | None:
+    """The file of module ``name`` under ``root`` (``__init__.py`` for a package), or None."""
+    base = os.path.join(root, *name.split("."))  # os.path: thousands of lookups per parse
+    for f in (f"{base}.py", os.path.join(base, "__init__.py")):
+        if os.path.isfile(f):
+            return Path(f)
+    return None
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _import_statements(tree: ast.Module) -> Iterator[ast.Import | ast.ImportFrom]:
+    """The import statements of a module at any depth (in functions, classes, ``try``...), except
+    in ``if TYPE_CHECKING:`` bodies, which never run.  Statements only: expressions hold none."""
+    todo: list[ast.AST] = list(tree.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            yield node
+        elif isinstance(node, ast.If) and _is_type_checking(node.test):
+            todo.extend(node.orelse)
+        else:
+            for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+                todo.extend(getattr(node, field, ()))
+
+
+@cache
+def _imports(path: Path, name: str, mtime_ns: int, size: int) -> tuple[str, ...]:
+    """The burnqed modules the file of module ``name`` (``""`` for a script) may import: absolute
+    and relative imports, every ``from m import x`` listed as ``m`` and ``m.x`` (a module when
+    such a file exists).  Cached per file version (``mtime_ns``, ``size``)."""
+    del mtime_ns, size  # the cache key: an edited file is parsed again
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    modules: set[str] = set()
+    for node in _import_statements(ast.parse(path.read_bytes(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            modules.update(a.name for a in node.names)
+            continue
+        base = node.module or ""
+        if node.level:
+            parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+            base = ".".join([*parts, *([node.module] if node.module else [])])
+        modules.add(base)
+        modules.update(f"{base}.{a.name}" for a in node.names if a.name != "*")
+    return tuple(sorted(m for m in modules if _MODULE_NAME.fullmatch(m)))
+
+
+def _closure(root: Path, entries: Sequence[str]) -> list[Path]:
+    files: set[Path] = set()
+    todo: list[tuple[Path, str]] = []  # (file, module name; "" for a script)
+    found: dict[str, Path | None] = {}
+
+    def module_file(name: str) -> Path | None:
+        if name not in found:
+            found[name] = _module_file(root, name)
+        return found[name]
+
+    def add(f: Path, name: str) -> None:
+        if f not in files:
+            files.add(f)
+            todo.append((f, name))
+
+    def add_module(name: str, *, run_as_main: bool = False) -> None:
+        parts = name.split(".")
+        for i in range(1, len(parts) + 1):  # importing a.b.c runs a/__init__, a/b/__init__ too
+            f = module_file(".".join(parts[:i]))
+            if f is not None:
+                add(f, ".".join(parts[:i]))
+        main = root.joinpath(*parts, "__main__.py")
+        if run_as_main and main.is_file():  # python -m a.package
+            add(main, f"{name}.__main__")
+
+    for entry in entries:
+        if entry.endswith(".py") or "/" in entry:
+            if not (root / entry).is_file():
+                raise FileNotFoundError(f"{root / entry}: no such script")
+            add(root / entry, "")
+        elif module_file(entry) is None:
+            raise ModuleNotFoundError(f"{entry}: no such module under {root}")
+        else:
+            add_module(entry, run_as_main=True)
+    while todo:
+        f, name = todo.pop()
+        st = f.stat()
+        for m in _imports(f, name, st.st_mtime_ns, st.st_size):
+            if module_file(m) is not None:
+                add_module(m)
+    # Package data: the files beside an imported package's __init__.py that are not modules.
+    for init in [f for f in files if f.name == "__init__.py"]:
+        files.update(
+            d for d in init.parent.iterdir()
+            if d.is_file() and d.suffix not in (".py", ".pyc") and not d.name.startswith(".")
+        )  # fmt: skip
+    return sorted(files)
+
+
+def code_files(*entries: str, root: Path | None = None) -> list[Path]:
+    """Every file that runs when ``entries`` run (see the module docstring): burnqed module names
+    (``burnqed.search.stage``; a package runs its ``__main__.py``) or script paths relative to
+    ``root`` (``workflow/scripts/search_shard.py``).  ``root``: the checkout holding ``burnqed/``
+    (default :data:`SOURCE_ROOT`, the one imported)."""
+    return _closure(Path(root or SOURCE_ROOT), entries)
+
+
+def code_digest(*entries: str, root: Path | None = None) -> str:
+    """Content hash (16 hex digits) of :func:`code_files`: each file's path and bytes."""
+    root = Path(root or SOURCE_ROOT)
+    h = hashlib.sha256()
+    for f in code_files(*entries, root=root):
+        data = f.read_bytes()
+        h.update(f"{f.relative_to(root).as_posix()}\0{len(data)}\0".encode())
+        h.update(data)
+    return h.hexdigest()[:16]
+
+
+def launched_modules(*config: Any) -> tuple[str, ...]:
+    """The burnqed modules that commands in ``config`` (sections, nested) run as a separate
+    process: ``python -m burnqed.x`` anywhere in a list of strings (``lean.repl_command``,
+    ``policy.server_command``)."""
+    found: set[str] = set()
+    todo = list(config)
+    while todo:
+        value = todo.pop()
+        if isinstance(value, dict):
+            todo.extend(value.values())
+        elif isinstance(value, (list, tuple)):
+            found.update(
+                value[i + 1]
+                for i in range(len(value) - 1)
+                if value[i] == "-m"
+                and isinstance(value[i + 1], str)
+                and _MODULE_NAME.fullmatch(value[i + 1])
+            )
+            todo.extend(value)
+    return tuple(sorted(found))
+
+
+def lean_project_versions(project_path: str | Path | None) -> dict[str, Any] | None:
+    """What a Lean project pins: its toolchain (``lean-toolchain``), the revision of every package
+    in ``lake-manifest.json``, its own git commit, and the Mathlib revision among them (the commit
+    when the project is Mathlib itself).  None without a project; None per item that is absent."""
+    if project_path is None:
+        return None
+    p = Path(project_path)
+    toolchain = commit = None
+    packages: dict[str, Any] = {}
+    name = None
+    with contextlib.suppress(OSError):
+        toolchain = (p / "lean-toolchain").read_text(encoding="utf-8").strip()
+    with contextlib.suppress(OSError, ValueError, AttributeError, TypeError):
+        manifest = json.loads((p / "lake-manifest.json").read_text(encoding="utf-8"))
+        name = manifest.get("name")
+        packages = {pkg["name"]: pkg.get("rev") for pkg in manifest.get("packages", [])}
+    # Its own checkout only: a directory inside another one would give that one's commit.
+    if (p / ".git").exists():
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
+            out = subprocess.run(
+                ["git", "rev-parse", "HEAD"], cwd=p, capture_output=True, text=True, timeout=10
+            )
+            commit = (out.stdout.strip() or None) if out.returncode == 0 else None
+    mathlib = commit if name == "mathlib" else packages.get("mathlib")
+    return {"lean_toolchain": toolchain, "mathlib": mathlib, "packages": packages, "commit": commit}
+
+
+__all__ = [
+    "SOURCE_ROOT",
+    "TRACKED_PACKAGES",
+    "code_digest",
+    "code_files",
+    "git_commit",
+    "git_state",
+    "launched_modules",
+    "lean_project_versions",
+    "package_versions",
+]

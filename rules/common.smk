@@ -1,7 +1,8 @@
 # Helpers shared by the rule files; keep this file tiny.
 from functools import cache
-from hashlib import sha256
 from pathlib import Path
+
+from burnqed import provenance
 
 
 # Expert iteration i: any non-negative integer (`iterations` in params.yaml says how many are built).
@@ -9,18 +10,17 @@ wildcard_constraints:
     i="[0-9]+",
 
 
-@cache  # several rules digest the same packages: read each set of files once per parse
-def code_digest(*packages):
-    """Content hash of the burnqed source files a job runs, passed as a param.
+@cache  # once per parse: several rules share a shim
+def code_digest(script, *sections):
+    """Digest of every file the rule's job runs, passed as a param: the shim
+    workflow/scripts/<script>.py, the burnqed modules and package data it reaches, and the burnqed
+    modules that commands in the config `sections` launch (lean.repl_command: burnqed.proplogic).
 
     Snakemake does not see edits inside the package, but it reruns a job whose params changed.
     """
-    h = sha256()
-    for pkg in packages:
-        path = Path(workflow.basedir, "burnqed", pkg)
-        for f in [path] if path.is_file() else sorted(path.glob("**/*.py")):
-            h.update(f.read_bytes())
-    return h.hexdigest()[:16]
+    launched = provenance.launched_modules(*(config[s] for s in sections))
+    script = f"workflow/scripts/{script}.py"
+    return provenance.code_digest(script, *launched, root=Path(workflow.basedir))
 
 
 def earlier_searches(wildcards):

@@ -15,6 +15,8 @@ rule fetch_benchmark:
         "../workflow/envs/burnqed.yaml"
     resources:
         runtime=10,
+    params:
+        code=code_digest("data_fetch"),
     script:
         "../workflow/scripts/data_fetch.py"
 
@@ -30,7 +32,7 @@ rule benchmark_split:
     conda:
         "../workflow/envs/burnqed.yaml"
     params:
-        code=code_digest("data", "theorems.py"),
+        code=code_digest("data_benchmark"),
     script:
         "../workflow/scripts/data_benchmark.py"
 
@@ -46,7 +48,7 @@ rule proplogic_benchmark_split:
     params:
         cfg=lookup(dpath="data", within=config),
         seed=lookup(dpath="seed", within=config),
-        code=code_digest("data", "proplogic", "theorems.py"),
+        code=code_digest("data_proplogic_benchmark"),
     script:
         "../workflow/scripts/data_proplogic_benchmark.py"
 
@@ -72,7 +74,7 @@ rule tactic_pairs:
     params:
         cfg=lookup(dpath="data", within=config),
         seed=lookup(dpath="seed", within=config),
-        code=code_digest("data", "proplogic", "lean/goals.py", "theorems.py"),
+        code=code_digest("data_pairs"),
     script:
         "../workflow/scripts/data_pairs.py"
 
@@ -91,7 +93,7 @@ rule search_pool:
     params:
         cfg=lookup(dpath="data", within=config),
         seed=lookup(dpath="seed", within=config),
-        code=code_digest("data", "theorems.py"),
+        code=code_digest("data_pool"),
     script:
         "../workflow/scripts/data_pool.py"
 

@@ -20,7 +20,7 @@ rule ebm_embed:
     params:
         cfg=lookup(dpath="ebm", within=config),
         policy=lookup(dpath="policy", within=config),
-        code=code_digest("ebm", "trajectory.py", "policy"),
+        code=code_digest("ebm_embed", "policy"),
     script:
         "../workflow/scripts/ebm_embed.py"
 
@@ -43,7 +43,7 @@ rule ebm_train:
     params:
         cfg=lookup(dpath="ebm", within=config),
         seed=lookup(dpath="seed", within=config),
-        code=code_digest("ebm", "trajectory.py", "config.py"),
+        code=code_digest("ebm_train"),
     script:
         "../workflow/scripts/ebm_train.py"
 
@@ -67,6 +67,6 @@ rule ebm_metrics:
     params:
         cfg=lookup(dpath="ebm", within=config),
         seed=lookup(dpath="seed", within=config),
-        code=code_digest("ebm", "trajectory.py", "config.py"),
+        code=code_digest("ebm_metrics"),
     script:
         "../workflow/scripts/ebm_metrics.py"

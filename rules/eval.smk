@@ -35,16 +35,7 @@ rule eval_baseline:
         policy=lookup(dpath="policy", within=config),
         seed=lookup(dpath="seed", within=config),
         label="baseline",
-        code=code_digest(
-            "eval",
-            "search",
-            "trajectory.py",
-            "theorems.py",
-            "lean",
-            "policy",
-            "data/prompt.py",
-            "data/benchmarks.py",
-        ),
+        code=code_digest("eval", "lean", "policy"),
     script:
         "../workflow/scripts/eval.py"
 
@@ -86,17 +77,7 @@ rule eval:
         lean=lookup(dpath="lean", within=config),
         policy=lookup(dpath="policy", within=config),
         seed=lookup(dpath="seed", within=config),
-        code=code_digest(
-            "eval",
-            "search",
-            "ebm",
-            "trajectory.py",
-            "theorems.py",
-            "lean",
-            "policy",
-            "data/prompt.py",
-            "data/benchmarks.py",
-        ),
+        code=code_digest("eval", "lean", "policy"),
     script:
         "../workflow/scripts/eval.py"
 
@@ -135,17 +116,7 @@ rule eval_longer:
         policy=lookup(dpath="policy", within=config),
         seed=lookup(dpath="seed", within=config),
         budget_factor=lookup(dpath="eval/control_budget_factor", within=config),
-        code=code_digest(
-            "eval",
-            "search",
-            "ebm",
-            "trajectory.py",
-            "theorems.py",
-            "lean",
-            "policy",
-            "data/prompt.py",
-            "data/benchmarks.py",
-        ),
+        code=code_digest("eval", "lean", "policy"),
     script:
         "../workflow/scripts/eval.py"
 
@@ -182,16 +153,7 @@ rule eval_no_ebm:
         lean=lookup(dpath="lean", within=config),
         policy=lookup(dpath="policy", within=config),
         seed=lookup(dpath="seed", within=config),
-        code=code_digest(
-            "eval",
-            "search",
-            "trajectory.py",
-            "theorems.py",
-            "lean",
-            "policy",
-            "data/prompt.py",
-            "data/benchmarks.py",
-        ),
+        code=code_digest("eval", "lean", "policy"),
     script:
         "../workflow/scripts/eval.py"
 
@@ -216,6 +178,6 @@ rule compare:
         mem_mb=2000,
         runtime=10,
     params:
-        code=code_digest("eval"),
+        code=code_digest("eval_compare"),
     script:
         "../workflow/scripts/eval_compare.py"

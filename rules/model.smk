@@ -25,7 +25,7 @@ rule base_model:
     params:
         cfg=lookup(dpath="model", within=config),
         seed=lookup(dpath="seed", within=config),
-        code=code_digest("train", "policy/tiny.py"),
+        code=code_digest("model_base"),
     script:
         "../workflow/scripts/model_base.py"
 
@@ -52,13 +52,7 @@ rule sft:
         cfg=lookup(dpath="sft", within=config),
         decontamination=lookup(dpath="data/decontamination", within=config),
         seed=lookup(dpath="seed", within=config),
-        code=code_digest(
-            "train",
-            "data/prompt.py",
-            "data/decontam.py",
-            "data/schema.py",
-            "trajectory.py",
-        ),
+        code=code_digest("model_sft"),
     script:
         "../workflow/scripts/model_sft.py"
 
@@ -80,6 +74,6 @@ rule merge:
         mem_mb=64000,
         runtime=60,
     params:
-        code=code_digest("train"),
+        code=code_digest("model_merge"),
     script:
         "../workflow/scripts/model_merge.py"

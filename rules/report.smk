@@ -29,7 +29,7 @@ rule report:
         runtime=30,
     params:
         cfg=lookup(dpath="report", within=config),
-        code=code_digest("report", "eval", "trajectory.py", "outcomes.py"),
+        code=code_digest("report_iteration"),
     script:
         "../workflow/scripts/report_iteration.py"
 
@@ -67,6 +67,6 @@ rule report_cross:
     params:
         cfg=lookup(dpath="report", within=config),
         # Each iteration's trajectories (beside its eval JSON) give its unique-candidates gate.
-        code=code_digest("report", "eval", "trajectory.py", "outcomes.py"),
+        code=code_digest("report_cross"),
     script:
         "../workflow/scripts/report_cross.py"

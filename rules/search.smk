@@ -34,15 +34,7 @@ rule search_shard:
         lean=lookup(dpath="lean", within=config),
         policy=lookup(dpath="policy", within=config),
         seed=lookup(dpath="seed", within=config),
-        code=code_digest(
-            "search",
-            "trajectory.py",
-            "theorems.py",
-            "lean",
-            "policy",
-            "data/prompt.py",
-            "ebm",
-        ),
+        code=code_digest("search_shard", "lean", "policy"),
     script:
         "../workflow/scripts/search_shard.py"
 
@@ -68,7 +60,7 @@ rule search_pool_select:
         search=lookup(dpath="search", within=config),
         lean=lookup(dpath="lean", within=config),
         seed=lookup(dpath="seed", within=config),
-        code=code_digest("search/selection.py", "trajectory.py", "theorems.py", "lean"),
+        code=code_digest("search_select_pool", "lean"),
     script:
         "../workflow/scripts/search_select_pool.py"
 
@@ -95,14 +87,7 @@ rule search_noise_shard:
         policy=lookup(dpath="policy", within=config),
         seed=lookup(dpath="seed", within=config),
         temperature=lookup(dpath="search/noise_temperature", within=config),
-        code=code_digest(
-            "search",
-            "trajectory.py",
-            "theorems.py",
-            "lean",
-            "policy",
-            "data/prompt.py",
-        ),
+        code=code_digest("search_shard", "lean", "policy"),
     script:
         "../workflow/scripts/search_shard.py"
 
@@ -129,14 +114,7 @@ rule search_baseline_shard:
         lean=lookup(dpath="lean", within=config),
         policy=lookup(dpath="policy", within=config),
         seed=lookup(dpath="seed", within=config),
-        code=code_digest(
-            "search",
-            "trajectory.py",
-            "theorems.py",
-            "lean",
-            "policy",
-            "data/prompt.py",
-        ),
+        code=code_digest("search_shard", "lean", "policy"),
     script:
         "../workflow/scripts/search_shard.py"
 
@@ -153,6 +131,8 @@ rule search:
         "logs/search/iter_{i}_gather.log",
     conda:
         "../workflow/envs/burnqed.yaml"
+    params:
+        code=code_digest("search_gather"),
     script:
         "../workflow/scripts/search_gather.py"
 
@@ -169,6 +149,8 @@ rule search_noise:
         "logs/search/iter_0_noise_gather.log",
     conda:
         "../workflow/envs/burnqed.yaml"
+    params:
+        code=code_digest("search_gather"),
     script:
         "../workflow/scripts/search_gather.py"
 
@@ -185,5 +167,7 @@ rule search_baseline:
         "logs/search/baseline_gather.log",
     conda:
         "../workflow/envs/burnqed.yaml"
+    params:
+        code=code_digest("search_gather"),
     script:
         "../workflow/scripts/search_gather.py"

@@ -5,18 +5,27 @@ file (``data.dvc`` ...), so the rules that later engineers add are covered witho
 and Snakemake keeps owning the DAG (``dvc.yaml`` has no stages).  What DVC does not move is what
 Snakemake decides reruns from: file times (an input newer than an output, or a script newer than
 an output, reruns the job; DVC writes pulled files with the time of the pull, in no useful order)
-and its records in ``.snakemake/metadata`` (the params, code digest and input list each output was
-built with).  So ``push`` also writes ``snakemake-state.json`` (git-tracked, beside the ``.dvc``
-files): the order of every artifact's modification time and the metadata records of the artifacts.
-``pull`` fetches with DVC, checks that the workspace is byte for byte what the ``.dvc`` files
-record (``dvc status`` clean, same directory hashes as the state file, same file list), then writes
-the metadata records back and stamps the files' times in the recorded order, all newer than every
-git-tracked file (the scripts) and none in the future.
+and its records in ``.snakemake/metadata``: what each output was built from — the rule's params
+(its config sections and its code digest, which covers the shim, every burnqed file the job runs
+and the modules its commands launch: :func:`burnqed.provenance.code_digest`), the input list and
+each input's checksum.  So ``push`` also writes ``snakemake-state.json`` (git-tracked, beside the
+``.dvc`` files): the order of every artifact's modification time and the metadata records of the
+artifacts.  ``pull`` fetches with DVC, checks that the workspace is byte for byte what the ``.dvc``
+files record (``dvc status`` clean, same directory hashes as the state file, same file list), then
+writes the metadata records back and stamps the files' times in the recorded order, all newer than
+every git-tracked file and none in the future — except that a git-tracked file an output was built
+from (an input outside the artifacts) whose bytes differ from the checksum Snakemake recorded is
+stamped after the artifacts, as a local edit would be.
 
 Why this is safe (not a blind ``snakemake --touch``): the bytes are the ones the state file was
 taken from, their time order is the one Snakemake accepted on the source machine, and the
-metadata is the source's; so Snakemake on the new machine decides exactly as it would have on the
-old one, and still reruns a job whose params, code or inputs differ in this checkout.
+metadata is the source's; what the new times hide — that a script or a tracked input is newer than
+an output — cannot hide a change: a script's bytes are in the code digest param, so Snakemake
+compares them through the records (a shim edited after the push, or before it on the pushing
+machine without a rerun, differs from the recorded params), and a tracked input that changed is
+stamped newer.  So ``snakemake -n`` on the new machine plans exactly what it would plan on the old
+one after the same edits: a job whose params, code, input list or tracked inputs differ in this
+checkout reruns, with everything downstream of it.
 
 Example::
 
@@ -27,6 +36,7 @@ Example::
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -233,6 +243,29 @@ def _read_state(repo: Path) -> dict:
     return state
 
 
+def changed_sources(repo: Path, records: Sequence[dict], roots: Sequence[str]) -> list[str]:
+    """The files outside the artifacts (git-tracked inputs) that an output was built from and that
+    differ from it now: bytes unlike the checksum Snakemake recorded, absent, or with no checksum
+    to compare (Snakemake records none above its size threshold)."""
+    changed = set()
+    for rec in records:
+        record = rec["record"]
+        checksums = record.get("input_checksums") or {}
+        for path in record.get("input") or []:
+            f = repo / path
+            if _under_roots(path, roots) or path in changed or f.is_dir():
+                continue
+            recorded = checksums.get(path)
+            if recorded is not None and ":" not in recorded:
+                recorded = f"sha256:{recorded}"
+            if (
+                not f.is_file()
+                or recorded != f"sha256:{hashlib.sha256(f.read_bytes()).hexdigest()}"
+            ):
+                changed.add(path)
+    return sorted(changed)
+
+
 def _git_tracked_newest_ns(repo: Path) -> int:
     r = subprocess.run(["git", "ls-files", "-z"], cwd=repo, capture_output=True, check=True)
     newest = 0
@@ -300,6 +333,21 @@ def restore(repo: Path, *, state: dict | None = None) -> None:
     for path in sorted(recorded, key=lambda p: (os.path.isdir(repo / p), -p.count("/"))):
         t = start + recorded[path] * STEP_NS
         os.utime(repo / path, ns=(t, t), follow_symlinks=False)
+    # A changed tracked input is newer than the artifacts, as after a local edit: Snakemake
+    # reruns what was built from it.
+    changed = changed_sources(repo, state["metadata"], roots)
+    for path in changed:
+        if (repo / path).is_file():
+            t = max(time.time_ns(), end + STEP_NS)
+            os.utime(repo / path, ns=(t, t))
+    if changed:
+        log.warning(
+            "%d input(s) outside %s differ from what the outputs were built from, so Snakemake "
+            "reruns the jobs that read them: %s",
+            len(changed),
+            ", ".join(roots),
+            ", ".join(changed[:10]),
+        )
     log.info(
         "restored %d paths' times and %d Snakemake records under %s",
         len(recorded),

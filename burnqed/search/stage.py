@@ -56,7 +56,7 @@ from burnqed.config import InputError, LeanConfig, PolicyConfig, SearchConfig
 from burnqed.data.prompt import STOP
 from burnqed.outcomes import nondeterministic_events
 from burnqed.policy import SamplingParams, TacticGenerator
-from burnqed.provenance import git_commit
+from burnqed.provenance import code_digest, git_commit, launched_modules, lean_project_versions
 from burnqed.search.engine import ProofEnvironment, SearchResult, search_all
 from burnqed.search.value import ValueModel
 from burnqed.theorems import Theorem, read_theorems
@@ -195,17 +195,29 @@ def _listing_digest(path: Path | str | None) -> str | None:
     return h.hexdigest()
 
 
-def job_fingerprint(**inputs: Any) -> str:
+def job_fingerprint(*, lean: dict, policy: dict, repl_version: str | None, **inputs: Any) -> str:
     """A digest of everything that decides a search's attempts: config sections, sampling, seed,
-    shard, the theorem file's bytes, the model and EBM listings."""
-    return hashlib.sha256(json.dumps(inputs, sort_keys=True, default=str).encode()).hexdigest()
+    shard, the theorem file's bytes, the model and EBM listings (``inputs``); the code that makes
+    them (:func:`~burnqed.provenance.code_digest` of this module, what it imports and the modules
+    the ``lean``/``policy`` commands launch: ``burnqed.proplogic``); the REPL's ``--version`` text
+    and the toolchain and packages (Mathlib) of ``lean.project_path``.  After an edit of the
+    search code, a new REPL or Mathlib, a rerun redoes the attempts instead of keeping them."""
+    record = {
+        **inputs,
+        "lean": lean,
+        "policy": policy,
+        "code": code_digest(__name__, *launched_modules(lean, policy)),
+        "repl_version": repl_version,
+        "lean_project": lean_project_versions(lean.get("project_path")),
+    }
+    return hashlib.sha256(json.dumps(record, sort_keys=True, default=str).encode()).hexdigest()
 
 
 def prepare_auto_resume(out: Path, fingerprint: str) -> bool:
     """``resume="auto"`` (how the workflow runs searches): continue ``out`` when its parts were
     written by this same job — a pre-empted or killed run — and start it afresh when they were
-    written by a different one (a changed knob, model or theorem file reruns the job).  Returns
-    whether to resume."""
+    written by a different one (a changed knob, model, theorem file, code or REPL reruns the job:
+    :func:`job_fingerprint`).  Returns whether to resume."""
     out = Path(out)
     record = out / RUN_RECORD
     has_parts = any(any((out / d).glob("part-*.parquet")) for d in ("nodes", SUMMARY_DIR))
@@ -214,8 +226,8 @@ def prepare_auto_resume(out: Path, fingerprint: str) -> bool:
         and json.loads(record.read_text(encoding="utf-8")).get("fingerprint") == fingerprint
     )
     if has_parts and not same:
-        log.warning("%s: parts from a different job (config, model or theorems changed): "
-                    "starting afresh", out)  # fmt: skip
+        log.warning("%s: parts from a different job (config, model, theorems, code or REPL "
+                    "changed): starting afresh", out)  # fmt: skip
         for d in ("nodes", SUMMARY_DIR):
             shutil.rmtree(out / d, ignore_errors=True)
         (out / MANIFEST).unlink(missing_ok=True)
@@ -470,14 +482,16 @@ def run(
     pool_theorems = shard_theorems(read_theorem_file(Path(theorems)), shard)
     if temperature is None:
         temperature = search_cfg.temperature_with_ebm if ebm else search_cfg.temperature
-    if resume == "auto":
-        check_out_dir(Path(out), resume=True)
+    check_out_dir(Path(out), resume=resume is not False)
+    repl_version = check_repl(lean_cfg)
+    if resume == "auto":  # after the REPL check: its version is part of the fingerprint
         resume = prepare_auto_resume(
             Path(out),
             job_fingerprint(
                 search=search_cfg.to_dict(),
                 lean=lean_cfg.to_dict(),
                 policy=policy_cfg.to_dict(),
+                repl_version=repl_version,
                 temperature=temperature,
                 seed=seed,
                 shard=shard,
@@ -486,8 +500,6 @@ def run(
                 ebm=_listing_digest(ebm),
             ),
         )
-    check_out_dir(Path(out), resume=resume)
-    repl_version = check_repl(lean_cfg)
     sampling = SamplingParams(
         n=search_cfg.num_candidates,
         temperature=temperature,

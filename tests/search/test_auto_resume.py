@@ -1,10 +1,13 @@
 """``resume="auto"``, how the workflow runs searches: a rerun of the same job continues its parts,
-a rerun of a changed job (knob, model or theorem file) starts afresh."""
+a rerun of a changed job (knob, model, theorem file, search code, REPL) starts afresh."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import shutil
+
+import yaml
 
 from burnqed.config import SearchConfig
 from burnqed.policy import SamplingParams
@@ -13,10 +16,13 @@ from burnqed.search.stage import (
     _listing_digest,
     job_fingerprint,
     prepare_auto_resume,
+    run,
     search_to_dir,
 )
+from burnqed.theorems import write_theorems
 from burnqed.trajectory import finished_attempts
 from tests.search.fakes import RandomToyPolicy, ToyEnv, toy_theorems
+from tests.search.test_stage import _fake_backends
 
 
 def _search(out, theorems, *, resume=False):
@@ -53,9 +59,88 @@ def test_fingerprint_follows_knobs_and_a_rebuilt_model(tmp_path):
     model = tmp_path / "model"
     model.mkdir()
     (model / "model.safetensors").write_bytes(b"x" * 10)
-    a = job_fingerprint(search={"max_nodes": 8}, model=_listing_digest(model))
-    assert a == job_fingerprint(search={"max_nodes": 8}, model=_listing_digest(model))
-    assert a != job_fingerprint(search={"max_nodes": 9}, model=_listing_digest(model))
+
+    def fingerprint(**inputs):
+        return job_fingerprint(lean={}, policy={}, repl_version="0.3.4", **inputs)
+
+    a = fingerprint(search={"max_nodes": 8}, model=_listing_digest(model))
+    assert a == fingerprint(search={"max_nodes": 8}, model=_listing_digest(model))
+    assert a != fingerprint(search={"max_nodes": 9}, model=_listing_digest(model))
     (model / "model.safetensors").write_bytes(b"y" * 11)  # rebuilt: new size and time
-    assert a != job_fingerprint(search={"max_nodes": 8}, model=_listing_digest(model))
+    assert a != fingerprint(search={"max_nodes": 8}, model=_listing_digest(model))
     assert _listing_digest(None) is None and _listing_digest("org/hub-id") == "org/hub-id"
+
+
+def test_fingerprint_follows_the_repl_and_the_lean_project(tmp_path):
+    project = tmp_path / "mathlib-project"
+    project.mkdir()
+    (project / "lean-toolchain").write_text("leanprover/lean4:v4.9.0\n", encoding="utf-8")
+    manifest = {"name": "demo", "packages": [{"name": "mathlib", "rev": "2f65ba7f"}]}
+    (project / "lake-manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    lean = {"repl_command": ["repl"], "project_path": str(project)}
+
+    def fingerprint(repl_version="0.3.4"):
+        return job_fingerprint(lean=lean, policy={}, repl_version=repl_version, seed=0)
+
+    a = fingerprint()
+    assert a == fingerprint() and a != fingerprint("0.3.5")
+    (project / "lean-toolchain").write_text("leanprover/lean4:v4.10.0\n", encoding="utf-8")
+    b = fingerprint()
+    assert b != a
+    manifest["packages"][0]["rev"] = "0123abcd"  # another Mathlib
+    (project / "lake-manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    assert fingerprint() not in (a, b)
+
+
+class _CountingEnv(ToyEnv):
+    """The toy environment, counting the attempts started in it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.started: list[str] = []
+
+    async def start(self, theorem):
+        self.started.append(theorem.name)
+        return await super().start(theorem)
+
+
+def test_an_edit_of_the_search_code_redoes_every_attempt(tmp_path, monkeypatch, repo_root):
+    """The fingerprint digests the code that runs (here a copy of the package, which the test
+    edits): after an edit under burnqed/search/ (or of the REPL program the config launches) the
+    rerun of the same job redoes every attempt; without an edit, or after an edit of code the
+    search does not run, it keeps them all."""
+    src = tmp_path / "src"
+    shutil.copytree(repo_root / "burnqed", src / "burnqed",
+                    ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
+    monkeypatch.setattr("burnqed.provenance.SOURCE_ROOT", src)
+    params = yaml.safe_load((repo_root / "params.yaml").read_text(encoding="utf-8"))
+    cfg = {**params["search"], "max_nodes": 8, "concurrency": 2, "attempts": 1}
+    lean = {**params["lean"], "repl_command": ["python", "-m", "burnqed.proplogic"]}
+    theorems = tmp_path / "theorems.jsonl"
+    write_theorems(theorems, toy_theorems(5, seed=4))
+    out = tmp_path / "out"
+
+    def rerun() -> list[str]:
+        env = _CountingEnv()
+        with _fake_backends(monkeypatch, RandomToyPolicy(seed=2), env):
+            manifest = run(theorems=theorems, model="models/x", out=out, cfg=cfg, lean=lean,
+                           policy=params["policy"], resume="auto")  # fmt: skip
+        assert manifest["attempts"] == 5 and len(finished_attempts(out)[0]) == 5
+        return sorted(env.started)
+
+    def edit(path: str) -> None:
+        with (src / path).open("a", encoding="utf-8") as f:
+            f.write("\n# edited\n")
+
+    everything = rerun()
+    assert len(everything) == 5
+    assert rerun() == []  # the same job, the same code: every attempt kept
+    edit("burnqed/search/engine.py")
+    assert rerun() == everything  # the search code changed: every attempt redone
+    assert rerun() == []
+    edit("burnqed/proplogic/tactics.py")  # the REPL program lean.repl_command runs
+    assert rerun() == everything
+    edit("burnqed/params.schema.yaml")  # package data, not Python: read by burnqed.config
+    assert rerun() == everything
+    edit("burnqed/report/stage.py")  # not run by a search
+    assert rerun() == []

@@ -1,10 +1,14 @@
 """DVC round trip with the real ``dvc`` CLI and a local-directory remote: a tiny run on clone A is
 pushed, a fresh clone B pulls it and Snakemake has nothing to do there; a second push uploads
-nothing; a remote missing a file makes the pull name it."""
+nothing; a remote missing a file makes the pull name it; after an edit (a shim, the search code)
+the pulled clone plans exactly the jobs the same edit plans on the machine that built them."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+import re
 import shutil
 import subprocess
 import sys
@@ -35,6 +39,38 @@ def git(workdir: Path, *args: str) -> None:
 
 def remote_files(remote: Path) -> set[str]:
     return {p.relative_to(remote).as_posix() for p in remote.rglob("*") if p.is_file()}
+
+
+def planned(workdir: Path) -> dict[str, int]:
+    """``{rule: jobs}`` that ``snakemake -n`` plans for TARGET in ``workdir``."""
+    r = snakemake(workdir, "-n", TARGET, "--quiet", "rules")
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out[-3000:]
+    if "Job stats:" not in out:
+        assert "Nothing to be done" in out, out[-3000:]
+        return {}
+    table = out.split("Job stats:")[1]
+    return {
+        rule: int(n) for rule, n in re.findall(r"(?m)^(\w+)\s+(\d+)$", table) if rule != "total"
+    }
+
+
+def edit(path: Path) -> None:
+    with path.open("a", encoding="utf-8") as f:
+        f.write("\n# edited\n")
+
+
+def planned_after_local_edit(a: Path, rel: str) -> dict[str, int]:
+    """What ``snakemake -n`` plans on A, the machine that built the artifacts, with ``rel``
+    edited there (put back afterwards, bytes and time)."""
+    f = a / rel
+    data, st = f.read_bytes(), f.stat()
+    try:
+        edit(f)
+        return planned(a)
+    finally:
+        f.write_bytes(data)
+        os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))
 
 
 @pytest.fixture(scope="module")
@@ -78,6 +114,77 @@ def test_fresh_clone_pulls_and_snakemake_has_nothing_to_do(pushed, tmp_path):
     assert r.returncode == 0 and "search_shard" in out, out
     for untouched in ("tactic_pairs", "base_model", "sft", "merge"):
         assert f"\n{untouched} " not in out, out
+
+
+@pytest.mark.parametrize(
+    ("rel", "rules"),
+    [
+        # A shim: its jobs and what depends on them rerun, nothing upstream.
+        ("workflow/scripts/search_shard.py", {"search_shard", "search"}),
+        ("workflow/scripts/data_pairs.py", {"tactic_pairs", "base_model", "sft", "merge",
+                                            "search_shard", "search"}),
+    ],
+)  # fmt: skip
+def test_an_edit_after_the_push_plans_in_the_pulled_clone_what_it_plans_locally(
+    pushed, tmp_path, rel, rules
+):
+    a, _ = pushed
+    local = planned_after_local_edit(a, rel)
+    assert set(local) == rules, local
+    b = tmp_path / "b"  # the edit, committed after the push
+    git(a.parent, "clone", "-q", str(a), str(b))
+    edit(b / rel)
+    git(b, "commit", "-qam", f"edit {rel}")
+    c = tmp_path / "c"  # a fresh clone of that commit
+    git(b.parent, "clone", "-q", str(b), str(c))
+    r = burnqed(c, "pull")
+    assert r.returncode == 0, r.stderr
+    assert planned(c) == local
+
+
+def test_an_output_stale_on_the_pushing_machine_stays_stale_after_the_pull(pushed, tmp_path):
+    """B pulls, edits a shim and pushes without rerunning: its search is stale, and so it is
+    in C, a fresh clone that pulls B's push."""
+    a, _ = pushed
+    b = tmp_path / "b"
+    git(a.parent, "clone", "-q", str(a), str(b))
+    assert burnqed(b, "pull").returncode == 0
+    edit(b / "workflow/scripts/search_shard.py")
+    stale = planned(b)
+    assert set(stale) == {"search_shard", "search"}, stale
+    r = burnqed(b, "push")
+    assert r.returncode == 0, r.stderr
+    git(b, "add", "-A")
+    git(b, "commit", "-qm", "edit the shim, push without a rerun")
+    c = tmp_path / "c"
+    git(b.parent, "clone", "-q", str(b), str(c))
+    assert burnqed(c, "pull").returncode == 0
+    assert planned(c) == stale
+
+
+def test_restore_names_tracked_inputs_that_changed_since_the_outputs_were_built(tmp_path):
+    """A file outside the artifacts that an output was built from (here ``config/pool.txt``) and
+    whose bytes differ from Snakemake's recorded checksum is one that restore stamps after the
+    artifacts, so Snakemake reruns its readers; unchanged ones and artifacts are not."""
+    from burnqed.artifacts.sync import changed_sources
+
+    (tmp_path / "config").mkdir()
+    same, edited = tmp_path / "config/pool.txt", tmp_path / "config/extra.txt"
+    same.write_text("a\n", encoding="utf-8")
+    edited.write_text("b\n", encoding="utf-8")
+    sha = {p: "sha256:" + hashlib.sha256(p.read_bytes()).hexdigest() for p in (same, edited)}
+    records = [{"output": "results/x", "file": "x", "record": {
+        "input": ["config/pool.txt", "config/extra.txt", "config/gone.txt", "data/in.jsonl",
+                  "config/big.bin"],
+        "input_checksums": {"config/pool.txt": sha[same], "config/extra.txt": sha[edited],
+                            "data/in.jsonl": "sha256:00"},
+    }}]  # fmt: skip
+    (tmp_path / "config/big.bin").write_bytes(b"no checksum recorded")
+    assert changed_sources(tmp_path, records, ["data", "results"]) == ["config/big.bin",
+                                                                      "config/gone.txt"]  # fmt: skip
+    edited.write_text("b, edited\n", encoding="utf-8")
+    assert changed_sources(tmp_path, records, ["data", "results"]) == [
+        "config/big.bin", "config/extra.txt", "config/gone.txt"]  # fmt: skip
 
 
 def test_pushing_twice_uploads_nothing(pushed):
