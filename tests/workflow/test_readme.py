@@ -69,7 +69,9 @@ _PLACEHOLDER = re.compile(r"^([A-Z][A-Z_]*)(?:\.\.\.|…)?$")
 CI_RUNS = {
     "python3 -m venv .venv": "python3 -m venv .venv-ci",
     ". .venv/bin/activate": ". .venv-ci/bin/activate",
-    "pip install -e .[dev] torch==2.13.0": "pip install -e .[dev] torch==2.13.0",
+    "pip install -c constraints.txt -e .[dev] torch==2.13.0": (
+        "pip install -c constraints.txt -e .[dev] torch==2.13.0"
+    ),
     "python -m pytest": "python -m pytest",
 }
 NOT_OURS = ("git",)
