@@ -69,3 +69,54 @@ def control_evals(config):
 def ebm_searches(wildcards):
     """Manifests of the searches the EBM of iteration {i} learns from (= earlier_searches)."""
     return earlier_searches(wildcards)
+
+
+# The value-model configurations of an iteration i >= 1 beside the main line (reference
+# value-model-v2.md §4; README "Value-model configurations"): A — the previous model with a decoupled
+# EBM on its frozen embeddings; S — this iteration's model trained SFT-only with a decoupled EBM;
+# B — the jointly trained model with a decoupled EBM; the main line is C (joint model, joint head).
+# With sft.mode: sft the main line is already SFT-only with a decoupled EBM: only A remains.
+wildcard_constraints:
+    c="A|S|B",
+
+
+def value_configs(config):
+    """The configurations built beside the main line (sft.mode decides)."""
+    return ["A", "S", "B"] if config["sft"]["mode"] == "joint" else ["A"]
+
+
+def config_model(wildcards):
+    """The policy of configuration {c} of iteration {i}."""
+    i = int(wildcards.i)
+    return {
+        "A": f"models/iter_{i - 1}/merged",
+        "S": f"models/iter_{i}/configs/S/merged",
+        "B": f"models/iter_{i}/merged",
+    }[wildcards.c]
+
+
+def config_embeddings(wildcards):
+    """The embeddings configuration {c}'s decoupled EBM learns from (B: the main line's)."""
+    if wildcards.c == "B":
+        return f"results/iter_{wildcards.i}/embeddings/manifest.json"
+    return f"results/iter_{wildcards.i}/configs/{wildcards.c}/embeddings/manifest.json"
+
+
+def config_evals(config):
+    """Every configuration eval of every iteration >= 1 (compare and rule all)."""
+    out = []
+    for i in range(1, config["iterations"]):
+        for c in value_configs(config):
+            out.append(f"results/iter_{i}/configs/{c}/eval.json")
+        if "S" in value_configs(config):
+            out.append(f"results/iter_{i}/configs/S/eval_no_ebm.json")
+    return out
+
+
+def config_label(wildcards):
+    """``iter_1 A``: how reports name configuration {c} of iteration {i}."""
+    return f"iter_{wildcards.i} {wildcards.c}"
+
+
+def config_no_ebm_label(wildcards):
+    return f"iter_{wildcards.i} S no EBM"

@@ -158,6 +158,78 @@ rule eval_no_ebm:
         "../workflow/scripts/eval.py"
 
 
+# The value-model configurations of iteration i >= 1 (rules/common.smk value_configs): A, S, B
+# with their decoupled EBMs (the main line, C, is results/iter_{i}/eval.json), and S without its
+# EBM; the same theorems, seeds and temperature as every eval, so each pair is a paired comparison.
+rule eval_config:
+    input:
+        model=config_model,
+        ebm="models/iter_{i}/configs/{c}/ebm",
+        benchmark=expand(
+            "data/benchmarks/{name}.jsonl",
+            name=lookup(dpath="eval/benchmark", within=config),
+        ),
+        meta=expand(
+            "data/benchmarks/{name}.meta.json",
+            name=lookup(dpath="eval/benchmark", within=config),
+        ),
+    output:
+        json="results/iter_{i}/configs/{c}/eval.json",
+    log:
+        "logs/eval/iter_{i}_{c}.log",
+    conda:
+        "../workflow/envs/burnqed.yaml"
+    threads: 4
+    resources:
+        gpu=1,
+        mem_mb=32000,
+        runtime=720,
+    params:
+        cfg=lookup(dpath="eval", within=config),
+        search=lookup(dpath="search", within=config),
+        lean=lookup(dpath="lean", within=config),
+        policy=lookup(dpath="policy", within=config),
+        seed=lookup(dpath="seed", within=config),
+        label=config_label,
+        code=code_digest("eval", "lean", "policy"),
+    script:
+        "../workflow/scripts/eval.py"
+
+
+rule eval_config_no_ebm:
+    input:
+        model="models/iter_{i}/configs/S/merged",
+        benchmark=expand(
+            "data/benchmarks/{name}.jsonl",
+            name=lookup(dpath="eval/benchmark", within=config),
+        ),
+        meta=expand(
+            "data/benchmarks/{name}.meta.json",
+            name=lookup(dpath="eval/benchmark", within=config),
+        ),
+    output:
+        json="results/iter_{i}/configs/S/eval_no_ebm.json",
+    log:
+        "logs/eval/iter_{i}_S_no_ebm.log",
+    conda:
+        "../workflow/envs/burnqed.yaml"
+    threads: 4
+    resources:
+        gpu=1,
+        mem_mb=32000,
+        runtime=720,
+    params:
+        cfg=lookup(dpath="eval", within=config),
+        search=lookup(dpath="search", within=config),
+        lean=lookup(dpath="lean", within=config),
+        policy=lookup(dpath="policy", within=config),
+        seed=lookup(dpath="seed", within=config),
+        label=config_no_ebm_label,
+        code=code_digest("eval", "lean", "policy"),
+    script:
+        "../workflow/scripts/eval.py"
+
+
 rule compare:
     input:
         baseline="results/baseline/eval.json",

@@ -3,17 +3,20 @@ from pathlib import Path
 import torch
 
 from burnqed.logs import to_log_file
-from burnqed.train.sft import train_sft
+from burnqed.train.joint import train_adapter
 
 torch.set_num_threads(snakemake.threads)
 with to_log_file(snakemake.log[0]):
     i, p = snakemake.input, snakemake.params
-    train_sft(
+    mode = p.get("mode")  # the S configuration forces SFT-only
+    train_adapter(
         base=Path(i.base),
         train=Path(i.train),
         val=Path(i.val),
         out=Path(snakemake.output[0]),
-        cfg=p.cfg,
+        cfg={**p.cfg, "mode": mode} if mode else p.cfg,
+        ebm=p.ebm,
+        pooling=p.pooling,
         iteration=int(snakemake.wildcards.i),
         previous_adapter=Path(i.previous_adapter) if i.get("previous_adapter") else None,
         trajectories=[Path(m).parent for m in i.get("searches", [])],  # dirs of the manifests
