@@ -120,3 +120,49 @@ def config_label(wildcards):
 
 def config_no_ebm_label(wildcards):
     return f"iter_{wildcards.i} S no EBM"
+
+
+def config_embedding_model(wildcards):
+    """The policy whose frozen embeddings configuration {c} (A or S) trains its EBM on."""
+    return config_model(wildcards)
+
+
+def config_sets(config):
+    """Per iteration i >= 1: the evals (with and without value head) and EBM metrics of its
+    value-model configurations, as burnqed.eval.compare.run takes them."""
+    out = {}
+    for i in range(1, config["iterations"]):
+        evals = {
+            "C": f"results/iter_{i}/eval.json",
+            "C0": f"results/iter_{i}/eval_no_ebm.json",
+        }
+        metrics = {"C": f"results/iter_{i}/ebm_metrics.json"}
+        for c in value_configs(config):
+            evals[c] = f"results/iter_{i}/configs/{c}/eval.json"
+            metrics[c] = f"results/iter_{i}/configs/{c}/ebm_metrics.json"
+        evals["A0"] = f"results/iter_{i - 1}/eval.json"
+        if "B" in evals:
+            evals["B0"] = evals["C0"]
+        if "S" in evals:
+            evals["S0"] = f"results/iter_{i}/configs/S/eval_no_ebm.json"
+        out[i] = {"iteration": i, "evals": evals, "metrics": metrics}
+    return out
+
+
+def config_files(config):
+    """Every file config_sets names (compare's inputs)."""
+    return sorted({p for s in config_sets(config).values() for p in _set_files(s)})
+
+
+def _set_files(s):
+    return [p for key in ("evals", "metrics") for p in s[key].values()]
+
+
+def iteration_config_set(wildcards):
+    """The value-model configurations of iteration {i} (none for iteration 0)."""
+    return config_sets(config).get(int(wildcards.i))
+
+
+def iteration_config_files(wildcards):
+    s = iteration_config_set(wildcards)
+    return sorted(set(_set_files(s))) if s else []

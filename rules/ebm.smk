@@ -25,14 +25,115 @@ rule ebm_embed:
         "../workflow/scripts/ebm_embed.py"
 
 
-rule ebm_train:
+# The main line's EBM: trained on the frozen embeddings (sft.mode: sft), or the head trained jointly
+# with the adapter (sft.mode: joint — configuration C), exported in the scorer's format.
+if config["sft"]["mode"] == "joint":
+
+    rule ebm_export_joint:
+        input:
+            adapter="models/iter_{i}/adapter",
+            merged="models/iter_{i}/merged",
+        output:
+            directory("models/iter_{i}/ebm"),
+        log:
+            "logs/ebm/iter_{i}_export_joint.log",
+        conda:
+            "../workflow/envs/burnqed.yaml"
+        threads: 1
+        resources:
+            mem_mb=8000,
+            runtime=30,
+        params:
+            pooling=lookup(dpath="policy/pooling", within=config),
+            code=code_digest("ebm_export_joint"),
+        script:
+            "../workflow/scripts/ebm_export_joint.py"
+
+else:
+
+    rule ebm_train:
+        input:
+            embeddings="results/iter_{i}/embeddings/manifest.json",
+            searches=ebm_searches,
+        output:
+            directory("models/iter_{i}/ebm"),
+        log:
+            "logs/ebm/iter_{i}_train.log",
+        conda:
+            "../workflow/envs/burnqed.yaml"
+        threads: 2
+        resources:
+            gpu=1,
+            mem_mb=16000,
+            runtime=120,
+        params:
+            cfg=lookup(dpath="ebm", within=config),
+            seed=lookup(dpath="seed", within=config),
+            code=code_digest("ebm_train"),
+        script:
+            "../workflow/scripts/ebm_train.py"
+
+
+rule ebm_metrics:
     input:
         embeddings="results/iter_{i}/embeddings/manifest.json",
         searches=ebm_searches,
+        ebm="models/iter_{i}/ebm",
     output:
-        directory("models/iter_{i}/ebm"),
+        metrics="results/iter_{i}/ebm_metrics.json",
+        plots=directory("results/iter_{i}/ebm_plots"),
     log:
-        "logs/ebm/iter_{i}_train.log",
+        "logs/ebm/iter_{i}_metrics.log",
+    conda:
+        "../workflow/envs/burnqed.yaml"
+    threads: 2
+    resources:
+        mem_mb=16000,
+        runtime=60,
+    params:
+        cfg=lookup(dpath="ebm", within=config),
+        seed=lookup(dpath="seed", within=config),
+        code=code_digest("ebm_metrics"),
+    script:
+        "../workflow/scripts/ebm_metrics.py"
+
+
+# The decoupled EBMs of the value-model configurations (rules/common.smk value_configs): A on the
+# previous model's frozen embeddings, S on the SFT-only model's, B on the joint model's (the main
+# line's embeddings); the same searches, groups and seed as the main line's EBM.
+rule ebm_embed_config:
+    input:
+        model=config_embedding_model,
+        searches=ebm_searches,
+    output:
+        "results/iter_{i}/configs/{c}/embeddings/manifest.json",
+    log:
+        "logs/ebm/iter_{i}_{c}_embed.log",
+    wildcard_constraints:
+        c="A|S",
+    conda:
+        "../workflow/envs/burnqed.yaml"
+    threads: 2
+    resources:
+        gpu=1,
+        mem_mb=32000,
+        runtime=240,
+    params:
+        cfg=lookup(dpath="ebm", within=config),
+        policy=lookup(dpath="policy", within=config),
+        code=code_digest("ebm_embed", "policy"),
+    script:
+        "../workflow/scripts/ebm_embed.py"
+
+
+rule ebm_train_config:
+    input:
+        embeddings=config_embeddings,
+        searches=ebm_searches,
+    output:
+        directory("models/iter_{i}/configs/{c}/ebm"),
+    log:
+        "logs/ebm/iter_{i}_{c}_train.log",
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: 2
@@ -48,16 +149,16 @@ rule ebm_train:
         "../workflow/scripts/ebm_train.py"
 
 
-rule ebm_metrics:
+rule ebm_metrics_config:
     input:
-        embeddings="results/iter_{i}/embeddings/manifest.json",
+        embeddings=config_embeddings,
         searches=ebm_searches,
-        ebm="models/iter_{i}/ebm",
+        ebm="models/iter_{i}/configs/{c}/ebm",
     output:
-        metrics="results/iter_{i}/ebm_metrics.json",
-        plots=directory("results/iter_{i}/ebm_plots"),
+        metrics="results/iter_{i}/configs/{c}/ebm_metrics.json",
+        plots=directory("results/iter_{i}/configs/{c}/ebm_plots"),
     log:
-        "logs/ebm/iter_{i}_metrics.log",
+        "logs/ebm/iter_{i}_{c}_metrics.log",
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: 2

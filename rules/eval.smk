@@ -238,6 +238,7 @@ rule compare:
             i=range(lookup(dpath="iterations", within=config)),
         ),
         controls=control_evals(config),
+        configs=config_files(config),
     output:
         md="results/compare.md",
         json="results/compare.json",
@@ -250,6 +251,7 @@ rule compare:
         mem_mb=2000,
         runtime=10,
     params:
+        configs=config_sets(config),
         code=code_digest("eval_compare"),
     script:
         "../workflow/scripts/eval_compare.py"

@@ -17,6 +17,7 @@ rule report:
             evaluate("{i} != '0'"), then="results/iter_{i}/ebm_metrics.json"
         ),
         ebm=branch(evaluate("{i} != '0'"), then="models/iter_{i}/ebm"),
+        configs=iteration_config_files,
     output:
         directory("results/iter_{i}/report"),
     log:
@@ -29,6 +30,7 @@ rule report:
         runtime=30,
     params:
         cfg=lookup(dpath="report", within=config),
+        configs=iteration_config_set,
         code=code_digest("report_iteration"),
     script:
         "../workflow/scripts/report_iteration.py"

@@ -32,6 +32,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from burnqed.config import EBMConfig, PolicyConfig
 from burnqed.determinism import deterministic_training, write_run_info
 from burnqed.ebm.embeddings import (
@@ -211,6 +213,23 @@ def run_train(
     return meta
 
 
+def _rank1_where(credit, tied, mask) -> dict:
+    """Rank-1 credit and tie rate over the held-out groups ``mask`` selects."""
+    n = int(mask.sum())
+    return {
+        "groups": n,
+        "rank1": float(credit[mask].mean()) if n else None,
+        "tie_rate": float(tied[mask].mean()) if n else None,
+    }
+
+
+def _rank1_by_depth(credit, tied, depth) -> dict:
+    from burnqed.ebm.groups import DEPTH_BUCKETS, depth_bucket
+
+    buckets = np.array([depth_bucket(int(d)) for d in depth])
+    return {b: _rank1_where(credit, tied, buckets == b) for b in DEPTH_BUCKETS}
+
+
 def run_metrics(
     *,
     searches: Sequence[str | Path],
@@ -256,6 +275,14 @@ def run_metrics(
             "positive_energy_mean": float(energies[:, 0].mean()) if len(held) else None,
             "negative_energy_mean": float(energies[:, 1:].mean()) if len(held) else None,
             "temperature": head.temperature.item(),
+            # by the positive's depth (burnqed.ebm.groups.DEPTH_BUCKETS), and depth >= 4 apart:
+            # the states the reproduced system measured its value model on (value-model-v2.md §5)
+            "heldout_rank1_by_depth": _rank1_by_depth(credit, tied, held.depth)
+            if len(held)
+            else {},
+            "heldout_rank1_depth_ge4": _rank1_where(credit, tied, np.asarray(held.depth) >= 4)
+            if len(held)
+            else {"groups": 0, "rank1": None, "tie_rate": None},
         }
     metrics["embedding_model"] = emb_manifest["embedding_model"]
     metrics["embedding_model_digest"] = emb_manifest["embedding_model_digest"]

@@ -29,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from burnqed.eval.configs import configs_markdown
 from burnqed.eval.paired import (
     ALPHA,
     BETTER,
@@ -324,6 +325,8 @@ def compare_markdown(c: Mapping[str, Any]) -> str:
             "",
         ]  # fmt: skip
     out += learning_markdown(c.get("learning") or {})
+    for section in c.get("configs") or []:
+        out += configs_markdown(section)
     out += ["## Newly solved theorems", ""]
     for r in c["rows"]:
         if r["newly_solved"] is not None:
@@ -338,15 +341,26 @@ def run(
     out_md: Path,
     out_json: Path | None = None,
     controls: Sequence[Path] = (),
+    configs: Mapping[int, Mapping[str, Mapping[str, Path]]] | None = None,
 ) -> dict:
     """Write the comparison of ``evals`` as markdown (and JSON); returns the JSON dict.
     ``controls`` (search-longer evals, ``eval_longer.json``) are shown apart and checked against
-    the last iteration, never mixed into the iteration rows, deltas or cumulative counts."""
+    the last iteration, never mixed into the iteration rows, deltas or cumulative counts.
+    ``configs``: per iteration, ``{"evals": {key: eval JSON}, "metrics": {config: ebm_metrics}}``
+    of its value-model configurations (:mod:`burnqed.eval.configs`)."""
+    from burnqed.eval.configs import config_comparisons
     from burnqed.eval.stage import write_json
 
     if not evals:
         raise CompareError("no eval JSON given")
     c = compare(load_evals(evals), load_evals(controls) if controls else [])
+    c["configs"] = []
+    for i, paths in sorted((configs or {}).items()):
+        by_path = dict(load_evals([Path(v) for v in paths["evals"].values()]))
+        loaded = {k: by_path[Path(v)] for k, v in paths["evals"].items()}
+        metrics = {k: json.loads(Path(v).read_text(encoding="utf-8"))
+                   for k, v in (paths.get("metrics") or {}).items()}  # fmt: skip
+        c["configs"].append(config_comparisons(int(i), loaded, metrics))
     Path(out_md).parent.mkdir(parents=True, exist_ok=True)
     Path(out_md).write_text(compare_markdown(c), encoding="utf-8")
     if out_json is not None:

@@ -32,6 +32,7 @@ from typing import Any
 
 from burnqed.config import ReportConfig
 from burnqed.eval.compare import compare, compare_markdown, load_evals
+from burnqed.eval.configs import config_comparisons, configs_markdown
 from burnqed.eval.paired import format_p, paired_test, summary_line
 from burnqed.eval.stage import write_json
 from burnqed.eval.summary import QUERIES, rows, summarise, summary_markdown
@@ -181,12 +182,22 @@ def run_iteration(
     no_ebm: Path | None = None,
     ebm_metrics: Path | None = None,
     ebm_dir: Path | None = None,
+    configs: Mapping[str, Mapping[str, Path]] | None = None,
 ) -> dict:
-    """Write ``out_dir/report.md``, ``report.json`` and the PNGs of one iteration's eval."""
+    """Write ``out_dir/report.md``, ``report.json`` and the PNGs of one iteration's eval.
+    ``configs``: ``{"iteration": i, "evals": {key: eval JSON}, "metrics": {config: JSON}}`` of the
+    iteration's value-model configurations (:mod:`burnqed.eval.configs`)."""
     from burnqed.trajectory import open_duckdb
 
     rcfg = ReportConfig.from_dict(cfg)
     current = _load(eval_json)
+    section = None
+    if configs:
+        section = config_comparisons(
+            int(configs["iteration"]),
+            {k: _load(Path(v)) for k, v in configs["evals"].items()},
+            {k: _load(Path(v)) for k, v in (configs.get("metrics") or {}).items()},
+        )
     base, prev, ablation = _load(baseline), _load(previous), _load(no_ebm)
     ebm = load_ebm_metrics(ebm_metrics, ebm_dir)
     con, skipped = open_duckdb(Path(trajectories))
@@ -259,6 +270,7 @@ def run_iteration(
         embedding_markdown(ebm),
         "![energy histogram](energy_hist.png)",
         "",
+        *(configs_markdown(section) if section else []),
         "## Trajectories",
         "",
         summary_markdown(stats),
@@ -282,6 +294,7 @@ def run_iteration(
         "trajectory_stats": stats,
         "energy_histogram": energy,
         "ebm_metrics": ebm,
+        "configs": section,
     }
     write_json(out / "report.json", result)
     log.info("report %s: %s → %s", label, overall(gates), out / "report.md")

@@ -37,6 +37,7 @@ def test_iteration_1_search_takes_the_ebm_of_iteration_0s_searches(tmp_path):
            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}  # fmt: skip
     r = subprocess.run(
         [SNAKEMAKE, "-n", "results/iter_1/search/manifest.json", "results/iter_1/ebm_metrics.json",
+         *(f"results/iter_1/configs/{c}/ebm_metrics.json" for c in "ASB"),
          "--configfile", "config/demo.yaml"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
@@ -52,6 +53,17 @@ def test_iteration_1_search_takes_the_ebm_of_iteration_0s_searches(tmp_path):
         "results/iter_0/search/manifest.json",
         "results/iter_0/search_noise/manifest.json",
     }
-    assert ("ebm_train", "models/iter_1/ebm") in jobs
+    # sft.mode joint (the default): the main line's EBM is the head trained with the adapter (C) ...
+    joint = jobs[("ebm_export_joint", "models/iter_1/ebm")]
+    assert set(joint["input"].split(", ")) == {"models/iter_1/adapter", "models/iter_1/merged"}
+    # ... and the decoupled EBMs of the configurations: B on the main line's embeddings, A on the
+    # previous model's, S on the SFT-only model's, all from the same searches.
+    b = jobs[("ebm_train_config", "models/iter_1/configs/B/ebm")]
+    assert "results/iter_1/embeddings/manifest.json" in b["input"].split(", ")
+    for c, model in (("A", "models/iter_0/merged"), ("S", "models/iter_1/configs/S/merged")):
+        e = jobs[("ebm_embed_config", f"results/iter_1/configs/{c}/embeddings/manifest.json")]
+        assert set(e["input"].split(", ")) == {
+            model, "results/iter_0/search/manifest.json", "results/iter_0/search_noise/manifest.json"
+        }  # fmt: skip
     metrics = [j for (rule, _), j in jobs.items() if rule == "ebm_metrics"]
     assert len(metrics) == 1 and "models/iter_1/ebm" in metrics[0]["input"]

@@ -123,6 +123,13 @@ def test_metrics_json_and_plots(trained):
     assert 1 <= m["variance_spectrum"]["effective_rank"] <= 16
     assert m["ebm"]["chance"] == 0.25 and m["ebm"]["heldout_groups"] > 0
     assert m["ebm"]["heldout_tie_rate"] == 0.0  # distinct toy embeddings: no energy ties
+    by_depth = m["ebm"]["heldout_rank1_by_depth"]
+    assert sum(b["groups"] for b in by_depth.values()) == m["ebm"]["heldout_groups"]
+    counted = [(b["groups"], b["rank1"]) for b in by_depth.values() if b["groups"]]
+    overall = sum(n * r for n, r in counted) / m["ebm"]["heldout_groups"]
+    assert abs(overall - m["ebm"]["heldout_rank1"]) < 1e-9  # the buckets partition the groups
+    deep = m["ebm"]["heldout_rank1_depth_ge4"]
+    assert deep["groups"] <= by_depth["3-4"]["groups"] + by_depth["5+"]["groups"]
     pngs = sorted(p.name for p in (trained["root"] / "ebm_plots").iterdir())
     assert pngs == ["energy_hist.png", "pca_by_depth.png", "pca_by_label.png"]
     for p in (trained["root"] / "ebm_plots").iterdir():

@@ -11,4 +11,5 @@ with to_log_file(snakemake.log[0]):
         controls=controls,
         out_md=Path(snakemake.output.md),
         out_json=Path(snakemake.output.json),
+        configs=snakemake.params.configs,  # the value-model configurations of each iteration
     )

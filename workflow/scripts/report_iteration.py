@@ -19,4 +19,5 @@ with to_log_file(snakemake.log[0]):
         no_ebm=optional("no_ebm"),
         ebm_metrics=optional("ebm_metrics"),
         ebm_dir=optional("ebm"),
+        configs=snakemake.params.configs,  # the value-model configurations (iterations >= 1)
     )
