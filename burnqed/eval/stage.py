@@ -9,6 +9,11 @@ refused before any search), then runs the search stage (``burnqed.search.stage.r
 model and EBM paths with content digests, benchmark name + sha256 + Lean/Mathlib versions, REPL
 command, config sections, git commit, package versions, seeds.
 
+Everything in the JSON is a function of the inputs (model, EBM, benchmark, config, seeds, code)
+except the fields :data:`CLOCK_FIELDS` names, which hold clock time — seconds measured on this
+machine, which a rerun does not repeat: :func:`without_clock` drops them, and what is left is
+identical on a rerun (same CPU type, thread count and pinned versions; README "Reproducibility").
+
 Example::
 
     run(model=Path("models/iter_0/merged"), benchmark=Path("data/benchmarks/minif2f_test.jsonl"),
@@ -135,6 +140,24 @@ def search_section(cfg: EvalConfig, search: Mapping[str, Any]) -> dict:
         "num_candidates": cfg.num_candidates,
         "attempts": cfg.pass_n,
     }
+
+
+# Keys whose values are measured clock time (seconds), at any depth of an eval JSON: per-budget
+# averages, per-theorem means, the anytime curves on the Lean-seconds and wall-time axes, and the
+# search manifest's elapsed time.  Nothing else in an eval JSON depends on the clock.
+CLOCK_FIELDS = frozenset(
+    {"avg_time_s", "median_time_s", "avg_lean_s", "mean_time_s", "lean_s", "wall_s",
+     "elapsed_s_this_run"}
+)  # fmt: skip
+
+
+def without_clock(obj: Any) -> Any:
+    """``obj`` (an eval JSON, or any part of one) without the :data:`CLOCK_FIELDS`."""
+    if isinstance(obj, Mapping):
+        return {k: without_clock(v) for k, v in obj.items() if k not in CLOCK_FIELDS}
+    if isinstance(obj, list):
+        return [without_clock(v) for v in obj]
+    return obj
 
 
 def write_json(path: Path, obj: Any) -> None:

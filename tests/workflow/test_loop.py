@@ -2,6 +2,8 @@
 baseline, two iterations (SFT, merge, EBM, search + noise search, pool selection), evals with the
 EBM ablation and the search-longer control, reports and ``results/compare.md``.  Then the
 pre-emption story: kill ``snakemake`` during iteration 1's search and re-run the same command.
+Reproducibility: a second clean run, and a run killed with SIGKILL and resumed, give the same
+numbers, proofs, models and EBMs as the first, to the bit (clock-time fields aside).
 
 Marked ``slow`` (several minutes on 2 cores); ``.ci/run`` runs it as its own step.
 """
@@ -20,6 +22,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from burnqed.determinism import reproducible_digests
+from burnqed.eval.stage import without_clock
 from burnqed.trajectory import finished_attempts, read_summary
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
@@ -34,7 +38,7 @@ SMALL = {
         "proplogic": {
             "theorems": 400,
             "max_depth": 3,
-            "test_theorems": 12,
+            "test_theorems": 40,  # enough that iteration 1's search is caught half-way
             "held_out_min_depth": 2,
             "held_out_max_depth": 4,
         },
@@ -119,7 +123,7 @@ def test_rule_all_builds_the_whole_loop(loop):
         for k in ("baseline/eval", "iter_0/eval", "iter_1/eval", "iter_1/eval_no_ebm")
     }
     for e in evals.values():
-        assert e["status"]["complete"] and e["status"]["evaluated_theorems"] == 12
+        assert e["status"]["complete"] and e["status"]["evaluated_theorems"] == 40
     # The ablation: same theorems and seeds, without the EBM.
     assert evals["iter_1/eval"]["provenance"]["ebm"]["path"] == "models/iter_1/ebm"
     assert evals["iter_1/eval_no_ebm"]["provenance"]["ebm"] is None
@@ -147,6 +151,78 @@ def test_the_next_pool_excludes_what_iteration_0_proved(loop):
     assert proved and meta["counts"]["proved"] == len(proved)
     assert not {t.get("key") or t["name"] for t in pool} & proved
     assert meta["counts"]["selected"] == len(pool)
+
+
+def _evals(work: Path) -> dict[str, dict]:
+    """Every eval JSON of a loop, without its clock-time fields (burnqed.eval.stage.CLOCK_FIELDS)."""
+    return {
+        str(p.relative_to(work)): without_clock(json.loads(p.read_text()))
+        for p in sorted((work / "results").rglob("eval*.json"))
+    }
+
+
+def _proofs(work: Path) -> dict[str, list]:
+    """Every search's attempts with their status and proof, by search directory."""
+    out = {}
+    for shard in sorted((work / "results").rglob("shard_*")):
+        rows = read_summary(shard).table.to_pylist()
+        out[str(shard.relative_to(work))] = sorted(
+            (r["theorem"], r["attempt"], r["status"], json.dumps(r.get("proof"), sort_keys=True))
+            for r in rows
+        )
+    return out
+
+
+def _models(work: Path) -> dict[str, dict[str, str]]:
+    """The digests of every adapter, merged model and EBM (run-specific files aside)."""
+    dirs = [*work.glob("models/iter_*/adapter"), *work.glob("models/iter_*/merged"),
+            *work.glob("models/iter_*/ebm"), *work.glob("models/iter_*/configs/*/*")]  # fmt: skip
+    return {str(d.relative_to(work)): reproducible_digests(d) for d in sorted(dirs) if d.is_dir()}
+
+
+def _same_as(loop: Path, work: Path) -> None:
+    first, second = _evals(loop), _evals(work)
+    assert len(first) >= 9 and list(first) == list(second)
+    for name in first:
+        assert first[name] == second[name], name
+    assert _proofs(loop) == _proofs(work)
+    models = _models(loop)
+    assert {"models/iter_1/merged", "models/iter_1/ebm", "models/iter_1/configs/B/ebm"} <= set(
+        models
+    )
+    assert models == _models(work)
+
+
+def test_a_second_clean_run_gives_the_same_numbers_proofs_and_models(loop, tmp_path):
+    work = _prepare(tmp_path, SMALL)
+    r = snakemake(work)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-8000:]
+    _same_as(loop, work)
+
+
+def test_a_run_killed_with_sigkill_and_rerun_gives_the_uninterrupted_numbers(loop, tmp_path):
+    work = _prepare(tmp_path, SMALL)
+    shard = work / "results/iter_1/search/shard_0"
+    proc = subprocess.Popen(
+        _argv(), cwd=work, env=_env(), stdout=subprocess.DEVNULL,
+        stderr=(tmp_path / "first.log").open("w"), start_new_session=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 1200
+    while not list((shard / "summary").glob("part-*.parquet")):
+        assert proc.poll() is None, (tmp_path / "first.log").read_text()[-4000:]
+        assert time.monotonic() < deadline, "iteration 1's search never wrote a checkpoint"
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)  # the machine goes away: no handler runs
+    assert proc.wait(120) == -signal.SIGKILL
+    assert not (shard / "manifest.json").exists(), "the search finished before it was killed"
+    # The README's way back: unlock if the lock remains, then the same command.
+    unlock = subprocess.run([*_argv(), "--unlock"], cwd=work, env=_env(), capture_output=True,
+                            text=True, timeout=300)  # fmt: skip
+    assert unlock.returncode == 0, unlock.stderr[-3000:]
+    r = snakemake(work)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-8000:]
+    assert json.loads((shard / "manifest.json").read_text())["resumed"] is True
+    _same_as(loop, work)
 
 
 def test_a_killed_run_resumes_without_redoing_finished_jobs_or_attempts(tmp_path):
