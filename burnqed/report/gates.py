@@ -8,7 +8,8 @@ on the theorems both evals evaluated: ``go`` only when the EBM is ``better``, ``
 ``worse``, ``no measurable effect`` otherwise; ``undecided`` when the two evals are not comparable
 (partial, another temperature, …).  A gain gate whose two evals are not comparable (another
 benchmark, attempts or sampling temperature) is ``undecided`` too; one computed from a partial eval
-says so in its note.  Every gate comparing two evals carries its paired test (p-value, theorems
+says so in its note; one at its target whose paired test finds no measurable effect shows that
+verdict, not ``go``.  Every gate comparing two evals carries its paired test (p-value, theorems
 gained and lost).  The overall verdict is the worst gate: no-go < watch < no measurable effect <
 undecided < go (n/a is left out).
 
@@ -179,6 +180,9 @@ def evaluate_gates(
         else:
             target, red = getattr(cfg, f"{name}_target"), getattr(cfg, f"{name}_red_line")
             v = verdict(value, target=target, red_line=red)
+            if v == GO and test is not None and test["verdict"] in (NO_EFFECT, WORSE):
+                # a gain the paired test cannot tell from chance is not a go
+                v = PAIRED_VERDICT[test["verdict"]]
         reasons = []
         if test is not None and test["verdict"] == UNDECIDED:
             reasons = test["reasons"] if name == "ebm_gain" else [

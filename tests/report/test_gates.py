@@ -125,3 +125,21 @@ def test_unique_candidates_gate_in_the_iteration_and_the_cross_report(evals, tmp
     cross = {it["label"]: by_gate(it["gates"])["unique_candidates"] for it in js["iterations"]}
     assert {k: g["verdict"] for k, g in cross.items()} == {"weak": "no-go", "random": "go"}
     assert cross["random"]["value"] > CFG.unique_candidates_target
+
+
+def test_a_gain_at_its_target_that_chance_explains_is_not_a_go(evals):
+    # The strong eval with only 3 of its 8 proofs: +37.5 points over the weak one, far above the
+    # target, but 3 theorems gained and none lost is p = 0.25 under the paired test.
+    import copy
+
+    few = copy.deepcopy(evals["strong"])
+    for row in few["per_theorem"][3:]:
+        row["budget_at_proof"] = None
+    for b in few["by_budget"]:
+        b["solved"], b["rate"] = 3, 3 / 8
+    gates = by_gate(evaluate_gates(CFG, current=few, baseline=evals["weak"]))
+    g = gates["gain_vs_baseline"]
+    assert g["value"] == pytest.approx(3 / 8) and g["value"] >= CFG.gain_vs_baseline_target
+    assert (g["paired"]["gained"], g["paired"]["lost"]) == (3, 0)
+    assert g["paired"]["p_value"] == pytest.approx(0.25)
+    assert g["verdict"] == "no measurable effect"

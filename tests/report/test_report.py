@@ -122,7 +122,12 @@ def test_reports_render_on_empty_and_all_failed_runs(tmp_path, bench, kind):
     else:
         # One distinct candidate per expansion: the diversity alarm fires, at the top.
         assert {g["gate"]: g["verdict"] for g in result["gates"]}["unique_candidates"] == "no-go"
-        assert "Flagged: unique candidates per expansion" in md.split("## Solve rate")[0]
+        flagged = next(
+            ln for ln in md.split("## Solve rate")[0].splitlines() if ln.startswith("Flagged:")
+        )
+        assert "unique candidates per expansion (diversity alarm) (no-go)" in flagged
+        # nothing solved before or after: no gain, whatever the target (not a go)
+        assert "solve rate − baseline's (largest budget) (no measurable effect)" in flagged
     for name in PNGS:
         assert_real_png(out / name)
     cross = tmp_path / "report"
