@@ -175,3 +175,61 @@ def test_dvc_remote(tmp_path):
     assert c.status == "fail" and "store" in c.reason
     (tmp_path / "store").mkdir()
     assert check_dvc(None, tmp_path).status == "ok"  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def base_model(checkout, monkeypatch) -> Path:
+    """`models/base` of the checkout: the policy tests' tiny model."""
+    from burnqed.policy.tiny import build_tiny_model
+    from tests.policy.corpus import corpus
+
+    monkeypatch.chdir(checkout)
+    return build_tiny_model(checkout / "models" / "base", corpus(), seed=0)
+
+
+def _policy_check(checkout: Path, policy: dict, *, launch: bool = False) -> Check:
+    from burnqed.config import load_params
+    from burnqed.doctor import _Context, check_policy
+
+    (checkout / "p.yaml").write_text(yaml.safe_dump({"policy": policy}))
+    params = load_params(
+        checkout / "params.yaml", [checkout / "config/demo.yaml", checkout / "p.yaml"]
+    )
+    return check_policy(_Context(params=params, launch=launch, profile=None))
+
+
+def test_policy_in_process_answers_one_token(checkout, base_model):
+    c = _policy_check(checkout, {"backend": "transformers"})
+    assert c.status == "ok" and "one-token" in c.reason and "models/base" in c.reason
+
+
+def test_policy_server_is_launched_only_when_asked(checkout, base_model):
+    standin = [
+        sys.executable,
+        "-m",
+        "burnqed.policy.standin",
+        "--model",
+        "{model}",
+        "--port",
+        "{port}",
+    ]
+    policy = {
+        "backend": "sglang",
+        "server_url": None,
+        "server_command": standin,
+        "health_timeout_s": 120,
+    }
+    skipped = _policy_check(checkout, policy)
+    assert skipped.status == "skip" and "--launch" in skipped.reason
+    c = _policy_check(checkout, policy, launch=True)
+    assert c.status == "ok" and "launched" in c.reason, c.reason
+
+
+def test_policy_server_url_that_does_not_answer_fails(checkout, monkeypatch):
+    from burnqed.policy.launcher import free_port
+
+    monkeypatch.chdir(checkout)
+    c = _policy_check(
+        checkout, {"backend": "openai", "server_url": f"http://127.0.0.1:{free_port()}"}
+    )
+    assert c.status == "fail" and "127.0.0.1" in c.reason
