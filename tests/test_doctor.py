@@ -233,3 +233,26 @@ def test_policy_server_url_that_does_not_answer_fails(checkout, monkeypatch):
         checkout, {"backend": "openai", "server_url": f"http://127.0.0.1:{free_port()}"}
     )
     assert c.status == "fail" and "127.0.0.1" in c.reason
+
+
+@pytest.mark.parametrize(("free_mib", "status"), [(80000, "ok"), (20000, "fail")])
+def test_gpu_against_the_profile_and_the_servers_memory_fraction(
+    checkout, monkeypatch, free_mib, status
+):
+    """A fake `nvidia-smi`: one 80 GB GPU; SGLang's --mem-fraction-static 0.7 needs 70 % free."""
+    from burnqed.config import load_params
+    from burnqed.doctor import _Context, check_gpu
+
+    bin_dir = checkout / "bin"
+    bin_dir.mkdir()
+    smi = bin_dir / "nvidia-smi"
+    smi.write_text(f"#!/bin/sh\necho 'NVIDIA H100 80GB HBM3, 81559, {free_mib}'\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    params = load_params(checkout / "params.yaml", [checkout / "config" / "a100-7b.yaml"])
+    profile = REPO / "workflow" / "profiles" / "gpu"
+    c = check_gpu(_Context(params=params, launch=False, profile=profile))
+    assert c.status == status and "H100" in c.reason, c.reason
+    # The demo asks for none.
+    demo = load_params(checkout / "params.yaml", [checkout / "config" / "demo.yaml"])
+    assert check_gpu(_Context(params=demo, launch=False, profile=None)).status == "skip"
