@@ -14,6 +14,7 @@ Example::
     burnqed search --theorems data/benchmarks/proplogic_test.jsonl --model models/base --out results/dbg
     burnqed eval --model models/iter_0/merged --out results/iter_0/eval.json
     burnqed compare results/*/eval.json --out results/compare.md
+    burnqed doctor --configfile config/demo.yaml
 """
 
 from __future__ import annotations
@@ -26,8 +27,9 @@ from collections.abc import Sequence
 
 from burnqed import __version__
 
-# Stage packages with a `command` module, in the order `--help` lists them.
+# Stage packages with a `command` module, in the order `--help` lists them, then other commands.
 COMMANDS = ("data", "train", "ebm", "search", "eval", "report", "artifacts")
+COMMAND_MODULES = (*(f"burnqed.{name}.command" for name in COMMANDS), "burnqed.doctor")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -43,8 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="on an input error, show the traceback (default: one line naming the file/key/line)",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name in COMMANDS:
-        importlib.import_module(f"burnqed.{name}.command").add_parser(sub)
+    for module in COMMAND_MODULES:
+        importlib.import_module(module).add_parser(sub)
     return parser
 
 

@@ -19,15 +19,15 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Sized
 
 import pyarrow as pa
-from tqdm import tqdm
 
 from burnqed.data.schema import TACTIC_PAIR_SCHEMA
-from burnqed.theorems import Theorem
 from burnqed.lean.goals import Goal, render_goals
+from burnqed.progress import Progress
 from burnqed.proplogic.repl import Repl  # in-process: the data stage's one allowed reach into it
+from burnqed.theorems import Theorem
 
 log = logging.getLogger(__name__)
 
@@ -105,20 +105,27 @@ def trace_theorems(theorems: Iterable[Theorem], *, source: str = "proplogic") ->
     repl = Repl()
     cols: dict[str, list] = {name: [] for name in TACTIC_PAIR_SCHEMA.names}
     n = 0
-    for theorem in tqdm(theorems, desc="trace", unit="thm", disable=None):
-        repl.handle_line("reset")  # keep the REPL's state table small; ids restart per theorem
-        for depth, (before, tactic, after) in enumerate(trace_theorem(repl, theorem)):
-            cols["source"].append(source)
-            cols["theorem"].append(f"{source}:{theorem.name}")
-            cols["state_before"].append(before)
-            cols["tactic"].append(tactic)
-            cols["state_after"].append(after)
-            cols["depth"].append(depth)
-        n += 1
+    total = len(theorems) if isinstance(theorems, Sized) else None
+    with Progress(log, "trace", total=total, unit="theorems") as progress:
+        for theorem in progress.iter(theorems):
+            _trace_into(cols, repl, theorem, source)
+            n += 1
     log.info("traced %d theorems into %d tactic pairs", n, len(cols["tactic"]))
     # from_arrays, not pa.table(dict): the latter probes for pandas, a slow import.
     arrays = [pa.array(cols[f.name], type=f.type) for f in TACTIC_PAIR_SCHEMA]
     return pa.Table.from_arrays(arrays, schema=TACTIC_PAIR_SCHEMA)
+
+
+def _trace_into(cols: dict[str, list], repl: Repl, theorem: Theorem, source: str) -> None:
+    """Append the tactic pairs of ``theorem``'s recorded proof to ``cols``."""
+    repl.handle_line("reset")  # keep the REPL's state table small; ids restart per theorem
+    for depth, (before, tactic, after) in enumerate(trace_theorem(repl, theorem)):
+        cols["source"].append(source)
+        cols["theorem"].append(f"{source}:{theorem.name}")
+        cols["state_before"].append(before)
+        cols["tactic"].append(tactic)
+        cols["state_after"].append(after)
+        cols["depth"].append(depth)
 
 
 __all__ = ["TraceError", "start_theorem", "trace_theorem", "trace_theorems"]

@@ -28,7 +28,6 @@ import hashlib
 import logging
 import os
 import re
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -191,7 +190,7 @@ def precompute(
     A part is written every ``checkpoint_every`` embedded states (and at the end), so a kill loses
     at most that many.  ``embed`` is the policy backend's ``embed`` (``(n, d)`` float32).
     """
-    from tqdm import tqdm
+    from burnqed.progress import Progress
 
     if checkpoint_every < 1 or batch_size < 1:
         raise ValueError("checkpoint_every and batch_size must be >= 1")
@@ -219,7 +218,7 @@ def precompute(
     buf_h: list[str] = []
     buf_v: list[np.ndarray] = []
     parts = 0
-    bar = tqdm(total=len(missing), desc="embed", unit="state", disable=not sys.stderr.isatty())
+    bar = Progress(log, "embed", total=len(missing), unit="states")
     try:
         for start in range(0, len(missing), batch_size):
             chunk = missing[start : start + batch_size]

@@ -27,7 +27,6 @@ import hashlib
 import json
 import logging
 import math
-import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -262,12 +261,12 @@ def train_head(
     autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=dev.type == "cuda")
     head.train()
     t0 = time.perf_counter()
-    from tqdm import tqdm
+    from burnqed.progress import Progress
 
-    bar = tqdm(range(start, cfg.steps), desc="ebm", unit="step", disable=not sys.stderr.isatty())
+    bar = Progress(log, "ebm", total=cfg.steps, unit="steps", initial=start)
     loss_v = math.nan
     with metrics_path.open("a", encoding="utf-8") as metrics:
-        for step in bar:
+        for step in bar.iter(range(start, cfg.steps)):
             done = step + 1
             g = torch.Generator().manual_seed(seed * 1_000_003 + step)
             batch = torch.randint(len(train_g), (cfg.batch_size,), generator=g)

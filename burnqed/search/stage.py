@@ -44,7 +44,6 @@ import platform
 import re
 import shutil
 import signal
-import sys
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -56,6 +55,7 @@ from burnqed.config import InputError, LeanConfig, PolicyConfig, SearchConfig
 from burnqed.data.prompt import STOP
 from burnqed.outcomes import nondeterministic_events
 from burnqed.policy import SamplingParams, TacticGenerator
+from burnqed.progress import Progress
 from burnqed.provenance import code_digest, git_commit, launched_modules, lean_project_versions
 from burnqed.search.engine import ProofEnvironment, SearchResult, search_all
 from burnqed.search.value import ValueModel
@@ -254,11 +254,9 @@ def check_repl(cfg: LeanConfig) -> str:
         raise InputError(text) from e
 
 
-def _progress(total: int):
-    from tqdm import tqdm
-
-    # Quiet when not a TTY (rule logs): the INFO log lines carry the progress there.
-    return tqdm(total=total, desc="search", unit="attempt", disable=not sys.stderr.isatty())
+def _progress(total: int) -> Progress:
+    # A bar on a terminal; in the rule's log a line with the rate and the ETA every 30 s.
+    return Progress(log, "search", total=total, unit="attempts")
 
 
 async def search_to_dir(
@@ -316,6 +314,7 @@ async def search_to_dir(
 
     def on_result(r: SearchResult) -> None:
         counts[r.status] += 1
+        bar.set_postfix(**counts)
         bar.update(1)
         log.debug(
             "finished %s#%d: %s after %d expansions",

@@ -55,7 +55,6 @@ import dataclasses
 import logging
 import math
 import shutil
-import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -382,8 +381,9 @@ def train_from_scratch(
     """
     import numpy as np
     import torch
-    from tqdm import tqdm
     from transformers import get_cosine_schedule_with_warmup
+
+    from burnqed.progress import Progress
 
     seqs, prompt_lens, skipped = encode_examples(tokenizer, examples, cfg.max_length)
     if skipped:
@@ -409,7 +409,7 @@ def train_from_scratch(
     window_loss, window_steps, tokens, step = 0.0, 0, 0, 0
     stopped_by = "steps"
     start = time.monotonic()
-    bar = tqdm(total=cfg.steps, desc="base", unit="step", disable=not sys.stderr.isatty())
+    bar = Progress(log, "base", total=cfg.steps, unit="steps")
     while step < cfg.steps:
         # Checked before every step but the first: a run always takes at least one step.
         if step and cfg.max_seconds is not None and time.monotonic() - start >= cfg.max_seconds:
@@ -444,7 +444,7 @@ def train_from_scratch(
                       "wall_s": round(time.monotonic() - start, 3), "tokens": tokens}  # fmt: skip
             if metrics is not None:
                 metrics.write(record)
-            bar.set_postfix(loss=f"{mean:.3f}")
+            bar.set_postfix(loss=f"{mean:.3f}")  # shown on the bar and in the progress lines
             # Progress in the rule's log (tqdm is silent there): every tenth metrics record.
             level = logging.INFO if step % (10 * cfg.log_every) == 0 else logging.DEBUG
             log.log(level, "step %d/%d: loss %.4f", step, cfg.steps, mean)

@@ -84,6 +84,7 @@ from typing import Any
 
 from burnqed.config import EBMConfig, SFTConfig
 from burnqed.determinism import deterministic_training, write_run_info
+from burnqed.progress import Progress
 from burnqed.train.artifacts import MetricsLog, provenance, staged_dir, write_json
 
 log = logging.getLogger(__name__)
@@ -445,7 +446,8 @@ def train_joint(
     ):
         if start == 0:
             _evaluate(model, tokenizer, val_rows, selection, 0, head, sft, dev)
-        for step in range(start, plan.max_steps):
+        progress = Progress(log, "joint", total=plan.max_steps, unit="steps", initial=start)
+        for step in progress.iter(range(start, plan.max_steps)):
             done = step + 1
             model.train()
             head.train()
@@ -519,6 +521,7 @@ def train_joint(
                 history_path.write_text(json.dumps(selection.history))
             if done % sft.joint_save_every == 0 and done < plan.max_steps:
                 _save(work, job, done, model, head, opt, schedule, scales)
+        progress.close()
     chosen = select_step(selection.history, sft.select_by, sft.plateau_tolerance)
     final = monitor(model, head, tokenizer, held_states, gt, held, pooling, dev)
     with staged_dir(out) as staging:

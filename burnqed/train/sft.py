@@ -65,6 +65,7 @@ from burnqed.data.decontam import BenchmarkIndex, check_pairs
 from burnqed.data.prompt import format_example
 from burnqed.determinism import deterministic_training, write_run_info
 from burnqed.policy.model_files import check_model_dir
+from burnqed.progress import Progress
 from burnqed.train.artifacts import (
     MetricsLog,
     provenance,
@@ -684,7 +685,7 @@ def build_trainer(
     )
     if not isinstance(val_examples, Mapping):
         val_examples = {"pairs": val_examples}
-    callbacks = []
+    callbacks = [_progress_callback()]
     if metrics is not None:
         callbacks.append(_metrics_callback(metrics))
     if selection is not None:
@@ -725,6 +726,30 @@ def _metrics_callback(metrics: MetricsLog) -> TrainerCallback:
                 log.info("step %d: %s", state.global_step, _format_logs(logs))
 
     return JsonlMetrics()
+
+
+def _progress_callback() -> TrainerCallback:
+    from transformers import TrainerCallback
+
+    class StepProgress(TrainerCallback):
+        """Progress lines with a rate and an ETA in the rule's log (the trainer's own tqdm bar is
+        the terminal's, so this one draws none)."""
+
+        progress: Progress | None = None
+
+        def on_train_begin(self, args, state, control, **kwargs):  # type: ignore[no-untyped-def]
+            self.progress = Progress(log, "sft", total=state.max_steps, unit="steps",
+                                     initial=state.global_step, bar=False)  # fmt: skip
+
+        def on_step_end(self, args, state, control, **kwargs):  # type: ignore[no-untyped-def]
+            if self.progress is not None:
+                self.progress.set(state.global_step)
+
+        def on_train_end(self, args, state, control, **kwargs):  # type: ignore[no-untyped-def]
+            if self.progress is not None:
+                self.progress.close()
+
+    return StepProgress()
 
 
 def _selection_callback(selection: CheckpointSelection) -> TrainerCallback:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
+import re
 from pathlib import Path
 
 import pytest
@@ -43,7 +45,11 @@ def test_defaults_follow_the_artifact_layout(parser):
         parser.parse_args(["train"])  # a subcommand is required
 
 
-def test_sft_and_merge_from_the_command_line(parser, tmp_path, repo_root, tiny_base, pairs):
+def test_sft_and_merge_from_the_command_line(
+    parser, tmp_path, repo_root, tiny_base, pairs, caplog, monkeypatch
+):
+    monkeypatch.setenv("BURNQED_PROGRESS_INTERVAL_S", "0")  # a progress line every step
+    caplog.set_level(logging.INFO, logger="burnqed.train.sft")
     params = write_params(tmp_path, repo_root, sft=SFT, seed=7)
     adapter = tmp_path / "adapter"
     args = parser.parse_args(["train", "--params", str(params), "sft", "--base", str(tiny_base),
@@ -52,6 +58,13 @@ def test_sft_and_merge_from_the_command_line(parser, tmp_path, repo_root, tiny_b
     assert args.func(args) == 0
     hp = json.loads((adapter / "hyperparameters.json").read_text(encoding="utf-8"))
     assert hp["seed"] == 7 and hp["sft"]["lora_r"] == SFT["lora_r"]
+    # The trainer's steps reach the log as progress lines with a rate and an ETA.
+    progress = [
+        r.getMessage() for r in caplog.records if r.getMessage().startswith("progress sft:")
+    ]
+    last = f"{SFT['max_steps']}/{SFT['max_steps']} steps (100.0%)"
+    assert len(progress) >= SFT["max_steps"] and last in progress[-1]
+    assert all(re.search(r", [\d.e+-]+/s, ETA \S+", line) for line in progress)
 
     merged = tmp_path / "merged"
     args = parser.parse_args(["train", "merge", "--base", str(tiny_base), "--adapter", str(adapter),

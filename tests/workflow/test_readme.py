@@ -8,7 +8,8 @@ What is covered, and how:
   is written into the repository); ``burnqed …`` must parse with the real parser
   (:func:`burnqed.cli.build_parser`, nothing executed), and runs for real where that is cheap:
   ``burnqed --help``, ``burnqed data --configfile config/demo.yaml pairs`` on a shrunken demo,
-  ``burnqed data fetch minif2f --from PATH`` with the local copy (the others need models, searches,
+  ``burnqed data fetch minif2f --from PATH`` with the local copy, ``burnqed doctor --configfile
+  config/demo.yaml`` in a user's checkout (the others need models, searches,
   a network or a DVC remote; their stages are tested in their packages).  Any other command must
   be one CI runs itself — the install command and ``python -m pytest``, checked to be in
   ``.ci/run`` (``CI_RUNS``) — or git's (``NOT_OURS``); a new kind of command fails the test until
@@ -325,3 +326,17 @@ def test_burnqed_data_fetch_from_a_local_copy_runs(user_dir, minif2f_path):
     assert r.returncode == 0, f"README line {c.line}: `{c.written}`:\n{r.stderr[-3000:]}"
     fetched = user_dir / "data" / "raw" / "benchmarks" / "minif2f.jsonl"
     assert fetched.read_bytes() == minif2f_path.read_bytes()
+
+
+def test_burnqed_doctor_passes_on_the_demo_config(user_dir):
+    """`burnqed doctor --configfile config/demo.yaml` in a checkout with nothing built: exit 0."""
+    (c,) = [
+        c
+        for c in BURNQED_COMMANDS
+        if c.argv == ("burnqed", "doctor", "--configfile", "config/demo.yaml")
+    ]
+    path = os.pathsep.join([str(BIN), os.environ.get("PATH", "")])  # `python` of lean.repl_command
+    r = subprocess.run([sys.executable, "-m", "burnqed.cli", *c.argv[1:]], cwd=user_dir, capture_output=True,
+                       text=True, timeout=120, env=dict(os.environ, PYTHONPATH=str(REPO), PATH=path))  # fmt: skip
+    assert r.returncode == 0, f"README line {c.line}: `{c.written}`:\n{r.stdout}{r.stderr[-3000:]}"
+    assert "ok   proof:" in r.stdout and "\nfail " not in r.stdout
