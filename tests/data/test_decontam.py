@@ -11,6 +11,7 @@ from burnqed.config import DataConfig
 from burnqed.data.decontam import (
     BenchmarkIndex,
     ContaminationError,
+    canonical_goals,
     canonical_state,
     canonical_statement,
     check_pairs,
@@ -30,19 +31,21 @@ BENCH = Theorem(
 
 def test_a_statement_and_the_state_lean_prints_for_it_have_one_canonical_form():
     state = "x y : ℝ\ninst✝ : Fact (0 < x)\nh₀ : x ≠ 0\nh₁ : y = 2 * x\n⊢ |(120 : ℝ) / 100 * 30 - 130| = 94"
-    # Lean prints `abs` as |·|: the canonical forms are exact, so only the same text matches.
+    # Lean prints `abs` as |·|: notation is not unfolded, so only the same text matches.
     assert canonical_statement(BENCH.formal_statement) == (
-        "x : ℝ\ny : ℝ\ninst✝ : Fact (0 < x)\nh₀ : x ≠ 0\nh₁ : y = 2 * x\n"
-        "⊢ abs ((120 : ℝ) / 100 * 30 - 130) = 94"
+        "v0 : ℝ\n_ : Fact ( 0 < v0 )\n_ : v0 ≠ 0\nv1 : ℝ\n_ : v1 = 2 * v0\n"
+        "⊢ abs ( ( 120 : ℝ ) / 100 * 30 - 130 ) = 94"
     )
-    assert canonical_state(state.replace("|(120 : ℝ) / 100 * 30 - 130|", "abs ((120 : ℝ) / 100 * 30 - 130)")) == (
-        canonical_statement(BENCH.formal_statement)
-    )
-    # Grouping, line breaks inside a type, a case tag and later goals do not matter.
-    assert canonical_state("case h\np q : Prop\nh : p ∧\n  q\n⊢ q\n\np : Prop\n⊢ p") == (
-        "p : Prop\nq : Prop\nh : p ∧ q\n⊢ q"
-    )
-    assert canonical_statement("theorem t : ∀ (p : Prop), p → p := by") == "⊢ ∀ (p : Prop), p → p"
+    assert canonical_state(state) != canonical_statement(BENCH.formal_statement)
+    assert canonical_state(
+        state.replace("|(120 : ℝ) / 100 * 30 - 130|", "abs ((120 : ℝ) / 100 * 30 - 130)")
+    ) == (canonical_statement(BENCH.formal_statement))
+    # Grouping, line breaks inside a type, a case tag do not matter; every goal is read.
+    assert canonical_goals("case h\np q : Prop\nh : p ∧\n  q\n⊢ q\n\np : Prop\n⊢ p") == [
+        "v0 : Prop\nv1 : Prop\n_ : v1 ∧ v0\n⊢ v0",
+        "v0 : Prop\n⊢ v0",
+    ]
+    assert canonical_statement("theorem t : ∀ (p : Prop), p → p := by") == "v0 : Prop\n_ : v0\n⊢ v0"
     assert canonical_statement("not a theorem") is None and canonical_state("no goals") is None
 
 
@@ -58,7 +61,9 @@ def test_the_index_matches_states_and_statements_of_any_name():
                                   .replace("mathd_algebra_10", "lean_workbook_77"))  # fmt: skip
     assert index.match_theorem(renamed) == "mathd_algebra_10"
     # A statement the parser cannot read still matches by its name-free text.
-    odd = Theorem(name="o", formal_statement="theorem o {α : Type*} (f : α → α) (h : ∀ x, f x = x :")
+    odd = Theorem(
+        name="o", formal_statement="theorem o {α : Type*} (f : α → α) (h : ∀ x, f x = x :"
+    )
     assert canonical_statement(odd.formal_statement) is None
     odd_index = BenchmarkIndex.from_theorems([odd], source="b")
     assert odd_index.unparsed == 1
@@ -145,6 +150,6 @@ def test_the_search_pool_is_decontaminated(planted, tmp_path):
 
 
 def test_a_missing_benchmark_is_named_before_any_work(tmp_path, planted):
-    with pytest.raises(FileNotFoundError, match="nope.jsonl: evaluation benchmark not found"):
+    with pytest.raises(FileNotFoundError, match=r"nope\.jsonl: evaluation benchmark not found"):
         build_tactic_pairs(out_train=tmp_path / "t.parquet", out_val=tmp_path / "v.parquet",
                            cfg=planted["cfg"], seed=0, eval_benchmarks=[tmp_path / "nope.jsonl"])  # fmt: skip
