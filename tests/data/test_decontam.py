@@ -153,3 +153,44 @@ def test_a_missing_benchmark_is_named_before_any_work(tmp_path, planted):
     with pytest.raises(FileNotFoundError, match=r"nope\.jsonl: evaluation benchmark not found"):
         build_tactic_pairs(out_train=tmp_path / "t.parquet", out_val=tmp_path / "v.parquet",
                            cfg=planted["cfg"], seed=0, eval_benchmarks=[tmp_path / "nope.jsonl"])  # fmt: skip
+
+
+def test_the_check_runs_before_the_token_length_filter(planted, tmp_path, monkeypatch):
+    """A benchmark theorem whose root row is too long for max_tokens still loses its other rows."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from burnqed.data import stage
+    from burnqed.data.schema import TACTIC_PAIR_SCHEMA
+
+    leaked = planted["theorems"][3]
+    # The root row's tactic is too long; the later row is short and is not a benchmark goal.
+    rows = [("s:leak", _state_of(leaked), "simp [" +
+             ", ".join(["foo"] * 200) + "]", 0),
+            ("s:leak", "⊢ True", "trivial", 1),
+            ("s:clean", "⊢ True ∧ True", "simp", 0)]  # fmt: skip
+    table = pa.table({"source": ["s"] * 3, "theorem": [r[0] for r in rows],
+                      "state_before": [r[1] for r in rows], "tactic": [r[2] for r in rows],
+                      "state_after": ["no goals"] * 3, "depth": [r[3] for r in rows]},
+                     schema=TACTIC_PAIR_SCHEMA)  # fmt: skip
+    monkeypatch.setattr(stage, "read_source_pairs", lambda spec, cfg, seed: table)
+    cfg = dataclasses.replace(planted["cfg"], decontamination="drop", max_tokens=400)
+    out = tmp_path / "pairs"
+    build_tactic_pairs(out_train=out / "train.parquet", out_val=out / "val.parquet", cfg=cfg,
+                       seed=0, report=out / "report.json",
+                       eval_benchmarks=[planted["bench"]])  # fmt: skip
+    kept = {t for f in ("train", "val") for t in pq.read_table(out / f"{f}.parquet")
+            .column("theorem").to_pylist()}  # fmt: skip
+    assert kept == {"s:clean"}
+    report = json.loads((out / "report.json").read_text(encoding="utf-8"))
+    assert report["decontamination"]["contaminated"] == {"s:leak": "proplogic_test:bench_0"}
+    # The filters ran on what decontamination kept.
+    assert report["filters"][0]["rows_in"] == 1
+
+
+def _state_of(t: Theorem) -> str:
+    """The proof state Lean prints for a `theorem name (x : T) … : goal` statement of proplogic."""
+    from burnqed.data.proplogic import traced_pairs
+
+    pairs = traced_pairs([t], source="x").to_pylist()
+    return min(pairs, key=lambda r: r["depth"])["state_before"]
