@@ -29,6 +29,8 @@ rule ebm_train:
     input:
         embeddings="results/iter_{i}/embeddings/manifest.json",
         searches=ebm_searches,
+        # Decontamination: no state of the searches may be an evaluation-benchmark goal.
+        eval_benchmarks=eval_benchmark_files(config),
     output:
         directory("models/iter_{i}/ebm"),
     log:
@@ -43,6 +45,7 @@ rule ebm_train:
     params:
         cfg=lookup(dpath="ebm", within=config),
         seed=lookup(dpath="seed", within=config),
+        decontamination=lookup(dpath="data/decontamination", within=config),
         code=code_digest("ebm_train"),
     script:
         "../workflow/scripts/ebm_train.py"

@@ -191,12 +191,12 @@ class DecontaminationCheck:
         }
 
 
-def _check_mode(mode: str) -> None:
+def check_mode(mode: str) -> None:
     if mode not in MODES:
         raise ValueError(f"data.decontamination: expected one of {MODES}, got {mode!r}")
 
 
-def _verdict(found: Mapping[str, str], *, what: str, mode: str, where: str) -> None:
+def verdict(found: Mapping[str, str], *, what: str, mode: str, where: str) -> None:
     """Refuse (raise) or log the drop of ``found``; nothing to say when it is empty."""
     if not found:
         log.info("decontamination (%s): no benchmark statement found", what)
@@ -244,7 +244,7 @@ def check_pairs(
     theorem (keyed by :func:`theorem_labels`) one of whose states is a benchmark goal goes whole.
 
     Run it before any filter: a filter that drops a theorem's root row would hide the theorem."""
-    _check_mode(mode)
+    check_mode(mode)
     labels = theorem_labels(table, by_source=by_source)
     states = table.column("state_before").to_pylist()
     depths = table.column("depth").to_pylist()
@@ -257,7 +257,7 @@ def check_pairs(
         hit = seen[state]
         if hit is not None and (label not in found or depth < depth_of[label]):
             found[label], depth_of[label] = hit, depth
-    _verdict(found, what=what, mode=mode, where=where or what)
+    verdict(found, what=what, mode=mode, where=where or what)
     kept = table
     if found:
         kept = table.filter(pa.array([lab not in found for lab in labels], type=pa.bool_()))
@@ -279,13 +279,13 @@ def check_theorems(
     theorems: Sequence[Theorem], index: BenchmarkIndex, *, mode: str, what: str, where: str = ""
 ) -> tuple[list[Theorem], DecontaminationCheck]:
     """Theorem statements (the search pool) with every benchmark theorem refused or dropped."""
-    _check_mode(mode)
+    check_mode(mode)
     found = {}
     for t in theorems:
         hit = index.match_theorem(t)
         if hit is not None:
             found[t.name] = hit
-    _verdict(found, what=what, mode=mode, where=where or what)
+    verdict(found, what=what, mode=mode, where=where or what)
     kept = [t for t in theorems if t.name not in found]
     check = DecontaminationCheck(
         what=what,
@@ -309,8 +309,10 @@ __all__ = [
     "canonical_goals",
     "canonical_state",
     "canonical_statement",
+    "check_mode",
     "check_pairs",
     "check_theorems",
     "statement_hash",
     "theorem_labels",
+    "verdict",
 ]
