@@ -55,6 +55,8 @@ else:
         input:
             embeddings="results/iter_{i}/embeddings/manifest.json",
             searches=ebm_searches,
+            # Decontamination: no state of the searches may be an evaluation-benchmark goal.
+            eval_benchmarks=eval_benchmark_files(config),
         output:
             directory("models/iter_{i}/ebm"),
         log:
@@ -69,6 +71,7 @@ else:
         params:
             cfg=lookup(dpath="ebm", within=config),
             seed=lookup(dpath="seed", within=config),
+            decontamination=lookup(dpath="data/decontamination", within=config),
             code=code_digest("ebm_train"),
         script:
             "../workflow/scripts/ebm_train.py"
@@ -130,6 +133,7 @@ rule ebm_train_config:
     input:
         embeddings=config_embeddings,
         searches=ebm_searches,
+        eval_benchmarks=eval_benchmark_files(config),
     output:
         directory("models/iter_{i}/configs/{c}/ebm"),
     log:
@@ -144,6 +148,7 @@ rule ebm_train_config:
     params:
         cfg=lookup(dpath="ebm", within=config),
         seed=lookup(dpath="seed", within=config),
+        decontamination=lookup(dpath="data/decontamination", within=config),
         code=code_digest("ebm_train"),
     script:
         "../workflow/scripts/ebm_train.py"

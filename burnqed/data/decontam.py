@@ -1,31 +1,31 @@
 """Decontamination: no evaluation-benchmark statement may reach training data (SPEC §4.2).
 
-A benchmark theorem is identified by the **normalised statement hash** of what it states, in two
-textual forms that must meet:
-
-- a *statement* (``theorem name (p q : Prop) (h : p) : q := by``) is parsed into its binders and its
-  type and rendered the way Lean prints the initial goal — one ``name : type`` line per hypothesis,
-  then ``⊢ type`` — so it matches a proof state;
-- a *state* (``p q : Prop\\nh : p\\n⊢ q``; Lean groups hypotheses of one type) is split back into one
-  line per hypothesis, its first goal only.
-
-Both are whitespace-collapsed before hashing, and the name-free statement text is hashed too (two
-statement files that differ only in the theorem's name).  What is compared:
+A benchmark theorem is identified by the hash of its **canonical goal**
+(:mod:`burnqed.data.canonical`): the statement and the proof state Lean prints for it have one
+form, the same up to renaming of bound names and hypotheses, binder order and grouping, comments,
+attributes and modifiers, whitespace, redundant parentheses, and leading ``∀``/``→`` versus
+hypotheses.  The name-free token text of the statement is hashed too (it is what matches a
+statement that does not parse into a goal).  What is compared, before any filter:
 
 =====================  =================================================================
-data                   its "statements"
+data                   its states
 =====================  =================================================================
-tactic pairs           each theorem's root state (its lowest-depth ``state_before``)
+tactic pairs           **every** ``state_before`` (each of its goals) of every theorem
 search pool            each theorem's statement, and its printed ``goal`` when present
-trajectory steps       each proved theorem's root state (the first step's ``state_before``)
+trajectory steps       every ``state_before`` of the proof steps of proved theorems
+EBM training states    every state of the searches it learns from (:mod:`burnqed.ebm.groups`)
 =====================  =================================================================
 
-A match is either refused (:class:`ContaminationError`, naming the theorems and the switch) or
-dropped (the whole theorem, counted and named), per ``data.decontamination`` (``refuse`` | ``drop``).
-Every check returns a :class:`DecontaminationCheck` that the stage writes into its summary.
+A theorem is keyed by ``(source, theorem)`` (two sources may share a name); one matching state
+condemns the whole theorem.  A match is either refused (:class:`ContaminationError`, naming the
+theorems and the switch) or dropped (the whole theorem, counted and named), per
+``data.decontamination`` (``refuse`` | ``drop``).  Every check returns a
+:class:`DecontaminationCheck` that the stage writes into its summary.
 
-It is an exact-match test of normalised text: it catches verbatim copies of a benchmark problem
-(the common way benchmarks leak into scraped training sets), not paraphrases or re-formalisations.
+It catches copies of a benchmark problem that differ in presentation (the common way benchmarks
+leak into scraped training sets), and intermediate states of a training proof that *are* a
+benchmark problem; not paraphrases, re-formalisations or definitional unfolding (the list is in
+:mod:`burnqed.data.canonical`).
 
 Example::
 
@@ -33,7 +33,9 @@ Example::
     >>> index = BenchmarkIndex.from_theorems(
     ...     [Theorem(name="b1", formal_statement="theorem b1 (p q : Prop) (h : p ∧ q) : q := by\\n")],
     ...     source="bench.jsonl")
-    >>> index.match_state("p q : Prop\\nh : p ∧ q\\n⊢ q")
+    >>> index.match_state("a b : Prop\\nhab : a ∧ b\\n⊢ b")
+    'b1'
+    >>> index.match_state("x : Prop\\ny : Prop\\n⊢ x ∧ y → y")
     'b1'
     >>> index.match_state("p : Prop\\n⊢ p → p") is None
     True
@@ -43,16 +45,15 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from burnqed.data.benchmarks import sha256_file
+from burnqed.data.canonical import canonical_goals, canonical_statement, statement_text
 from burnqed.theorems import Theorem, TheoremFileError, read_theorems
 
 log = logging.getLogger(__name__)
@@ -61,16 +62,9 @@ MODES = ("refuse", "drop")
 # Names listed in an error message or a log line; the summary JSON lists all of them.
 SHOWN = 10
 
-_DECL = re.compile(r"^\s*(?:theorem|lemma)\s+\S+|^\s*example\b")
-_WS = re.compile(r"\s+")
-
 
 class ContaminationError(ValueError):
     """Training data states a benchmark theorem and ``data.decontamination`` is ``refuse``."""
-
-
-def _collapse(text: str) -> str:
-    return _WS.sub(" ", text).strip()
 
 
 def statement_hash(canonical: str) -> str:
@@ -78,117 +72,23 @@ def statement_hash(canonical: str) -> str:
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
 
 
-# --------------------------------------------------------------------------------------------
-# Canonical forms
-
-
-def _goal_text(hyps: Iterable[tuple[str, str]], target: str) -> str:
-    lines = [f"{n} : {_collapse(t)}" for n, t in hyps]
-    return "\n".join([*lines, f"⊢ {_collapse(target)}"])
-
-
 def canonical_state(state: str) -> str | None:
-    """The first goal of a Lean-printed state, one line per hypothesis; None without a goal."""
-    goal = state.strip().split("\n\n", 1)[0]
-    lines = goal.split("\n")
-    if lines and lines[0].startswith("case "):
-        lines = lines[1:]
-    hyps: list[list[str]] = []  # [names, type] — continuation lines extend the last entry
-    target: list[str] | None = None
-    for line in lines:
-        if target is not None:
-            target.append(line)
-        elif line.startswith("⊢"):
-            target = [line[1:]]
-        elif hyps and (line[:1].isspace() or " : " not in line):
-            hyps[-1][1] += " " + line
-        elif " : " in line:
-            names, typ = line.split(" : ", 1)
-            hyps.append([names, typ])
-    if target is None:
-        return None
-    expanded = [(n, t) for names, t in hyps for n in names.split()]
-    return _goal_text(expanded, " ".join(target))
-
-
-def _closing(text: str, i: int) -> int:
-    """Index just past the bracket group opening at ``text[i]`` (nesting counted); -1 if unbalanced."""
-    pairs = {"(": ")", "{": "}", "[": "]", "⦃": "⦄"}
-    stack: list[str] = []
-    for j in range(i, len(text)):
-        c = text[j]
-        if c in pairs:
-            stack.append(pairs[c])
-        elif stack and c == stack[-1]:
-            stack.pop()
-            if not stack:
-                return j + 1
-    return -1
-
-
-def _split_top(text: str, sep: str) -> int:
-    """Index of the first ``sep`` outside brackets in ``text``; -1 if none."""
-    depth = 0
-    for j, c in enumerate(text):
-        if c in "([{⦃":
-            depth += 1
-        elif c in ")]}⦄":
-            depth -= 1
-        elif depth == 0 and text.startswith(sep, j):
-            return j
-    return -1
-
-
-def canonical_statement(formal_statement: str) -> str | None:
-    """A ``theorem``/``lemma``/``example`` statement rendered as Lean prints its initial goal.
-
-    ``theorem t (p q : Prop) [inst : Foo p] (h : p) : q := by`` → ``p : Prop\\nq : Prop\\ninst : Foo
-    p\\nh : p\\n⊢ q``.  An anonymous instance binder ``[Foo p]`` becomes ``inst✝ : Foo p``, as Lean
-    prints it.  None when the text does not parse as a declaration.
-    """
-    m = _DECL.match(formal_statement)
-    if m is None:
-        return None
-    rest = formal_statement[m.end() :].strip()
-    end = rest.rfind(":=")
-    if end >= 0:
-        rest = rest[:end].strip()
-    hyps: list[tuple[str, str]] = []
-    while rest[:1] in ("(", "{", "[", "⦃"):
-        close = _closing(rest, 0)
-        if close < 0:
-            return None
-        inner = rest[1 : close - 1].strip()
-        colon = _split_top(inner, " : ") if " : " in inner else _split_top(inner, ":")
-        if colon < 0:
-            if rest[0] != "[":
-                return None
-            hyps.append(("inst✝", inner))
-        else:
-            names = inner[:colon].split()
-            typ = inner[colon:].lstrip(" :")
-            hyps += [(n, typ) for n in names]
-        rest = rest[close:].strip()
-    if not rest.startswith(":"):
-        return None
-    return _goal_text(hyps, rest[1:])
-
-
-def _body(formal_statement: str) -> str:
-    """The statement without its declaration keyword and name, whitespace-collapsed."""
-    return "stmt:" + _collapse(_DECL.sub("", formal_statement, count=1))
+    """The canonical form of the first goal of a Lean-printed state; None without a goal."""
+    goals = canonical_goals(state)
+    return goals[0] if goals else None
 
 
 def theorem_keys(t: Theorem) -> set[str]:
     """Every hash under which ``t`` is known: its canonical goal, name-free statement, printed goal."""
-    keys = {statement_hash(_body(t.formal_statement))}
+    keys = set()
+    text = statement_text(t.formal_statement)
+    if text is not None:
+        keys.add(statement_hash("stmt:" + text))
     canonical = canonical_statement(t.formal_statement)
     if canonical is not None:
         keys.add(statement_hash(canonical))
     if t.goal:
-        goal = canonical_state(t.goal)
-        if goal is not None:
-            keys.add(statement_hash(goal))
+        keys |= {statement_hash(g) for g in canonical_goals(t.goal)[:1]}
     return keys
 
 
@@ -248,9 +148,12 @@ class BenchmarkIndex:
         return cls(hashes=hashes, files=files, statements=n, unparsed=unparsed)
 
     def match_state(self, state: str) -> str | None:
-        """The benchmark theorem whose statement is ``state``'s first goal, or None."""
-        canonical = canonical_state(state)
-        return None if canonical is None else self.hashes.get(statement_hash(canonical))
+        """The benchmark theorem one of ``state``'s goals states, or None."""
+        for goal in canonical_goals(state):
+            hit = self.hashes.get(statement_hash(goal))
+            if hit is not None:
+                return hit
+        return None
 
     def match_theorem(self, t: Theorem) -> str | None:
         """The benchmark theorem ``t`` states, or None."""
@@ -268,6 +171,9 @@ class DecontaminationCheck:
     theorems_checked: int
     contaminated: dict[str, str]  # our theorem → the benchmark theorem it states
     rows_dropped: int
+    states_checked: int = 0  # distinct states (statements for the search pool) compared
+    # our theorem → the depth of its first state that is a benchmark goal (0: its root)
+    matched_depth: dict[str, int] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -279,15 +185,18 @@ class DecontaminationCheck:
             "contaminated_theorems": len(self.contaminated),
             "contaminated": self.contaminated,
             "rows_dropped": self.rows_dropped,
+            "states_checked": self.states_checked,
+            "matched_depth": self.matched_depth,
+            "compared": "every state, canonical up to renaming (burnqed.data.canonical)",
         }
 
 
-def _check_mode(mode: str) -> None:
+def check_mode(mode: str) -> None:
     if mode not in MODES:
         raise ValueError(f"data.decontamination: expected one of {MODES}, got {mode!r}")
 
 
-def _verdict(found: Mapping[str, str], *, what: str, mode: str, where: str) -> None:
+def verdict(found: Mapping[str, str], *, what: str, mode: str, where: str) -> None:
     """Refuse (raise) or log the drop of ``found``; nothing to say when it is empty."""
     if not found:
         log.info("decontamination (%s): no benchmark statement found", what)
@@ -309,37 +218,59 @@ def _verdict(found: Mapping[str, str], *, what: str, mode: str, where: str) -> N
     )
 
 
+def theorem_labels(table: pa.Table, *, by_source: bool = True) -> list[str]:
+    """Each row's theorem as decontamination keys it: ``source:theorem`` (two sources may share a
+    name; a theorem already prefixed with its source keeps its name), or the bare theorem name."""
+    theorems = table.column("theorem").to_pylist()
+    if not by_source:
+        return theorems
+    sources = table.column("source").to_pylist()
+    return [
+        t if t.startswith(f"{s}:") else f"{s}:{t}" for s, t in zip(sources, theorems, strict=True)
+    ]
+
+
 def check_pairs(
-    table: pa.Table, index: BenchmarkIndex, *, mode: str, what: str, where: str = ""
+    table: pa.Table,
+    index: BenchmarkIndex,
+    *,
+    mode: str,
+    what: str,
+    where: str = "",
+    by_source: bool = True,
 ) -> tuple[pa.Table, DecontaminationCheck]:
     """Tactic pairs (or positive trajectory steps) with every benchmark-stating theorem refused or
-    dropped.  A theorem's statement is its root state: its lowest-depth ``state_before``."""
-    _check_mode(mode)
-    theorems = table.column("theorem").to_pylist()
+    dropped.  Every ``state_before`` (each of its goals) is compared with the benchmark's goals; a
+    theorem (keyed by :func:`theorem_labels`) one of whose states is a benchmark goal goes whole.
+
+    Run it before any filter: a filter that drops a theorem's root row would hide the theorem."""
+    check_mode(mode)
+    labels = theorem_labels(table, by_source=by_source)
     states = table.column("state_before").to_pylist()
     depths = table.column("depth").to_pylist()
-    root: dict[str, tuple[int, str]] = {}
-    for name, state, depth in zip(theorems, states, depths, strict=True):
-        if name not in root or depth < root[name][0]:
-            root[name] = (depth, state)
+    seen: dict[str, str | None] = {}
     found: dict[str, str] = {}
-    for name, (_, state) in root.items():
-        hit = index.match_state(state)
-        if hit is not None:
-            found[name] = hit
-    _verdict(found, what=what, mode=mode, where=where or what)
+    depth_of: dict[str, int] = {}
+    for label, state, depth in zip(labels, states, depths, strict=True):
+        if state not in seen:
+            seen[state] = index.match_state(state)
+        hit = seen[state]
+        if hit is not None and (label not in found or depth < depth_of[label]):
+            found[label], depth_of[label] = hit, depth
+    verdict(found, what=what, mode=mode, where=where or what)
     kept = table
     if found:
-        mask = pc.invert(pc.is_in(table.column("theorem"), value_set=pa.array(list(found))))
-        kept = table.filter(mask)
+        kept = table.filter(pa.array([lab not in found for lab in labels], type=pa.bool_()))
     check = DecontaminationCheck(
         what=what,
         mode=mode,
         benchmarks=dict(index.files),
         benchmark_statements=index.statements,
-        theorems_checked=len(root),
+        theorems_checked=len(set(labels)),
         contaminated=dict(sorted(found.items())),
         rows_dropped=table.num_rows - kept.num_rows,
+        states_checked=len(seen),
+        matched_depth=dict(sorted(depth_of.items())),
     )
     return kept, check
 
@@ -348,13 +279,13 @@ def check_theorems(
     theorems: Sequence[Theorem], index: BenchmarkIndex, *, mode: str, what: str, where: str = ""
 ) -> tuple[list[Theorem], DecontaminationCheck]:
     """Theorem statements (the search pool) with every benchmark theorem refused or dropped."""
-    _check_mode(mode)
+    check_mode(mode)
     found = {}
     for t in theorems:
         hit = index.match_theorem(t)
         if hit is not None:
             found[t.name] = hit
-    _verdict(found, what=what, mode=mode, where=where or what)
+    verdict(found, what=what, mode=mode, where=where or what)
     kept = [t for t in theorems if t.name not in found]
     check = DecontaminationCheck(
         what=what,
@@ -364,6 +295,7 @@ def check_theorems(
         theorems_checked=len(theorems),
         contaminated=dict(sorted(found.items())),
         rows_dropped=len(theorems) - len(kept),
+        states_checked=len(theorems),
     )
     return kept, check
 
@@ -374,9 +306,13 @@ __all__ = [
     "ContaminationError",
     "DecontaminationCheck",
     "TheoremFileError",
+    "canonical_goals",
     "canonical_state",
     "canonical_statement",
+    "check_mode",
     "check_pairs",
     "check_theorems",
     "statement_hash",
+    "theorem_labels",
+    "verdict",
 ]

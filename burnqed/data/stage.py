@@ -11,7 +11,8 @@ Outputs (paths as the workflow lays them out; every one written atomically):
   asked, ``search_pool.report.json``: theorems per entry and the decontamination check).
 
 Decontamination (:mod:`burnqed.data.decontam`): given the evaluation benchmark file(s), no theorem
-stating one of their statements reaches the tactic pairs or the search pool; ``data.decontamination``
+stating one of their statements (up to renaming, at any of its states, checked before any filter)
+reaches the tactic pairs or the search pool; ``data.decontamination``
 says whether such data is refused (the stage fails, naming them) or dropped (counted and named).
 
 :func:`run` does all of it; :func:`build_tactic_pairs`, :func:`build_search_pool` and
@@ -152,8 +153,8 @@ def build_tactic_pairs(
     sources: Sequence[Mapping] | None = None,
     eval_benchmarks: Sequence[Path] = (),
 ) -> TacticPairSummary:
-    """Read every source (``cfg.sources`` unless ``sources`` is given), filter, decontaminate
-    against ``eval_benchmarks``, split by theorem and write ``out_train``/``out_val`` (and
+    """Read every source (``cfg.sources`` unless ``sources`` is given), decontaminate against
+    ``eval_benchmarks`` (every state, before any filter), filter, split by theorem and write ``out_train``/``out_val`` (and
     ``report``, the JSON filter report)."""
     sources = cfg.sources if sources is None else sources
     index = _benchmark_index(eval_benchmarks)  # a missing benchmark fails before the reading
@@ -173,16 +174,17 @@ def build_tactic_pairs(
     pairs = pa.concat_tables(tables) if tables else TACTIC_PAIR_SCHEMA.empty_table()
     if pairs.num_rows == 0:
         log.warning("no tactic pairs were read from %d source(s)", len(sources))
+    # Decontamination first: a filter that drops a theorem's root (or any) row must not hide it.
+    decontamination = None
+    if index is not None:
+        pairs, check = check_pairs(
+            pairs, index, mode=cfg.decontamination, what="tactic pairs", where=str(out_train)
+        )
+        decontamination = check.to_json()
     count_tokens = load_token_counter(cfg.tokenizer)
     kept, steps = filter_pairs(
         pairs, banned_words=cfg.banned_words, max_tokens=cfg.max_tokens, count_tokens=count_tokens
     )
-    decontamination = None
-    if index is not None:
-        kept, check = check_pairs(
-            kept, index, mode=cfg.decontamination, what="tactic pairs", where=str(out_train)
-        )
-        decontamination = check.to_json()
     train, val = split_by_theorem(kept, val_fraction=cfg.val_fraction, seed=seed)
     _write_parquet(train, Path(out_train))
     _write_parquet(val, Path(out_val))

@@ -4,7 +4,9 @@ Config options (``--params``, ``--configfile``) go *before* the subcommand.  ``-
 (default 1) sets the defaults: the searches of iterations ``< I`` plus iteration 0's noise search,
 ``models/iter_I/merged``, ``results/iter_I/embeddings``, ``models/iter_I/ebm``,
 ``results/iter_I/ebm_metrics.json`` and ``results/iter_I/ebm_plots``; ``--search`` (repeatable) and
-the path options override them.
+the path options override them.  An eval's trajectories (``results/iter_I/eval/``) are refused as
+``--search``, and ``train`` drops or refuses (``data.decontamination``) every theorem one of whose
+states is a goal of the evaluation benchmark (``eval.benchmark``).
 
 Example::
 
@@ -16,6 +18,7 @@ Example::
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from burnqed.config import add_config_arguments
@@ -51,6 +54,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                    help="EBM directory (default: models/iter_I/ebm)")  # fmt: skip
     t.add_argument("--device", default="auto", help="torch device (default: cuda if available)")
     t.add_argument("--seed", type=int, default=None, help="seed (default: params seed)")
+    t.add_argument("--eval-benchmark", type=Path, nargs="*", metavar="JSONL",
+                   help="evaluation benchmark(s) the training states are decontaminated against "
+                   "(default: data/benchmarks/<eval.benchmark>.jsonl)")  # fmt: skip
     t.set_defaults(func=_train)
 
     m = sub.add_parser("metrics", help="embedding-quality metrics and plots (+ the EBM's energies)")
@@ -87,13 +93,27 @@ def _embed(args: argparse.Namespace) -> int:
 
 def _train(args: argparse.Namespace) -> int:
     from burnqed.config import load_config
+    from burnqed.data.decontam import ContaminationError
     from burnqed.ebm.stage import run_train
 
     params = load_config(args)
-    run_train(searches=_searches(args), embeddings=_embeddings(args),
-              out=args.out or Path(f"models/iter_{args.iteration}/ebm"), cfg=params["ebm"],
-              seed=args.seed if args.seed is not None else int(params.get("seed", 0)),
-              device=args.device)  # fmt: skip
+    benchmarks = args.eval_benchmark
+    if benchmarks is None:
+        names = params["eval"]["benchmark"]
+        names = [names] if isinstance(names, str) else names
+        benchmarks = [Path("data/benchmarks") / f"{n}.jsonl" for n in names]
+    try:
+        run_train(searches=_searches(args), embeddings=_embeddings(args),
+                  out=args.out or Path(f"models/iter_{args.iteration}/ebm"), cfg=params["ebm"],
+                  seed=args.seed if args.seed is not None else int(params.get("seed", 0)),
+                  device=args.device,
+                  eval_benchmarks=benchmarks,
+                  decontamination=params["data"].get("decontamination", "refuse"))  # fmt: skip
+    except (ContaminationError, FileNotFoundError) as e:
+        if getattr(args, "debug", False):
+            raise
+        print(f"burnqed ebm train: {e}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -13,6 +13,10 @@ slot a kind cannot fill falls through to the next.  A state that is on a proof p
 any attempt is never a negative for that theorem.  The train/held-out split is **by theorem**
 (proved and unproved theorems shuffled separately, so both splits have both).
 
+Eval trajectories are never training data: :func:`trajectory_dirs` refuses a search that an eval
+wrote (:func:`eval_output`), and :func:`decontaminate_states` drops (or refuses) every theorem one
+of whose states is an evaluation-benchmark goal (:mod:`burnqed.data.decontam`).
+
 Example::
 
     >>> # trajectory_dirs(Path("results/iter_0/search"))  → [.../shard_0, .../shard_1]
@@ -21,6 +25,7 @@ Example::
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import random
@@ -31,6 +36,8 @@ from pathlib import Path
 
 import numpy as np
 
+from burnqed.config import InputError
+from burnqed.data.decontam import BenchmarkIndex, DecontaminationCheck, check_mode, verdict
 from burnqed.trajectory import MANIFEST, read_nodes, search_part_dirs
 
 log = logging.getLogger(__name__)
@@ -45,12 +52,46 @@ def depth_bucket(depth: int) -> str:
     return "3-4" if depth <= 4 else "5+"
 
 
+class EvalTrajectoriesError(InputError):
+    """A search output given as EBM training data is an eval's (benchmark) trajectories."""
+
+
+def eval_output(path: Path) -> str | None:
+    """Why the search output ``path`` is an eval's, or None: its ``manifest.json`` says ``"kind":
+    "eval"`` (the eval stage's search), or the eval JSON beside it (``eval.json`` for ``eval/``)
+    says ``"kind": "burnqed eval"`` and names ``path`` as its trajectories."""
+    manifest = path / MANIFEST
+    if manifest.is_file():
+        try:
+            kind = json.loads(manifest.read_text(encoding="utf-8")).get("kind")
+        except (ValueError, AttributeError):
+            kind = None
+        if kind == "eval":
+            return f"{manifest} says kind: eval"
+    beside = path.parent / f"{path.name}.json"
+    if beside.is_file():
+        try:
+            result = json.loads(beside.read_text(encoding="utf-8"))
+        except ValueError:
+            return None
+        if isinstance(result, dict) and result.get("kind") == "burnqed eval":
+            return f"{beside} is its eval result"
+    return None
+
+
 def trajectory_dirs(path: str | Path) -> list[Path]:
     """The trajectory directories of a search output (:func:`burnqed.trajectory.search_part_dirs`;
-    a ``manifest.json`` path stands for its directory); none at all raises."""
+    a ``manifest.json`` path stands for its directory); none at all raises, and so does an eval's
+    output (:class:`EvalTrajectoriesError`: the benchmark's proofs are not training data)."""
     path = Path(path)
     if path.name == MANIFEST:
         path = path.parent
+    why = eval_output(path)
+    if why is not None:
+        raise EvalTrajectoriesError(
+            f"{path}: eval trajectories ({why}); the EBM learns only from training searches "
+            f"(results/iter_<j>/search, results/iter_0/search_noise), never from a benchmark's"
+        )
     shards = search_part_dirs(path)
     if not shards:
         raise FileNotFoundError(f"{path}: no trajectories (no nodes/ and no shard_*/nodes/)")
@@ -119,6 +160,54 @@ def load_states(dirs: Sequence[str | Path]) -> StateData:
         "y" if len(dirs) == 1 else "ies",
     )
     return data
+
+
+def decontaminate_states(
+    data: StateData, index: BenchmarkIndex, *, mode: str, where: str = ""
+) -> tuple[StateData, DecontaminationCheck]:
+    """``data`` without the theorems one of whose states (any node, the root included) is an
+    evaluation-benchmark goal up to renaming; ``refuse`` raises
+    :class:`~burnqed.data.decontam.ContaminationError` naming them."""
+    check_mode(mode)
+    states, theorems = len(data.texts), len(set(data.theorem))
+    hits = {h: b for h, text in data.texts.items() if (b := index.match_state(text)) is not None}
+    found: dict[str, str] = {}
+    for th, h in zip(data.theorem, data.state_hash, strict=True):
+        if h in hits:
+            found.setdefault(th, hits[h])
+    verdict(found, what="EBM training states", mode=mode, where=where or "EBM training states")
+    keep = [th not in found for th in data.theorem]
+    rows = sum(not k for k in keep)
+    if found:
+
+        def pick(xs: list) -> list:
+            return [x for x, k in zip(xs, keep, strict=True) if k]
+
+        kept_hashes = set(pick(data.state_hash))
+        data = StateData(
+            texts={h: t for h, t in data.texts.items() if h in kept_hashes},
+            goal={t: h for t, h in data.goal.items() if t not in found},
+            theorem=pick(data.theorem),
+            state_hash=pick(data.state_hash),
+            depth=pick(data.depth),
+            on_path=pick(data.on_path),
+            failed=pick(data.failed),
+            parent_key=pick(data.parent_key),
+            node_key=pick(data.node_key),
+            skipped_parts=data.skipped_parts,
+            sources=data.sources,
+        )
+    check = DecontaminationCheck(
+        what="EBM training states",
+        mode=mode,
+        benchmarks=dict(index.files),
+        benchmark_statements=index.statements,
+        theorems_checked=theorems,
+        contaminated=dict(sorted(found.items())),
+        rows_dropped=rows,
+        states_checked=states,
+    )
+    return data, check
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,7 @@ from burnqed.ebm.embeddings import (
     precompute,
     read_cache,
 )
-from burnqed.ebm.groups import build_groups, load_states, trajectory_dirs
+from burnqed.ebm.groups import build_groups, decontaminate_states, load_states, trajectory_dirs
 from burnqed.provenance import git_commit
 
 log = logging.getLogger(__name__)
@@ -81,6 +81,23 @@ def _search_hashes(dirs: Sequence[Path]) -> dict[str, str | None]:
             h.update(p.read_bytes())
         out[str(d)] = h.hexdigest()[:16]
     return out
+
+
+def decontaminated(
+    data, eval_benchmarks: Sequence[str | Path], mode: str, dirs: Sequence[Path]
+) -> tuple[Any, dict | None]:
+    """``data`` without the theorems whose states state an ``eval_benchmarks`` theorem (refused or
+    dropped per ``mode``, :func:`~burnqed.ebm.groups.decontaminate_states`), and the check's JSON."""
+    if not eval_benchmarks:
+        log.warning(
+            "no evaluation benchmark given: the EBM's training states are not decontaminated"
+        )
+        return data, None
+    from burnqed.data.decontam import BenchmarkIndex
+
+    index = BenchmarkIndex.load(eval_benchmarks)
+    data, check = decontaminate_states(data, index, mode=mode, where=", ".join(map(str, dirs)))
+    return data, check.to_json()
 
 
 def read_embeddings_manifest(embeddings: Path) -> dict:
@@ -151,15 +168,22 @@ def run_train(
     cfg: Mapping[str, Any],
     seed: int = 0,
     device: str = "auto",
+    eval_benchmarks: Sequence[str | Path] = (),
+    decontamination: str = "refuse",
 ) -> dict:
-    """Train the EBM into ``out`` (resuming ``<out>.partial/``); return its metadata."""
+    """Train the EBM into ``out`` (resuming ``<out>.partial/``); return its metadata.
+
+    Every state of the searches is checked against ``eval_benchmarks`` (up to renaming); a theorem
+    with a benchmark goal among its states is refused or dropped (``decontamination``)."""
     from burnqed.ebm.scorer import save_ebm
     from burnqed.ebm.train import groups_digest, resolve_device, train_head
 
     started = time.time()
     ebm_cfg = EBMConfig.from_dict(cfg)
     dirs = _dirs(searches)
-    data = load_states(dirs)
+    data, decontamination_check = decontaminated(
+        load_states(dirs), eval_benchmarks, decontamination, dirs
+    )
     vectors, emb_manifest = _vectors_for(Path(embeddings), data)
     groups = build_groups(data, negatives=ebm_cfg.negatives,
                           heldout_fraction=ebm_cfg.heldout_fraction, seed=seed)  # fmt: skip
@@ -188,6 +212,7 @@ def run_train(
                 set(t for t, h in zip(groups.theorem, groups.heldout, strict=True) if h)
             ),
             "negatives_by_kind": groups.kind_counts,
+            "decontamination": decontamination_check,
         },
         "train": result.train,
         "heldout": result.heldout,

@@ -225,6 +225,7 @@ def run(
             resume=resume,
             seed=seed,
             log_dir=log_dir,
+            kind="eval",
         )
     elif (Path(trajectories) / "manifest.json").is_file():
         search_manifest = json.loads((Path(trajectories) / "manifest.json").read_text())

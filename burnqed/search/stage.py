@@ -464,8 +464,12 @@ def run(
     seed: int = 0,
     shard: tuple[int, int] | None = None,
     log_dir: Path | None = None,
+    kind: str = "search",
 ) -> dict:
     """The search stage (see the module docstring); returns the manifest.
+
+    ``kind`` (``search`` | ``eval``) goes into the manifest: an eval's trajectories are benchmark
+    proofs, which training stages refuse (:func:`burnqed.ebm.groups.eval_output`).
 
     ``resume="auto"`` (the workflow's rules) resumes parts written by this same job and discards
     parts written by a different one (:func:`prepare_auto_resume`), so re-running the same
@@ -507,6 +511,7 @@ def run(
         stop=STOP,
     )
     provenance = {
+        "kind": kind,
         "theorems_file": str(theorems),
         "model": str(model),
         "ebm": str(ebm) if ebm else None,

@@ -356,7 +356,10 @@ def train_joint(
         for t in (trajectories.values() if isinstance(trajectories, Mapping) else trajectories)
         for d in trajectory_dirs(t)
     ]
-    states = load_states(dirs)
+    from burnqed.ebm.stage import decontaminated
+
+    # The energy head learns from every state of the searches: none may be a benchmark goal.
+    states, _ = decontaminated(load_states(dirs), eval_benchmarks, decontamination, dirs)
     groups = build_groups(
         states,
         negatives=ebm_cfg.negatives,

@@ -316,6 +316,8 @@ def build_mix(
         table, c = check_pairs(
             table, index, mode=decontamination, what="trajectory steps",
             where=", ".join(str(d) for d in positives.counts),
+            # the searches' theorem keys are pool keys: one theorem across the searches
+            by_source=False,
         )  # fmt: skip
         check = c.to_json()
     else:

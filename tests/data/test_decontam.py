@@ -11,6 +11,7 @@ from burnqed.config import DataConfig
 from burnqed.data.decontam import (
     BenchmarkIndex,
     ContaminationError,
+    canonical_goals,
     canonical_state,
     canonical_statement,
     check_pairs,
@@ -30,19 +31,21 @@ BENCH = Theorem(
 
 def test_a_statement_and_the_state_lean_prints_for_it_have_one_canonical_form():
     state = "x y : ℝ\ninst✝ : Fact (0 < x)\nh₀ : x ≠ 0\nh₁ : y = 2 * x\n⊢ |(120 : ℝ) / 100 * 30 - 130| = 94"
-    # Lean prints `abs` as |·|: the canonical forms are exact, so only the same text matches.
+    # Lean prints `abs` as |·|: notation is not unfolded, so only the same text matches.
     assert canonical_statement(BENCH.formal_statement) == (
-        "x : ℝ\ny : ℝ\ninst✝ : Fact (0 < x)\nh₀ : x ≠ 0\nh₁ : y = 2 * x\n"
-        "⊢ abs ((120 : ℝ) / 100 * 30 - 130) = 94"
+        "v0 : ℝ\n_ : Fact ( 0 < v0 )\n_ : v0 ≠ 0\nv1 : ℝ\n_ : v1 = 2 * v0\n"
+        "⊢ abs ( ( 120 : ℝ ) / 100 * 30 - 130 ) = 94"
     )
-    assert canonical_state(state.replace("|(120 : ℝ) / 100 * 30 - 130|", "abs ((120 : ℝ) / 100 * 30 - 130)")) == (
-        canonical_statement(BENCH.formal_statement)
-    )
-    # Grouping, line breaks inside a type, a case tag and later goals do not matter.
-    assert canonical_state("case h\np q : Prop\nh : p ∧\n  q\n⊢ q\n\np : Prop\n⊢ p") == (
-        "p : Prop\nq : Prop\nh : p ∧ q\n⊢ q"
-    )
-    assert canonical_statement("theorem t : ∀ (p : Prop), p → p := by") == "⊢ ∀ (p : Prop), p → p"
+    assert canonical_state(state) != canonical_statement(BENCH.formal_statement)
+    assert canonical_state(
+        state.replace("|(120 : ℝ) / 100 * 30 - 130|", "abs ((120 : ℝ) / 100 * 30 - 130)")
+    ) == (canonical_statement(BENCH.formal_statement))
+    # Grouping, line breaks inside a type, a case tag do not matter; every goal is read.
+    assert canonical_goals("case h\np q : Prop\nh : p ∧\n  q\n⊢ q\n\np : Prop\n⊢ p") == [
+        "v0 : Prop\nv1 : Prop\n_ : v1 ∧ v0\n⊢ v0",
+        "v0 : Prop\n⊢ v0",
+    ]
+    assert canonical_statement("theorem t : ∀ (p : Prop), p → p := by") == "v0 : Prop\n_ : v0\n⊢ v0"
     assert canonical_statement("not a theorem") is None and canonical_state("no goals") is None
 
 
@@ -58,7 +61,9 @@ def test_the_index_matches_states_and_statements_of_any_name():
                                   .replace("mathd_algebra_10", "lean_workbook_77"))  # fmt: skip
     assert index.match_theorem(renamed) == "mathd_algebra_10"
     # A statement the parser cannot read still matches by its name-free text.
-    odd = Theorem(name="o", formal_statement="theorem o {α : Type*} (f : α → α) (h : ∀ x, f x = x :")
+    odd = Theorem(
+        name="o", formal_statement="theorem o {α : Type*} (f : α → α) (h : ∀ x, f x = x :"
+    )
     assert canonical_statement(odd.formal_statement) is None
     odd_index = BenchmarkIndex.from_theorems([odd], source="b")
     assert odd_index.unparsed == 1
@@ -145,6 +150,47 @@ def test_the_search_pool_is_decontaminated(planted, tmp_path):
 
 
 def test_a_missing_benchmark_is_named_before_any_work(tmp_path, planted):
-    with pytest.raises(FileNotFoundError, match="nope.jsonl: evaluation benchmark not found"):
+    with pytest.raises(FileNotFoundError, match=r"nope\.jsonl: evaluation benchmark not found"):
         build_tactic_pairs(out_train=tmp_path / "t.parquet", out_val=tmp_path / "v.parquet",
                            cfg=planted["cfg"], seed=0, eval_benchmarks=[tmp_path / "nope.jsonl"])  # fmt: skip
+
+
+def test_the_check_runs_before_the_token_length_filter(planted, tmp_path, monkeypatch):
+    """A benchmark theorem whose root row is too long for max_tokens still loses its other rows."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from burnqed.data import stage
+    from burnqed.data.schema import TACTIC_PAIR_SCHEMA
+
+    leaked = planted["theorems"][3]
+    # The root row's tactic is too long; the later row is short and is not a benchmark goal.
+    rows = [("s:leak", _state_of(leaked), "simp [" +
+             ", ".join(["foo"] * 200) + "]", 0),
+            ("s:leak", "⊢ True", "trivial", 1),
+            ("s:clean", "⊢ True ∧ True", "simp", 0)]  # fmt: skip
+    table = pa.table({"source": ["s"] * 3, "theorem": [r[0] for r in rows],
+                      "state_before": [r[1] for r in rows], "tactic": [r[2] for r in rows],
+                      "state_after": ["no goals"] * 3, "depth": [r[3] for r in rows]},
+                     schema=TACTIC_PAIR_SCHEMA)  # fmt: skip
+    monkeypatch.setattr(stage, "read_source_pairs", lambda spec, cfg, seed: table)
+    cfg = dataclasses.replace(planted["cfg"], decontamination="drop", max_tokens=400)
+    out = tmp_path / "pairs"
+    build_tactic_pairs(out_train=out / "train.parquet", out_val=out / "val.parquet", cfg=cfg,
+                       seed=0, report=out / "report.json",
+                       eval_benchmarks=[planted["bench"]])  # fmt: skip
+    kept = {t for f in ("train", "val") for t in pq.read_table(out / f"{f}.parquet")
+            .column("theorem").to_pylist()}  # fmt: skip
+    assert kept == {"s:clean"}
+    report = json.loads((out / "report.json").read_text(encoding="utf-8"))
+    assert report["decontamination"]["contaminated"] == {"s:leak": "proplogic_test:bench_0"}
+    # The filters ran on what decontamination kept.
+    assert report["filters"][0]["rows_in"] == 1
+
+
+def _state_of(t: Theorem) -> str:
+    """The proof state Lean prints for a `theorem name (x : T) … : goal` statement of proplogic."""
+    from burnqed.data.proplogic import traced_pairs
+
+    pairs = traced_pairs([t], source="x").to_pylist()
+    return min(pairs, key=lambda r: r["depth"])["state_before"]

@@ -196,9 +196,10 @@ def test_cli_runs_the_three_subcommands(searches, tmp_path, repo_root, fake_back
              "--embeddings", str(tmp_path / "emb")]  # fmt: skip
     assert cli_main([*base, "embed", *where, "--model", "toy-model"]) == 0
     assert fake_backend[0][0] == "toy-model"
-    assert (
-        cli_main([*base, "train", *where, "--out", str(tmp_path / "ebm"), "--device", "cpu"]) == 0
-    )
+    bench = tmp_path / "bench.jsonl"  # decontamination needs the benchmark; an empty one here
+    bench.write_text("")
+    assert cli_main([*base, "train", *where, "--out", str(tmp_path / "ebm"), "--device", "cpu",
+                     "--eval-benchmark", str(bench)]) == 0  # fmt: skip
     assert cli_main([*base, "metrics", *where, "--ebm", str(tmp_path / "ebm"),
                      "--out", str(tmp_path / "m.json"), "--plots", str(tmp_path / "plots")]) == 0  # fmt: skip
     assert json.loads((tmp_path / "m.json").read_text())["ebm"]["path"] == str(tmp_path / "ebm")

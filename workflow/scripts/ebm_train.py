@@ -14,4 +14,6 @@ with to_log_file(snakemake.log[0]):
         embeddings=Path(snakemake.input.embeddings).parent,
         cfg=snakemake.params.cfg,
         seed=snakemake.params.seed,
+        eval_benchmarks=[Path(b) for b in snakemake.input.eval_benchmarks],
+        decontamination=snakemake.params.decontamination,
     )
