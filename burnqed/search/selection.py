@@ -13,11 +13,13 @@ pool (``data/theorems/search_pool.jsonl``) minus, in this order:
 then a seeded sample of ``pool_size`` of what remains (all of it when ``pool_size`` is null or
 larger).  The counts per exclusion go to the log and to ``<out>.meta.json`` for the report.
 
-Example::
+Example (what rule ``search_pool_select`` runs; there is no CLI command for it)::
 
-    burnqed select-pool --configfile config/demo.yaml --iteration 1 \\
-        --pool data/theorems/search_pool.jsonl --earlier results/iter_0/search \\
-        --out results/iter_1/search_pool.jsonl
+    from burnqed.search.selection import run
+    run(pool=Path("data/theorems/search_pool.jsonl"),
+        earlier=[Path("results/iter_0/search"), Path("results/iter_0/search_noise")],
+        out=Path("results/iter_1/search_pool.jsonl"),
+        cfg=params["search"], lean=params["lean"], seed=params["seed"])
 """
 
 from __future__ import annotations
