@@ -275,8 +275,7 @@ def build_benchmarks(
         for t in theorems:
             if t.split not in by_split:
                 raise BenchmarkError(
-                    f"{path}: theorem {t.key!r} has split {t.split!r}, "
-                    f"not one of {list(bm.splits)}"
+                    f"{path}: theorem {t.key!r} has split {t.split!r}, not one of {list(bm.splits)}"
                 )
             by_split[t.split].append(t)
         for split in _selected(bm.splits, splits, name):
