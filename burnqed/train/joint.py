@@ -327,6 +327,7 @@ def train_joint(
     from burnqed.train.sft import (
         CheckpointSelection,
         _load_tokenizer,
+        adapter_difference,
         build_mix,
         check_target_modules,
         load_base_model,
@@ -377,6 +378,13 @@ def train_joint(
     tokenizer = _load_tokenizer(base)
     check_target_modules(model, sft.target_modules)
     model = _with_adapter(model, sft, plan)
+    warm_start = None
+    if plan.warm_start is not None:  # the previous iteration's adapter, loaded as is
+        warm_start = {
+            "adapter": str(plan.warm_start),
+            "max_abs_diff_before_step_1": adapter_difference(model, plan.warm_start),
+        }
+        log.info("warm start from %s: %s", plan.warm_start, warm_start)
     hidden_size = model.get_base_model().config.hidden_size
     gt = group_texts(groups, states.texts, tokenizer, sft.joint_state_max_length)
     held = [i for i, h in enumerate(groups.heldout) if h]
@@ -536,6 +544,7 @@ def train_joint(
             "mode": "joint",
             "steps": plan.max_steps,
             "resumed_from": start or None,
+            "warm_start": warm_start,
             "selection": {
                 "criterion": chosen.criterion,
                 "step": chosen.step,

@@ -174,6 +174,8 @@ def test_joint_training_writes_the_adapter_the_head_and_what_it_measured(joint_r
     summary = json.loads((joint_run / "training_summary.json").read_text())
     j = summary["joint"]
     assert summary["mode"] == "joint" and j["lambda"] == 0.5 and j["goal_embedding_gradients"]
+    # warm-started from iteration 0's adapter, loaded as saved
+    assert summary["warm_start"]["max_abs_diff_before_step_1"] == 0.0
     assert j["scales"]["sft"] > 0 and j["scales"]["nce"] > 0
     assert j["last"]["grad_norm_lora"] > 0 and j["last"]["grad_norm_head"] > 0
     for key in ("centroid_separation", "probe_accuracy", "rank1", "temperature"):
