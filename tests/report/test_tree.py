@@ -260,7 +260,9 @@ def test_the_iteration_report_links_the_trees_of_newly_solved_and_unsolved_theor
         assert first["file"] and f"[{first['theorem']}](trees/{first['file']})" in md
         page = _embedded((out / "trees" / first["file"]).read_text())
         assert page["summary"]["theorem"] == first["theorem"]
-        assert page["summary"]["status"] == ("proved" if kind == "newly solved" else first["status"])
+        assert page["summary"]["status"] == (
+            "proved" if kind == "newly solved" else first["status"]
+        )
         assert all(e["file"] is None for e in entries[1:])  # tree_files = 1 per list
     assert f"{len(unsolved) - 1} more without a page" in md
     assert f"burnqed tree {tmp_path / 'iter_1' / 'eval'} --theorem KEY --out tree.html" in md
