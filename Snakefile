@@ -19,6 +19,10 @@ from burnqed.config import validate_params
 configfile: "params.yaml"
 
 
+# `snakemake --report report.html`: the outputs marked report(...) in rules/, captions in workflow/report/.
+report: "workflow/report/workflow.rst"
+
+
 validate_params(config, source="workflow config (params.yaml + --configfile overlays)")
 
 

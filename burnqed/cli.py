@@ -1,8 +1,9 @@
 """The ``burnqed`` command line: every stage a Snakemake rule runs, runnable by hand.
 
 Each stage package has a ``command`` module with ``add_parser(subparsers)`` that declares its
-options and sets ``func``; the function loads and validates the config (``--params`` plus
-``--configfile`` overlays, exactly as the workflow does) and calls the stage's ``run``.
+options and sets ``func`` (the report package's also adds ``tree``); the function loads and
+validates the config (``--params`` plus ``--configfile`` overlays, exactly as the workflow does)
+and calls the stage's ``run``.
 Command modules import only light modules at import time, so ``burnqed --help`` is fast.
 Bad input (:class:`~burnqed.config.ConfigError`, :class:`~burnqed.config.InputError`, a bad theorem
 file) prints one line naming the file, key or line and exits 2; ``--debug`` shows the traceback.
@@ -15,6 +16,7 @@ Example::
     burnqed eval --model models/iter_0/merged --out results/iter_0/eval.json
     burnqed compare results/*/eval.json --out results/compare.md
     burnqed doctor --configfile config/demo.yaml
+    burnqed tree results/iter_0/eval --theorem KEY --out tree.html
 """
 
 from __future__ import annotations

@@ -481,8 +481,10 @@ class ReportConfig(Section):
     unique_candidates_target: float = 2.0
     unique_candidates_red_line: float = 1.5
     energy_bins: int = 40
+    tree_files: int = 20  # search-tree pages per list (newly solved, unsolved) beside each report
 
     def __post_init__(self) -> None:
+        self._require(self.tree_files >= 0, "tree_files", f"must be >= 0, got {self.tree_files}")
         for gate in THRESHOLD_GATES:
             target, red = getattr(self, f"{gate}_target"), getattr(self, f"{gate}_red_line")
             self._require(

@@ -84,7 +84,13 @@ rule ebm_metrics:
         ebm="models/iter_{i}/ebm",
     output:
         metrics="results/iter_{i}/ebm_metrics.json",
-        plots=directory("results/iter_{i}/ebm_plots"),
+        plots=report(
+            directory("results/iter_{i}/ebm_plots"),
+            patterns=["{plot}.png"],
+            category="iteration {i}",
+            subcategory="EBM and embeddings",
+            caption="../workflow/report/ebm_plots.rst",
+        ),
     log:
         "logs/ebm/iter_{i}_metrics.log",
     conda:

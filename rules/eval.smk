@@ -18,7 +18,12 @@ rule eval_baseline:
     output:
         # Trajectories go beside it (eval.json -> eval/): not declared, so a killed job keeps its
         # finished attempts and the rerun resumes them (burnqed.search.stage, resume="auto").
-        json="results/baseline/eval.json",
+        json=report(
+            "results/baseline/eval.json",
+            category="baseline",
+            subcategory="eval",
+            caption="../workflow/report/eval.rst",
+        ),
     log:
         "logs/eval/baseline.log",
     conda:
@@ -61,7 +66,12 @@ rule eval:
     output:
         # Trajectories go beside it (eval.json -> eval/): not declared, so a killed job keeps its
         # finished attempts and the rerun resumes them (burnqed.search.stage, resume="auto").
-        json="results/iter_{i}/eval.json",
+        json=report(
+            "results/iter_{i}/eval.json",
+            category="iteration {i}",
+            subcategory="eval",
+            caption="../workflow/report/eval.rst",
+        ),
     log:
         "logs/eval/iter_{i}.log",
     conda:
@@ -240,7 +250,12 @@ rule compare:
         controls=control_evals(config),
         configs=config_files(config),
     output:
-        md="results/compare.md",
+        md=report(
+            "results/compare.md",
+            category="across iterations",
+            subcategory="compare",
+            caption="../workflow/report/compare.rst",
+        ),
         json="results/compare.json",
     log:
         "logs/eval/compare.log",

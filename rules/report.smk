@@ -19,7 +19,13 @@ rule report:
         ebm=branch(evaluate("{i} != '0'"), then="models/iter_{i}/ebm"),
         configs=iteration_config_files,
     output:
-        directory("results/iter_{i}/report"),
+        report(
+            directory("results/iter_{i}/report"),
+            patterns=["{name}.png", "{name}.md"],
+            category="iteration {i}",
+            subcategory="report",
+            caption="../workflow/report/iteration_report.rst",
+        ),
     log:
         "logs/report/iter_{i}.log",
     conda:
@@ -57,7 +63,13 @@ rule report_cross:
             i=range(1, lookup(dpath="iterations", within=config)),
         ),
     output:
-        directory("results/report"),
+        report(
+            directory("results/report"),
+            patterns=["{name}.png", "{name}.md"],
+            category="across iterations",
+            subcategory="report",
+            caption="../workflow/report/cross_report.rst",
+        ),
     log:
         "logs/report/cross.log",
     conda:

@@ -6,6 +6,10 @@ Example::
     burnqed report iteration --eval results/iter_0/eval.json --trajectories results/iter_0/eval \\
         --baseline results/baseline/eval.json --out results/iter_0/report
     burnqed report cross results/baseline/eval.json results/iter_*/eval.json --out results/report
+    burnqed tree results/iter_0/eval --theorem KEY --out tree.html
+
+``burnqed tree`` (registered here beside ``burnqed report``: it is the report package's) writes one
+attempt's search tree as a self-contained HTML page (:mod:`burnqed.report.tree`).
 """
 
 from __future__ import annotations
@@ -44,6 +48,23 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     add_config_arguments(cr)
     cr.set_defaults(func=main_cross)
 
+    tr = subparsers.add_parser(
+        "tree",
+        help="one attempt's search tree as a static, self-contained HTML page",
+        description="Write one attempt's search tree (states, tactics, outcomes, energies, "
+        "log-probabilities, expansion order, the proof path, why the search ended) as one HTML "
+        "file that needs no server or network.",
+    )
+    tr.add_argument("directory", type=Path, metavar="DIR",
+                    help="a search or eval output directory (or the eval JSON beside one)")  # fmt: skip
+    tr.add_argument("--theorem", required=True, metavar="KEY", help="the theorem's key")
+    tr.add_argument("--attempt", type=int, default=None, metavar="N",
+                    help="attempt (default: the proved one whose proof came first, else the first)")  # fmt: skip
+    tr.add_argument("--open-depth", type=int, default=2, metavar="D",
+                    help="subtrees shown open down to this depth (the proof path always is)")  # fmt: skip
+    tr.add_argument("--out", type=Path, required=True, metavar="HTML")
+    tr.set_defaults(func=main_tree)
+
 
 def main_iteration(args: argparse.Namespace) -> int:
     from burnqed.config import load_config
@@ -76,4 +97,18 @@ def main_cross(args: argparse.Namespace) -> int:
         no_ebm=args.no_ebm,
         ebm_metrics=args.ebm_metrics,
     )
+    return 0
+
+
+def main_tree(args: argparse.Namespace) -> int:
+    import logging
+
+    from burnqed.report.tree import write_tree
+
+    row = write_tree(args.directory, theorem=args.theorem, attempt=args.attempt, out=args.out,
+                     open_depth=args.open_depth)  # fmt: skip
+    logging.getLogger(__name__).info(
+        "%s attempt %d (%s, ended by %s, %d nodes) → %s", row["theorem"], row["attempt"],
+        row["status"], row["ended_by"], row["nodes_total"], args.out,
+    )  # fmt: skip
     return 0

@@ -37,7 +37,7 @@ from burnqed.eval.paired import format_p, paired_test, summary_line
 from burnqed.eval.stage import write_json
 from burnqed.eval.summary import QUERIES, rows, summarise, summary_markdown
 from burnqed.eval.table import eval_markdown, fmt, markdown_table, outcomes_markdown, pct
-from burnqed.report import plots
+from burnqed.report import plots, tree
 from burnqed.report.gates import FLAGGED, evaluate_gates, load_ebm_metrics, overall
 
 log = logging.getLogger(__name__)
@@ -171,6 +171,41 @@ def embedding_markdown(ebm: Mapping[str, Any] | None) -> str:
     return f"Embedding metrics ({', '.join(ebm['sources'])}):\n\n{table}\n"
 
 
+def search_trees(
+    current: Mapping[str, Any], trajectories: Path, out: Path, *, limit: int
+) -> dict[str, list[dict]]:
+    """Search-tree pages (burnqed.report.tree) under ``out/trees/`` for the theorems this eval newly
+    solved (vs the previous eval) and those it left unsolved, at most ``limit`` pages per list."""
+    per = current.get("per_theorem") or []
+    lists = {
+        "newly solved": list((current.get("previous") or {}).get("newly_solved") or []),
+        "unsolved": [r["theorem"] for r in per if r["evaluated"] and not r["proved_attempts"]],
+    }
+    if not trajectories.is_dir():
+        return {k: [] for k in lists}
+    return {k: tree.write_trees(trajectories, out / "trees", v, limit=limit)
+            for k, v in lists.items()}  # fmt: skip
+
+
+def trees_markdown(trees: Mapping[str, Sequence[Mapping[str, Any]]], trajectories: Path) -> str:
+    """The report's links to the tree pages; the ``burnqed tree`` command for those without one."""
+    out = ["## Search trees", ""]
+    for kind, entries in trees.items():
+        pages = [e for e in entries if e["file"]]
+        links = ", ".join(
+            f"[{e['theorem']}](trees/{e['file']}) ({e['status']}, ended by {e['ended_by']})"
+            for e in pages
+        )
+        out.append(f"- {kind} ({len(entries)}): {links or 'none'}")
+        rest = [e for e in entries if not e["file"]]
+        if rest:
+            out.append(
+                f"  - {len(rest)} more without a page ({_names([e['theorem'] for e in rest], 10)});"
+                f" render one with `burnqed tree {trajectories} --theorem KEY --out tree.html`"
+            )
+    return "\n".join(out) + "\n"
+
+
 def run_iteration(
     *,
     eval_json: Path,
@@ -247,6 +282,7 @@ def run_iteration(
     plots.histogram({"attempts": ([r["nodes_expanded"] for r in nodes], [r["attempts"] for r in nodes])},
                     out / "nodes_hist.png", xlabel="nodes expanded per attempt", ylabel="attempts",
                     title=f"Nodes per attempt — {label}")  # fmt: skip
+    trees = search_trees(current, Path(trajectories), out, limit=rcfg.tree_files)
     t = stats["time_split"]
     md = [
         f"# Report: {label}",
@@ -264,6 +300,7 @@ def run_iteration(
         "## How attempts ended",
         "",
         outcomes_markdown(current),
+        trees_markdown(trees, Path(trajectories)),
         "## EBM",
         "",
         ablation_markdown(current, ablation),
@@ -295,6 +332,7 @@ def run_iteration(
         "energy_histogram": energy,
         "ebm_metrics": ebm,
         "configs": section,
+        "search_trees": trees,
     }
     write_json(out / "report.json", result)
     log.info("report %s: %s → %s", label, overall(gates), out / "report.md")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -138,6 +139,34 @@ def test_rule_all_builds_the_whole_loop(loop):
     # Iteration 1's SFT learned from iteration 0's verified proofs (normal and noise searches).
     summary = json.loads((loop / "models/iter_1/adapter/training_summary.json").read_text())
     assert summary["warm_start"] and summary["validation"]["trajectory"]
+
+
+def test_snakemake_report_of_the_loop_holds_every_plot_and_table(loop):
+    """The README's `snakemake --report report.html --configfile config/demo.yaml` (with the run's
+    shrinking overlay too) after the loop: one self-contained file with every marked output."""
+    r = subprocess.run(
+        [SNAKEMAKE, "--report", "report.html", "--configfile", "config/demo.yaml", "small.yaml"],
+        cwd=loop, env=_env(), capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-8000:]
+    page = (loop / "report.html").read_text(encoding="utf-8")
+    embedded = set(re.findall(r"data:[\w/+.-]+;charset=\w+;filename=([\w.-]+);base64,", page))
+    plots = {"budget_curve.png", "anytime.png", "energy_hist.png", "proof_depth.png",  # iteration
+             "nodes_hist.png", "budget_curves.png", "iterations.png",  # across iterations
+             "pca_by_label.png", "pca_by_depth.png"}  # iteration 1's embeddings  # fmt: skip
+    assert plots <= embedded, plots - embedded
+    assert {"eval.json", "report.md", "compare.md"} <= embedded
+    for path in ("results/iter_1/report/budget_curve.png", "results/iter_1/ebm_plots/pca_by_label.png",
+                 "results/report/budget_curves.png", "results/compare.md",
+                 "results/baseline/eval.json", "results/iter_0/eval.json"):  # fmt: skip
+        assert path in page, path
+    for category in ("baseline", "iteration 0", "iteration 1", "across iterations"):
+        assert category in page, category
+    # The iteration reports link the search trees they wrote beside them.
+    md = (loop / "results/iter_1/report/report.md").read_text(encoding="utf-8")
+    assert "## Search trees" in md
+    pages = list((loop / "results/iter_1/report/trees").glob("*.html"))
+    assert pages and all(f"(trees/{p.name})" in md for p in pages)
 
 
 def test_the_next_pool_excludes_what_iteration_0_proved(loop):

@@ -5,7 +5,8 @@ What is covered, and how:
 - **Every command of a ```bash block**, one per ``&&``, its ``# comment`` dropped, taken
   literally (a block is copied whole: no placeholders there).  ``snakemake …`` must plan as
   written (``-n --quiet=rules`` put right after ``snakemake``), in a copy of the workflow (nothing
-  is written into the repository); ``burnqed …`` must parse with the real parser
+  is written into the repository) — ``snakemake --report FILE …`` without ``--report FILE``, since
+  a report needs a finished run (``tests/workflow/test_loop.py`` builds one after the loop); ``burnqed …`` must parse with the real parser
   (:func:`burnqed.cli.build_parser`, nothing executed), and runs for real where that is cheap:
   ``burnqed --help``, ``burnqed data --configfile config/demo.yaml pairs`` on a shrunken demo,
   ``burnqed data fetch minif2f --from PATH`` with the local copy, ``burnqed doctor --configfile
@@ -62,6 +63,7 @@ SAMPLES = {
     "JSON": "results/iter_0/eval.json",
     "I": "1",
     "R": "store",
+    "KEY": "toy0000",
 }
 _PLACEHOLDER = re.compile(r"^([A-Z][A-Z_]*)(?:\.\.\.|…)?$")
 
@@ -234,7 +236,11 @@ def plans(tmp_path_factory) -> dict[tuple[str, ...], tuple[subprocess.CompletedP
 
     def plan(c: Command) -> tuple[subprocess.CompletedProcess, float]:
         t0 = time.perf_counter()
-        r = subprocess.run([SNAKEMAKE, "-n", "--quiet=rules", *c.argv[1:]], cwd=work, env=env,
+        args = list(c.argv[1:])
+        if "--report" in args:  # the report of a finished run: plan that run
+            at = args.index("--report")
+            del args[at : at + 2]
+        r = subprocess.run([SNAKEMAKE, "-n", "--quiet=rules", *args], cwd=work, env=env,
                            capture_output=True, text=True, timeout=300)  # fmt: skip
         return r, time.perf_counter() - t0
 
