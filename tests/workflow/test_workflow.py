@@ -188,7 +188,8 @@ def test_dry_run_plans_the_whole_loop(overlay, tmp_path):
         "sft": n,
         "merge": n,
         "ebm_embed": n - 1,
-        "ebm_train": n - 1,
+        # sft.mode joint (the default): the main line's EBM is the head trained with the adapter
+        "ebm_export_joint": n - 1,
         "ebm_metrics": n - 1,
         "search_shard": n - 1,  # the last iteration's own search only feeds the next one
         "search_noise_shard": 1,
@@ -200,6 +201,15 @@ def test_dry_run_plans_the_whole_loop(overlay, tmp_path):
         "report": n,
         "report_cross": 1,
         "compare": 1,
+        # the value-model configurations of every iteration >= 1: A, S, B with decoupled EBMs
+        # (A and S on their own models' embeddings, B on the main line's), S without its EBM
+        "sft_only": n - 1,
+        "merge_sft_only": n - 1,
+        "ebm_embed_config": 2 * (n - 1),
+        "ebm_train_config": 3 * (n - 1),
+        "ebm_metrics_config": 3 * (n - 1),
+        "eval_config": 3 * (n - 1),
+        "eval_config_no_ebm": n - 1,
     }
     assert {k: jobs.get(k) for k in expected} == expected, out[-3000:]
 
@@ -212,7 +222,8 @@ def test_the_last_iterations_eval_needs_every_stage_before_it(tmp_path):
     assert r.returncode == 0, out
     jobs = _job_counts(out)
     assert jobs["eval_baseline"] == 1 and jobs["eval"] == 3
-    assert jobs["sft"] == jobs["merge"] == 3 and jobs["ebm_train"] == jobs["ebm_embed"] == 2
+    assert jobs["sft"] == jobs["merge"] == 3 and jobs["ebm_export_joint"] == 2
+    assert "ebm_embed" not in jobs  # the joint head needs no frozen embeddings (metrics and B do)
     assert jobs["search_shard"] == 2 and jobs["search_noise_shard"] == 1
 
 
