@@ -79,13 +79,18 @@ def _file_fingerprint(path: Path, h: Any) -> None:
 
 def model_digest(model: str | Path, pooling: str) -> str:
     """Fingerprint of the weights at ``model`` (a local directory) or of its served name + pooling."""
+    from burnqed.determinism import RUN_SPECIFIC_FILES
+
     h = hashlib.sha256(f"burnqed-embedding-v1\0pooling={pooling}\0".encode())
     path = Path(model)
     if path.is_dir():
         files = sorted(
             p
             for p in path.iterdir()
-            if p.is_file() and not p.name.startswith(".") and not p.name.startswith("burnqed_")
+            if p.is_file()
+            and not p.name.startswith(".")
+            and not p.name.startswith("burnqed_")
+            and p.name not in RUN_SPECIFIC_FILES  # dates and wall times: not the weights
         )
         if not files:
             raise EmbeddingError(f"{path}: model directory is empty")

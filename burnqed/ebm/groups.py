@@ -130,10 +130,13 @@ def load_states(dirs: Sequence[str | Path]) -> StateData:
         read = read_nodes(d)
         data.skipped_parts.extend(read.skipped)
         data.sources.append(str(d))
+        # In tree order, not file order: parts hold attempts in the order they finished, which
+        # depends on timing; the groups (and so the EBM) must not.
         t = read.table.select(
             ["theorem", "attempt", "node_id", "parent_id", "depth", "state", "state_hash",
              "on_proof_path", "status", "solved"]
-        ).to_pydict()  # fmt: skip
+        ).sort_by([("theorem", "ascending"), ("attempt", "ascending"),
+                   ("node_id", "ascending")]).to_pydict()  # fmt: skip
         for i in range(len(t["theorem"])):
             state = t["state"][i]
             if state is None or t["solved"][i]:

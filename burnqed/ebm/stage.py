@@ -71,15 +71,29 @@ def _dirs(searches: Sequence[str | Path]) -> list[Path]:
     return [d for s in searches for d in trajectory_dirs(s)]
 
 
+# What a search decided, not when: the tree's columns without the clock-time ones, in tree order.
+_TREE_COLUMNS = ("theorem", "attempt", "node_id", "parent_id", "depth", "state_hash", "tactic",
+                 "llm_logprob", "ebm_energy", "status", "on_proof_path", "solved", "error",
+                 "duplicate_of", "expansion_index")  # fmt: skip
+
+
 def _search_hashes(dirs: Sequence[Path]) -> dict[str, str | None]:
-    """sha256 of each trajectory directory's part files (names + sizes + bytes)."""
+    """A content digest of each trajectory directory's trees (:data:`_TREE_COLUMNS`, sorted by
+    theorem, attempt and node): equal for two runs that searched alike, whatever their timing."""
+    import pyarrow as pa
+
+    from burnqed.trajectory import read_nodes
+
     out = {}
     for d in dirs:
-        h = hashlib.sha256()
-        for p in sorted(d.glob("*/part-*.parquet")):
-            h.update(f"{p.relative_to(d)}\0".encode())
-            h.update(p.read_bytes())
-        out[str(d)] = h.hexdigest()[:16]
+        t = read_nodes(d).table.select(list(_TREE_COLUMNS))
+        t = t.sort_by(
+            [("theorem", "ascending"), ("attempt", "ascending"), ("node_id", "ascending")]
+        )
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, t.schema) as writer:
+            writer.write_table(t.combine_chunks())
+        out[str(d)] = hashlib.sha256(sink.getvalue().to_pybytes()).hexdigest()[:16]
     return out
 
 

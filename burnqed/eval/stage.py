@@ -11,8 +11,9 @@ command, config sections, git commit, package versions, seeds.
 
 Everything in the JSON is a function of the inputs (model, EBM, benchmark, config, seeds, code)
 except the fields :data:`CLOCK_FIELDS` names, which hold clock time — seconds measured on this
-machine, which a rerun does not repeat: :func:`without_clock` drops them, and what is left is
-identical on a rerun (same CPU type, thread count and pinned versions; README "Reproducibility").
+machine, which a rerun does not repeat — and :data:`SCHEDULE_FIELDS`, the Lean pool's counters of
+how the calls were spread over REPL processes: :func:`without_run_specific` drops them, and what is
+left is identical on a rerun (same CPU type, thread count and pinned versions; README).
 
 Example::
 
@@ -103,8 +104,11 @@ def theorem_ids(benchmark: Path) -> list[str]:
 
 
 def path_digest(path: Path | str | None) -> str | None:
-    """sha256 over a file or over a directory's files (relative names and contents); None when
-    ``path`` is not a local file or directory (e.g. a hub id)."""
+    """sha256 over a file or over a directory's files (relative names and contents) but the files
+    every run writes anew (:data:`burnqed.determinism.RUN_SPECIFIC_FILES`: dates, wall times);
+    None when ``path`` is not a local file or directory (e.g. a hub id)."""
+    from burnqed.determinism import RUN_SPECIFIC_FILES
+
     if path is None:
         return None
     p = Path(path)
@@ -113,7 +117,7 @@ def path_digest(path: Path | str | None) -> str | None:
     if not p.is_dir():
         return None
     h = hashlib.sha256()
-    for f in sorted(x for x in p.rglob("*") if x.is_file()):
+    for f in sorted(x for x in p.rglob("*") if x.is_file() and x.name not in RUN_SPECIFIC_FILES):
         h.update(str(f.relative_to(p)).encode() + b"\0" + sha256_file(f).encode() + b"\n")
     return h.hexdigest()
 
@@ -143,20 +147,30 @@ def search_section(cfg: EvalConfig, search: Mapping[str, Any]) -> dict:
 
 
 # Keys whose values are measured clock time (seconds), at any depth of an eval JSON: per-budget
-# averages, per-theorem means, the anytime curves on the Lean-seconds and wall-time axes, and the
-# search manifest's elapsed time.  Nothing else in an eval JSON depends on the clock.
+# averages, per-theorem means, the anytime curves on the Lean-seconds and wall-time axes, the search
+# manifest's elapsed time and the Lean pool's summed call time.
 CLOCK_FIELDS = frozenset(
     {"avg_time_s", "median_time_s", "avg_lean_s", "mean_time_s", "lean_s", "wall_s",
-     "elapsed_s_this_run"}
+     "elapsed_s_this_run", "lean_seconds"}
 )  # fmt: skip
+# Keys whose values count how the work was spread over processes, not what it found: the Lean
+# pool's counters (burnqed.outcomes.POOL_COUNTERS — which REPL served which session decides when a
+# process is recycled and a session's states are saved, loaded or replayed; the trees do not
+# depend on it, tests/search/test_schedule_invariance.py).
+SCHEDULE_FIELDS = frozenset({"lean_pool"})
 
 
-def without_clock(obj: Any) -> Any:
-    """``obj`` (an eval JSON, or any part of one) without the :data:`CLOCK_FIELDS`."""
+def without_run_specific(obj: Any) -> Any:
+    """``obj`` (an eval JSON, or any part of one) without the :data:`CLOCK_FIELDS` and
+    :data:`SCHEDULE_FIELDS`: what a rerun reproduces exactly."""
     if isinstance(obj, Mapping):
-        return {k: without_clock(v) for k, v in obj.items() if k not in CLOCK_FIELDS}
+        return {
+            k: without_run_specific(v)
+            for k, v in obj.items()
+            if k not in CLOCK_FIELDS and k not in SCHEDULE_FIELDS
+        }
     if isinstance(obj, list):
-        return [without_clock(v) for v in obj]
+        return [without_run_specific(v) for v in obj]
     return obj
 
 

@@ -223,3 +223,23 @@ def test_cli_eval_without_search_scores_an_interrupted_run_as_partial(
     assert e["status"]["label"] == "partial 4/10" and e["label"] == "iter_0"
     assert [b["budget"] for b in e["by_budget"]] == [100, 300, 600]  # params.yaml eval.budgets
     assert all(b["theorems"] == 4 for b in e["by_budget"])
+
+
+def test_model_digests_ignore_what_every_run_writes_anew(tmp_path):
+    """A retrained model with the same weights has the same digest in the eval JSON and the EBM's
+    records, although its run_info.json (dates, wall times) and metrics.jsonl differ."""
+    from burnqed.ebm.embeddings import model_digest
+    from burnqed.eval.stage import path_digest
+
+    m = tmp_path / "merged"
+    m.mkdir()
+    (m / "model.safetensors").write_bytes(b"weights")
+    (m / "run_info.json").write_text('{"started": "2026-11-24T01:00:00"}')
+    (m / "metrics.jsonl").write_text('{"wall_s": 1.0}\n')
+    before = path_digest(m), model_digest(m, "last")
+    (m / "run_info.json").write_text('{"started": "2026-11-24T02:00:00"}')
+    (m / "metrics.jsonl").write_text('{"wall_s": 2.5}\n')
+    assert (path_digest(m), model_digest(m, "last")) == before
+    (m / "model.safetensors").write_bytes(b"other weights")
+    after = path_digest(m), model_digest(m, "last")
+    assert after[0] != before[0] and after[1] != before[1]
