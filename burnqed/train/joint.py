@@ -333,6 +333,7 @@ def train_joint(
         load_base_model,
         plan_sft,
         select_step,
+        sort_target_modules,
     )
 
     base, out = Path(base), Path(out)
@@ -539,6 +540,7 @@ def train_joint(
         model.save_pretrained(str(staging))
         tokenizer.save_pretrained(str(staging))
         selection.publish(chosen.step, staging)  # the chosen step's adapter and head
+        sort_target_modules(staging / "adapter_config.json")  # peft writes them in set order
         shutil.copy(staging_metrics, staging / "metrics.jsonl")
         summary = {
             "mode": "joint",

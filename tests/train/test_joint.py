@@ -176,6 +176,9 @@ def test_joint_training_writes_the_adapter_the_head_and_what_it_measured(joint_r
     assert summary["mode"] == "joint" and j["lambda"] == 0.5 and j["goal_embedding_gradients"]
     # warm-started from iteration 0's adapter, loaded as saved
     assert summary["warm_start"]["max_abs_diff_before_step_1"] == 0.0
+    # peft writes target_modules in a set's order (per-process string hashing): sorted, as SFT's
+    config = json.loads((joint_run / "adapter_config.json").read_text())
+    assert config["target_modules"] == sorted(config["target_modules"])
     assert j["scales"]["sft"] > 0 and j["scales"]["nce"] > 0
     assert j["last"]["grad_norm_lora"] > 0 and j["last"]["grad_norm_head"] > 0
     for key in ("centroid_separation", "probe_accuracy", "rank1", "temperature"):
