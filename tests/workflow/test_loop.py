@@ -72,7 +72,7 @@ SMALL = {
 def _prepare(work: Path, overlay: dict) -> Path:
     for name in ("Snakefile", "params.yaml"):
         shutil.copy(REPO / name, work / name)
-    for name in ("rules", "workflow", "config"):
+    for name in ("rules", "workflow", "config", "profiles"):  # profiles/default: rerun-incomplete
         shutil.copytree(REPO / name, work / name)
     (work / "burnqed").symlink_to(REPO / "burnqed")  # so rules/common.smk digests the real code
     (work / "small.yaml").write_text(yaml.safe_dump(overlay), encoding="utf-8")
