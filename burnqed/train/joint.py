@@ -323,15 +323,15 @@ def train_joint(
     from burnqed.ebm.groups import build_groups, load_states, trajectory_dirs
     from burnqed.ebm.train import build_head
     from burnqed.policy.model_files import check_model_dir
-    from burnqed.train.examples import TrainingDataError, read_examples
+    from burnqed.train.examples import TrainingDataError
     from burnqed.train.sft import (
         CheckpointSelection,
         _load_tokenizer,
         adapter_difference,
-        build_mix,
         check_target_modules,
         load_base_model,
         plan_sft,
+        read_training_data,
         select_step,
         sort_target_modules,
     )
@@ -345,12 +345,8 @@ def train_joint(
     check_model_dir(base)
     if not trajectories:
         raise TrainingDataError(f"iteration {iteration}: joint training needs trajectories")
-    base_examples = read_examples(
-        train, limit=plan.base_pair_limit, seed=seed, what="SFT train pairs"
-    )
-    val_examples = read_examples(val, what="SFT validation pairs")
-    mix = build_mix(
-        base_examples, trajectories, sft, iteration=iteration, seed=seed,
+    _, val_examples, mix = read_training_data(
+        train, val, plan, trajectories, sft, iteration=iteration, seed=seed,
         eval_benchmarks=eval_benchmarks, decontamination=decontamination,
     )  # fmt: skip
     dirs = [

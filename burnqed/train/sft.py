@@ -150,12 +150,8 @@ def train_sft(
         raise TrainingDataError(
             f"{plan.warm_start}: not an adapter directory (no adapter_config.json)"
         )
-    base_examples = read_examples(
-        train, limit=plan.base_pair_limit, seed=seed, what="SFT train pairs"
-    )
-    val_examples = read_examples(val, what="SFT validation pairs")
-    mix = build_mix(
-        base_examples, trajectories, sft, iteration=iteration, seed=seed,
+    base_examples, val_examples, mix = read_training_data(
+        train, val, plan, trajectories, sft, iteration=iteration, seed=seed,
         eval_benchmarks=eval_benchmarks, decontamination=decontamination,
     )  # fmt: skip
     cuda = torch.cuda.is_available()
@@ -473,6 +469,31 @@ def sort_target_modules(adapter_config: Path) -> None:
         if isinstance(config.get(key), list):
             config[key] = sorted(config[key])
     path.write_text(json.dumps(config, indent=2, sort_keys=True), encoding="utf-8")
+
+
+def read_training_data(
+    train: Path,
+    val: Path,
+    plan: SFTPlan,
+    trajectories: Mapping[str, Path] | Sequence[Path],
+    sft: SFTConfig,
+    *,
+    iteration: int,
+    seed: int,
+    eval_benchmarks: Sequence[Path],
+    decontamination: str,
+) -> tuple[list, list, SFTMix]:
+    """The base pairs, the validation pairs and the training mix (a seeded subsample of the base pairs plus the
+    trajectories' proof steps, :func:`build_mix`) — what SFT and joint training both read."""
+    base_examples = read_examples(
+        train, limit=plan.base_pair_limit, seed=seed, what="SFT train pairs"
+    )
+    val_examples = read_examples(val, what="SFT validation pairs")
+    mix = build_mix(
+        base_examples, trajectories, sft, iteration=iteration, seed=seed,
+        eval_benchmarks=eval_benchmarks, decontamination=decontamination,
+    )  # fmt: skip
+    return base_examples, val_examples, mix
 
 
 def adapter_difference(model: Any, adapter: Path) -> float:
