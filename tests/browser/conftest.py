@@ -11,13 +11,31 @@ import numpy as np
 import pytest
 from PIL import Image
 
+# Clicks the menu entries in turn once the report's app has rendered (the report has no URL routes).
+WALK = """<script>
+(function () {
+  const steps = %s;
+  function next(k) {
+    if (k >= steps.length) return;
+    for (const x of document.querySelectorAll("*"))
+      if (x.children.length === 0 && x.textContent.trim() === steps[k]) { x.click(); break; }
+    setTimeout(() => next(k + 1), 400);
+  }
+  window.addEventListener("load", () => setTimeout(() => next(0), 400));
+})();
+</script>"""
 
-@pytest.fixture(scope="session")
-def chromium() -> str:
+
+def find_chromium() -> str:
     exe = shutil.which("chromium") or shutil.which("chromium-browser")
     if exe is None:
         pytest.fail("chromium not found: apt-get install -y chromium (as .ci/run does)")
     return exe
+
+
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    return find_chromium()
 
 
 def _run(exe: str, *args: str) -> subprocess.CompletedProcess:

@@ -22,7 +22,7 @@ from PIL import Image
 
 from burnqed.config import ReportConfig
 from burnqed.report.stage import run_iteration
-from tests.browser.conftest import dump_dom, screenshot
+from tests.browser.conftest import WALK, dump_dom, screenshot
 from tests.eval.conftest import write_benchmark
 from tests.report.conftest import make_eval
 from tests.search.fakes import RandomToyPolicy, toy_theorems
@@ -32,20 +32,6 @@ pytestmark = pytest.mark.browser
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 PLOTS = ("anytime.png", "budget_curve.png", "energy_hist.png", "nodes_hist.png", "proof_depth.png")
-
-# Clicks the menu entries in turn once the report's app has rendered (the report has no URL routes).
-WALK = """<script>
-(function () {
-  const steps = %s;
-  function next(k) {
-    if (k >= steps.length) return;
-    for (const x of document.querySelectorAll("*"))
-      if (x.children.length === 0 && x.textContent.trim() === steps[k]) { x.click(); break; }
-    setTimeout(() => next(k + 1), 400);
-  }
-  window.addEventListener("load", () => setTimeout(() => next(0), 400));
-})();
-</script>"""
 
 
 @pytest.fixture(scope="module")

@@ -10,6 +10,8 @@ Marked ``slow`` (several minutes on 2 cores); ``.ci/run`` runs it as its own ste
 
 from __future__ import annotations
 
+import base64
+import io
 import json
 import os
 import re
@@ -20,12 +22,15 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
+from PIL import Image
 
 from burnqed.determinism import reproducible_digests
 from burnqed.eval.stage import without_run_specific
 from burnqed.trajectory import finished_attempts, read_summary
+from tests.browser.conftest import WALK, dump_dom, find_chromium, screenshot
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(5400)]
 
@@ -141,15 +146,21 @@ def test_rule_all_builds_the_whole_loop(loop):
     assert summary["warm_start"] and summary["validation"]["trajectory"]
 
 
-def test_snakemake_report_of_the_loop_holds_every_plot_and_table(loop):
+@pytest.fixture(scope="module")
+def loop_report(loop) -> Path:
     """The README's `snakemake --report report.html --configfile config/demo.yaml` (with the run's
-    shrinking overlay too) after the loop: one self-contained file with every marked output."""
+    shrinking overlay too) after the loop."""
     r = subprocess.run(
         [SNAKEMAKE, "--report", "report.html", "--configfile", "config/demo.yaml", "small.yaml"],
         cwd=loop, env=_env(), capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-8000:]
-    page = (loop / "report.html").read_text(encoding="utf-8")
+    return loop / "report.html"
+
+
+def test_snakemake_report_of_the_loop_holds_every_plot_and_table(loop, loop_report):
+    """One self-contained file with every marked output of the loop."""
+    page = loop_report.read_text(encoding="utf-8")
     embedded = set(re.findall(r"data:[\w/+.-]+;charset=\w+;filename=([\w.-]+);base64,", page))
     plots = {"budget_curve.png", "anytime.png", "energy_hist.png", "proof_depth.png",  # iteration
              "nodes_hist.png", "budget_curves.png", "iterations.png",  # across iterations
@@ -167,6 +178,44 @@ def test_snakemake_report_of_the_loop_holds_every_plot_and_table(loop):
     assert "## Search trees" in md
     pages = list((loop / "results/iter_1/report/trees").glob("*.html"))
     assert pages and all(f"(trees/{p.name})" in md for p in pages)
+
+
+@pytest.mark.browser
+def test_the_loops_report_opens_in_chromium_with_its_plots(loop_report, tmp_path):
+    """The demo's own report (the shrunken loop's, built by Snakemake from the rules' outputs) in
+    headless Chromium: it renders, walking its menu (iteration 1 → report, → EBM and embeddings;
+    across iterations → report, → compare) lists the plots and tables, and every embedded PNG is
+    not blank.  Marked ``browser`` as well: ``.ci/run`` installs Chromium before the ``slow`` step,
+    and its ``browser`` step leaves this one to it."""
+    chromium = find_chromium()
+    pixels = screenshot(chromium, loop_report.as_uri(), tmp_path / "report.png")
+    assert float(pixels.std()) > 0.05, "blank screenshot"
+    page = loop_report.read_text(encoding="utf-8")
+    dom = dump_dom(chromium, loop_report.as_uri())
+    assert "burnqed: Lean 4 theorem proving by expert iteration." in dom  # workflow.rst rendered
+    for category in ("baseline", "iteration 0", "iteration 1", "across iterations"):
+        assert category in dom, category
+    at = page.rfind("</body>")
+    for steps, paths in (
+        (["iteration 1", "report"], ["results/iter_1/report/budget_curve.png",
+                                     "results/iter_1/report/anytime.png",
+                                     "results/iter_1/report/report.md"]),
+        (["iteration 1", "EBM and embeddings"], ["results/iter_1/ebm_plots/pca_by_label.png"]),
+        (["across iterations", "report"], ["results/report/budget_curves.png"]),
+        (["across iterations", "compare"], ["results/compare.md"]),
+    ):  # fmt: skip
+        walk = tmp_path / "walk.html"
+        walk.write_text(page[:at] + WALK % json.dumps(steps) + page[at:], encoding="utf-8")
+        dom = dump_dom(chromium, walk.as_uri())
+        for path in paths:
+            assert f">{path}<" in dom, (steps, path)
+    pngs = re.findall(
+        r"data:image/png;charset=\w+;filename=([\w.-]+);base64,([A-Za-z0-9+/=]+)", page
+    )
+    assert len(pngs) >= 9
+    for name, data in pngs:
+        img = np.asarray(Image.open(io.BytesIO(base64.b64decode(data))).convert("RGB"))
+        assert img.std() > 5, f"{name} is blank"
 
 
 def test_the_next_pool_excludes_what_iteration_0_proved(loop):
