@@ -153,6 +153,24 @@ def test_a_pinned_temperature_aborts(tiny_base, lora_adapter, pairs, searches, t
     assert not (tmp_path / "a").exists()  # nothing that looks finished
 
 
+def test_a_probe_fall_within_its_noise_warns_and_one_beyond_it_aborts(caplog):
+    """The demo's held-out probe runs on ~100 states (standard error ~0.05): 0.615 → 0.590 across
+    a 0.6 red line is noise and training goes on; 0.615 → 0.45 is collapse and stops it."""
+    cfg = joint.SFTConfig(**{k: v for k, v in JOINT.items() if k != "joint_min_probe_accuracy"},
+                          joint_min_probe_accuracy=0.6)  # fmt: skip
+    start = {"probe_accuracy": 0.615, "probe_heldout_states": 106}
+    with caplog.at_level("WARNING", logger=joint.__name__):
+        joint._check_embeddings({**start, "probe_accuracy": 0.590}, start, cfg, 50)
+    assert "within twice its standard error" in caplog.text
+    with pytest.raises(JointTrainingError, match=r"probe_accuracy fell to 0\.450"):
+        joint._check_embeddings({**start, "probe_accuracy": 0.45}, start, cfg, 100)
+    # the margin is twice the binomial standard error; with no count every fall counts
+    assert joint.probe_noise_margin(0.5, 100) == pytest.approx(0.1)
+    assert joint.probe_noise_margin(0.9, None) == 0.0
+    # a value that started below its line is never a reason to stop
+    joint._check_embeddings({"probe_accuracy": 0.3}, {"probe_accuracy": 0.55}, cfg, 50)
+
+
 def _digest(path: Path) -> dict[str, str]:
     return {
         f.name: hashlib.sha256(f.read_bytes()).hexdigest()
