@@ -101,7 +101,10 @@ def _row(path: Path, e: Mapping[str, Any], budgets: Sequence[int], label: str) -
         "temperature": temperature_of(e),
         "rates": {str(b): by_budget[b]["rate"] if b in by_budget else None for b in budgets},
         "solved": {str(b): by_budget[b]["solved"] if b in by_budget else None for b in budgets},
-    }
+        # why a run with each budget stops (burnqed.outcomes.END_REASONS); None: not recorded
+        "ended_by": {str(b): by_budget[b].get("ended_by") if b in by_budget else None
+                     for b in budgets},
+    }  # fmt: skip
 
 
 def compare(
@@ -274,6 +277,44 @@ def learning_markdown(lc: Mapping[str, Any]) -> list[str]:
     return [*out, ""]
 
 
+def ended_by_markdown(c: Mapping[str, Any]) -> list[str]:
+    """Why the attempts of each eval (controls too) stopped at each budget: unsolved attempts end by
+    spending the budget (where ordering — the value model — could still change a result) or by the
+    frontier dying out (where it cannot)."""
+    rows = []
+    for r in [*c["rows"], *(c.get("controls") or [])]:
+        cells = []
+        for b in c["budgets"]:
+            split = (r.get("ended_by") or {}).get(str(b))
+            if split is None:
+                cells.append("–")
+                continue
+            unsolved = sum(v for k, v in split.items() if k != "proof")
+            rest = [
+                f"{k} {v}"
+                for k, v in split.items()
+                if k not in ("proof", "budget", "frontier") and v
+            ]
+            cells.append(
+                f"{split.get('budget', 0)} / {split.get('frontier', 0)}"
+                + (f" ({', '.join(rest)})" if rest else "")
+                + f" of {unsolved}"
+            )
+        rows.append([r["label"], *cells])
+    if all(cell == "–" for row in rows for cell in row[1:]):
+        return []  # evals from before attempts recorded why they ended
+    return [
+        "## How unsolved attempts ended",
+        "",
+        "Per budget: attempts that ended by spending the budget / by their frontier dying out (and any "
+        "other reason: timeout, statement, fault) of the attempts unsolved at that budget.  Only the "
+        "first can a better ordering of the frontier — the value model — turn into a proof.",
+        "",
+        markdown_table(["eval", *[f"{b} nodes" for b in c["budgets"]]], rows),
+        "",
+    ]
+
+
 def compare_markdown(c: Mapping[str, Any]) -> str:
     bench = c.get("benchmark") or {}
     head = (
@@ -324,6 +365,7 @@ def compare_markdown(c: Mapping[str, Any]) -> str:
             ),
             "",
         ]  # fmt: skip
+    out += ended_by_markdown(c)
     out += learning_markdown(c.get("learning") or {})
     for section in c.get("configs") or []:
         out += configs_markdown(section)

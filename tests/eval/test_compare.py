@@ -309,3 +309,22 @@ def test_cli_compare_takes_repeated_controls(tmp_path, capsys):
     assert [r["label"] for r in c["controls"]] == ["iter_0 search ×2", "iter_0 search ×4"]
     assert [v["verdict"] for v in c["learning"]["controls"]] == ["better", "better"]
     assert "iter_1 vs control iter_0 search ×4" in capsys.readouterr().out
+
+
+def test_compare_md_splits_how_unsolved_attempts_ended_per_budget(three, tmp_path):
+    """Per budget and eval (controls too): ended by spending the budget / by the frontier dying
+    out, other reasons named, of the attempts unsolved there; absent for evals that never
+    recorded it (the golden table above)."""
+    evals = load_evals(three)
+    for _, e in evals:
+        for b in e["by_budget"]:
+            unsolved = b["theorems"] - b["solved"]
+            b["ended_by"] = {"proof": b["solved"], "budget": unsolved - 1, "frontier": 1}
+    evals[-1][1]["by_budget"][-1]["ended_by"] = {"proof": 4, "budget": 1, "frontier": 2, "fault": 1}
+    c = compare(evals[:2], [evals[2]])
+    assert c["rows"][0]["ended_by"]["300"] == {"proof": 2, "budget": 7, "frontier": 1}
+    md = compare_markdown(c)
+    section = md.split("## How unsolved attempts ended")[1].split("\n## ")[0]
+    assert "| eval | 100 nodes | 300 nodes |" in section
+    assert "| baseline | 8 / 1 of 9 | 7 / 1 of 8 |" in section
+    assert "1 / 2 (fault 1) of 4 |" in section  # the control's row, fault named
