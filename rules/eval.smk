@@ -28,7 +28,7 @@ rule eval_baseline:
         "logs/eval/baseline.log",
     conda:
         "../workflow/envs/burnqed.yaml"
-    threads: 4
+    threads: lookup(dpath="threads/eval", within=config)
     resources:
         gpu=1,
         mem_mb=32000,
@@ -76,7 +76,7 @@ rule eval:
         "logs/eval/iter_{i}.log",
     conda:
         "../workflow/envs/burnqed.yaml"
-    threads: 4
+    threads: lookup(dpath="threads/eval", within=config)
     resources:
         gpu=1,
         mem_mb=32000,
@@ -114,7 +114,7 @@ rule eval_longer:
         "logs/eval/iter_{i}_longer.log",
     conda:
         "../workflow/envs/burnqed.yaml"
-    threads: 4
+    threads: lookup(dpath="threads/eval", within=config)
     resources:
         gpu=1,
         mem_mb=32000,
@@ -152,7 +152,7 @@ rule eval_no_ebm:
         "logs/eval/iter_{i}_no_ebm.log",
     conda:
         "../workflow/envs/burnqed.yaml"
-    threads: 4
+    threads: lookup(dpath="threads/eval", within=config)
     resources:
         gpu=1,
         mem_mb=32000,
@@ -189,7 +189,7 @@ rule eval_config:
         "logs/eval/iter_{i}_{c}.log",
     conda:
         "../workflow/envs/burnqed.yaml"
-    threads: 4
+    threads: lookup(dpath="threads/eval", within=config)
     resources:
         gpu=1,
         mem_mb=32000,
@@ -223,7 +223,7 @@ rule eval_config_no_ebm:
         "logs/eval/iter_{i}_S_no_ebm.log",
     conda:
         "../workflow/envs/burnqed.yaml"
-    threads: 4
+    threads: lookup(dpath="threads/eval", within=config)
     resources:
         gpu=1,
         mem_mb=32000,

@@ -24,7 +24,7 @@ rule search_shard:
         "logs/search/iter_{i}_shard_{shard}.log",
     conda:
         "../workflow/envs/burnqed.yaml"
-    threads: 4
+    threads: lookup(dpath="threads/search", within=config)
     resources:
         gpu=1,
         mem_mb=32000,
@@ -76,7 +76,7 @@ rule search_noise_shard:
         "logs/search/iter_0_noise_shard_{shard}.log",
     conda:
         "../workflow/envs/burnqed.yaml"
-    threads: 4
+    threads: lookup(dpath="threads/search", within=config)
     resources:
         gpu=1,
         mem_mb=32000,
@@ -104,7 +104,7 @@ rule search_baseline_shard:
         "logs/search/baseline_shard_{shard}.log",
     conda:
         "../workflow/envs/burnqed.yaml"
-    threads: 4
+    threads: lookup(dpath="threads/search", within=config)
     resources:
         gpu=1,
         mem_mb=32000,
