@@ -30,7 +30,8 @@ CLUSTER = REPO / "workflow/slurm/single-node.sh"
 TARGET = "results/iter_0/search/manifest.json"
 TARGET_DIR = "results/iter_0/search"
 UPSTREAM = ("models/iter_0/merged", "data/theorems/search_pool.jsonl")
-SHARDS = {"search": {"shards": 2}}
+# threads.search 4 (params.yaml's; the demo overlay asks for 1): what --cpus-per-task must become.
+SHARDS = {"search": {"shards": 2}, "threads": {"search": 4}}
 
 
 # What a plain `env -i` shell or cron has: no /usr/sbin, where Debian installs the daemons.
@@ -177,7 +178,7 @@ def test_jobs_are_in_slurms_records_with_the_rules_resources(runs):
         )
     }
     for j in shards:
-        # rules/search.smk search_shard: threads 4, mem_mb 32000, runtime 720 min, gpu 1
+        # rules/search.smk search_shard: threads.search (4 here), mem_mb 32000, runtime 720 min, gpu 1
         done = completed[j["JobId"]]  # SLURM's job completion log
         assert done["JobState"] == "COMPLETED", done
         assert done["TimeLimit"] == "720", done
