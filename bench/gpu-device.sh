@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# The prepared GPU run: bench/gpu.py's 7B figures on a lent GPU machine, in one command.
+#
+# The machine (one H100 80 GB or H200 141 GB, 16 cores, no network) runs an image with Python 3.12,
+# torch + CUDA, transformers, peft, accelerate and pyarrow, but no bitsandbytes (QLoRA's NF4) and
+# no jsonschema (burnqed's config validation); those travel as wheels in .whl/ (git-ignored), with
+# the working tree, which must stay under 64 MiB in all.
+#
+#   bench/gpu-device.sh fetch           # here, with PyPI: the wheels into .whl/ (Python 3.12, x86-64)
+#   bench/gpu-device.sh check           # there: install, size check, every section at a tiny size on
+#                                       # CUDA (a minute: the CUDA code paths before a long run)
+#   bench/gpu-device.sh run             # there: install, size check, the full bench (<= 6 minutes)
+#   bench/gpu-device.sh run --smoke     # anywhere: the same steps on the CPU at the tiny size (a test)
+#
+# Output: $OUT/gpu.txt (bench/gpu.py's name=value lines), $OUT/gpu.log (its stderr), $OUT/env.txt
+# (nvidia-smi, lscpu, pip list); $OUT defaults to ./gpu-bench-out.  Exit status: bench/gpu.py's.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+WHEELS=.whl
+LIMIT_MIB=64
+# What the image lacks, at constraints.txt's versions where it pins them.
+REQUIREMENTS=(bitsandbytes==0.50.2 peft==0.21.2 jsonschema==4.26.0 referencing==0.37.0
+              jsonschema-specifications==2025.9.1 rpds-py==2026.9.1)
+PYTHON=${PYTHON:-python3}
+
+# What travels: tracked and untracked-not-ignored files plus the carried wheels (from git where this
+# is a checkout); on the device, whatever arrived (the tree without .git).
+TREE_SIZE='
+import os, subprocess, sys
+def walk(top):
+    for root, dirs, files in os.walk(top):
+        dirs[:] = [d for d in dirs if d != ".git"]
+        yield from (os.path.join(root, f) for f in files)
+try:
+    out = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"],
+                         capture_output=True, check=True).stdout.decode()
+    files = [f for f in out.split("\0") if f] + list(walk(sys.argv[1]))
+except (OSError, subprocess.CalledProcessError):
+    files = list(walk("."))
+print(f"{sum(os.lstat(f).st_size for f in files if os.path.lexists(f)) / 2**20:.1f}")
+'
+tree_mib() { "$PYTHON" -c "$TREE_SIZE" "$WHEELS"; }
+
+install_wheels() {
+  local version
+  version=$("$PYTHON" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')
+  if [[ $version != 3.12 ]]; then  # the wheels are the GPU image's (cp312): not for this Python
+    echo "Python $version here: the carried cp312 wheels are not installed"
+    export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+  elif compgen -G "$WHEELS/*.whl" >/dev/null; then
+    "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+      --target /tmp/burnqed-site "$WHEELS"/*.whl
+    export PYTHONPATH="/tmp/burnqed-site:$PWD${PYTHONPATH:+:$PYTHONPATH}"
+    echo "installed: $(cd "$WHEELS" && ls -- *.whl | tr '\n' ' ')"
+  else
+    echo "no carried wheels in $WHEELS/ (bench/gpu-device.sh fetch makes them)"
+    export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+  fi
+}
+
+case "${1:-}" in
+  fetch)
+    mkdir -p "$WHEELS"
+    "$PYTHON" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
+      --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_24_x86_64 \
+      --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform any \
+      -d "$WHEELS" "${REQUIREMENTS[@]}"
+    ls -l "$WHEELS"
+    echo "travelling tree: $(tree_mib) MiB (limit $LIMIT_MIB)"
+    ;;
+  check | run)
+    mode=$1
+    shift
+    smoke=()
+    [[ "${1:-}" == --smoke ]] && smoke=(--smoke --device cpu)
+    OUT=${OUT:-gpu-bench-out}
+    mkdir -p "$OUT"
+    size=$(tree_mib)
+    echo "travelling tree: $size MiB (limit $LIMIT_MIB)"
+    if ! "$PYTHON" -c "import sys; sys.exit(float('$size') >= $LIMIT_MIB)"; then
+      echo "the working tree is $size MiB: over the device's $LIMIT_MIB MiB (fewer wheels, or clean it)" >&2
+      exit 2
+    fi
+    install_wheels
+    {
+      nvidia-smi 2>&1 || echo "nvidia-smi: not available"
+      lscpu 2>&1 | grep -E '^(Model name|CPU\(s\)|Flags)' | cut -c1-400 || true
+      "$PYTHON" -m pip list 2>/dev/null || true
+    } >"$OUT/env.txt"
+    export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+    args=()
+    if [[ $mode == check ]]; then
+      args=(--smoke --device cuda)
+    elif ((${#smoke[@]})); then
+      args=("${smoke[@]}")
+    fi
+    start=$(date +%s)
+    set +e
+    # 6 minutes of sections (bench/gpu.py CAPS) and 60 s of start-up, then the whole run is stopped.
+    timeout 420 "$PYTHON" bench/gpu.py "${args[@]}" 2>"$OUT/gpu.log" | tee "$OUT/gpu.txt"
+    status=${PIPESTATUS[0]}
+    set -e
+    echo "bench_wall_s=$(($(date +%s) - start))" | tee -a "$OUT/gpu.txt"
+    tail -5 "$OUT/gpu.log" >&2 || true
+    exit "$status"
+    ;;
+  *)
+    sed -n '2,17p' "$0"
+    exit 2
+    ;;
+esac
