@@ -35,7 +35,7 @@ def walk(top):
 try:
     out = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"],
                          capture_output=True, check=True).stdout.decode()
-    files = [f for f in out.split("\0") if f] + list(walk(sys.argv[1]))
+    files = sorted({os.path.normpath(f) for f in out.split("\0") if f} | {os.path.normpath(f) for f in walk(sys.argv[1])})
 except (OSError, subprocess.CalledProcessError):
     files = list(walk("."))
 print(f"{sum(os.lstat(f).st_size for f in files if os.path.lexists(f)) / 2**20:.1f}")

@@ -575,6 +575,14 @@ def run_sections(b: Bench, caps: dict[str, int]) -> int:
     return failed
 
 
+def _shown(path: Path) -> str:
+    """``path`` relative to the repository when it lies inside it (no machine's paths in output)."""
+    try:
+        return str(path.resolve().relative_to(REPO))
+    except ValueError:
+        return str(path)
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--params", default=str(REPO / "params.yaml"))
@@ -619,7 +627,7 @@ def main() -> int:
         params["policy"] = {**params["policy"], "max_new_tokens": 8}
     out("architecture", "DeepSeek-Prover-V2-7B (unverified shape)" if not args.smoke else "smoke")
     out("arch", ",".join(f"{k}:{v}" for k, v in vars(arch).items()))
-    out("configfiles", ",".join(str(Path(o)) for o in overlays) or "none")
+    out("configfiles", ",".join(_shown(Path(o)) for o in overlays) or "none")
     out("sft_mode", sft.mode)
     out("quantization", sft.quantization)
     out("lora_r", sft.lora_r)
@@ -637,7 +645,6 @@ def main() -> int:
             if shutil.disk_usage("/dev/shm").free > 40 * GIB or args.smoke:
                 root = "/dev/shm"
     with tempfile.TemporaryDirectory(dir=root, prefix="burnqed-gpu-bench-") as tmp:
-        out("workdir", tmp)
         b = Bench(dev=dev, arch=arch, sft=sft, ebm=ebm, search=search, policy=params["policy"],
                   ckpt=Path(tmp) / "policy", steps=args.steps, gen_states=args.gen_states,
                   state_tokens=args.state_tokens, embed_states=args.embed_states,

@@ -378,6 +378,8 @@ class PolicyConfig(Section):
         "--is-embedding",
         "--mem-fraction-static",
         "0.1",
+        "--enable-deterministic-inference",
+        "--disable-radix-cache",
     )
     health_timeout_s: float = 900.0
     request_timeout_s: float = 300.0

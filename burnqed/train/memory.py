@@ -21,13 +21,25 @@ What each figure assumes (QLoRA as ``burnqed.train.sft.load_base_model`` loads i
   ``prepare_model_for_kbit_training`` casts the non-quantised layers up for stable training;
 - trainable parameters (LoRA A/B, the head) in float32 with float32 gradients and AdamW's two
   float32 moments: 16 bytes each;
+- every row of a micro-batch padded to its longest row (:func:`burnqed.train.joint.collate` right-pads
+  the SFT rows and the groups' state and goal rows into one batch, so a 512-token state occupies
+  as many positions as a 1,024-token SFT example): the activations scale with ``rows × width``
+  positions, not with the real tokens;
+- activations in float32 (``activation_bytes`` 4): ``prepare_model_for_kbit_training`` casts the
+  embeddings to float32, so the residual stream is float32 and the 4-bit layers, which compute in
+  bf16, hand float32 back;
 - activations with gradient checkpointing at every decoder layer (what training turns on with a
-  GPU): the checkpointed layer inputs (bf16, ``2·h`` bytes per token per layer), one layer's
-  activations during recomputation (≈ ``34·h`` bytes per token in bf16 with a fused attention
-  kernel — Korthikanti et al. 2022 without the ``5·a·s²`` attention-score term, which
-  SDPA/flash attention never materialise), and the SFT logits in float32 for the loss with their
-  gradient (``2·4·V`` bytes per token); the contrastive sequences need hidden states only (pooled
-  embeddings), no logits.
+  GPU): the checkpointed layer inputs (``activation_bytes·h`` bytes per position per layer), one
+  layer's activations during recomputation (≈ ``34·h`` bytes per position in 16-bit with a fused
+  attention kernel — Korthikanti et al. 2022 without the ``5·a·s²`` attention-score term, which
+  SDPA/flash attention never materialise — scaled by ``activation_bytes / 2``), and the SFT logits
+  in float32 for the loss with their gradient (``2·4·V`` bytes per token); the contrastive
+  sequences need hidden states only (pooled embeddings), no logits.
+
+Measured (``bench/gpu.py``, one H200, 2026-11-26; ``docs/cloud.md`` §9): at
+``config/a100-7b.yaml``'s shape this plan says 47.3 GiB and the step peaked at 51.4 GiB allocated
+(63.4 GiB reserved by the caching allocator).  The plan before that measurement assumed bf16
+activations over the real tokens only and said 24.5 GiB.
 
 Example::
 
@@ -35,8 +47,8 @@ Example::
     >>> plan = joint_step_plan(DEEPSEEK_PROVER_V2_7B, lora_r=64, head_sizes=(2048, 1024, 512),
     ...                        sft_batch=8, sft_length=1024, groups=4, group_size=8,
     ...                        state_length=512)                         # doctest: +SKIP
-    >>> round(plan["params"]["base"] / 1e9, 2), plan["fits_36gb"]        # doctest: +SKIP
-    (6.91, True)
+    >>> round(plan["params"]["base"] / 1e9, 2), round(plan["total_gib"], 1)  # doctest: +SKIP
+    (6.91, 47.3)
 """
 
 from __future__ import annotations
@@ -120,12 +132,16 @@ def joint_step_plan(
     group_size: int,
     state_length: int,
     lora_alpha: int | None = None,
+    padded: bool = True,
+    activation_bytes: int = 4,
 ) -> dict:
     """Memory of one joint step (module docstring), in bytes, with the counts behind it.
 
     ``groups`` contrastive groups of ``group_size`` states (1 positive + negatives) each, plus each
     group's goal, every sequence ``state_length`` tokens; ``sft_batch`` SFT sequences of
-    ``sft_length`` tokens.
+    ``sft_length`` tokens.  ``padded``: every row occupies the longest row's positions (as
+    :func:`burnqed.train.joint.collate` builds the batch); ``activation_bytes``: 4 as training runs
+    today (float32 residual stream), 2 for a bf16 one.
     """
     import torch
 
@@ -144,16 +160,18 @@ def joint_step_plan(
     trainable = lora + head_params
     h, v = arch.hidden, arch.vocab
     sft_tokens = sft_batch * sft_length
-    contrastive_tokens = groups * (group_size + 1) * state_length  # states + each group's goal
-    tokens = sft_tokens + contrastive_tokens
+    contrastive_rows = groups * (group_size + 1)  # states + each group's goal
+    tokens = sft_tokens + contrastive_rows * state_length
+    rows = sft_batch + contrastive_rows
+    positions = rows * max(sft_length, state_length) if padded else tokens
     memory = {
         "base_weights_nf4": quantised * NF4_BITS / 8,
         "base_weights_fp32": (base - quantised) * 4,
         "trainable_weights": trainable * 4,
         "gradients": trainable * 4,
         "optimizer_states": trainable * 8,
-        "activations_checkpointed_inputs": arch.layers * tokens * 2 * h,
-        "activations_one_layer_recompute": tokens * 34 * h,
+        "activations_checkpointed_inputs": arch.layers * positions * activation_bytes * h,
+        "activations_one_layer_recompute": positions * 34 * h * activation_bytes // 2,
         "logits_and_grad": sft_tokens * v * 4 * 2,
     }
     exact = ("base_weights_fp32", "trainable_weights", "gradients", "optimizer_states")
@@ -169,6 +187,9 @@ def joint_step_plan(
             "group_size": group_size,
             "state_length": state_length,
             "tokens_per_step": tokens,
+            "positions_per_step": positions,
+            "padded": padded,
+            "activation_bytes": activation_bytes,
         },
         "params": {
             "base": base,

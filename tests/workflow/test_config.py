@@ -173,3 +173,19 @@ def test_sections_are_frozen_and_typed(params):
     assert isinstance(lean.repl_command, tuple)
     assert EvalConfig.from_dict(params["eval"]).budgets == (100, 300, 600)
     assert LeanConfig.from_dict(lean.to_dict()) == lean
+
+
+def test_every_shipped_sglang_server_runs_deterministic_inference():
+    """Per-candidate seeds act only in SGLang's deterministic mode, and an /encode call batches the
+    states of several searches: both servers run batch-invariant kernels (docs/cloud.md §3, §7)."""
+    checked = []
+    for overlay in [None, *OVERLAYS]:
+        policy = load_params(REPO / "params.yaml", [overlay] if overlay else [])["policy"]
+        if policy["backend"] != "sglang":
+            continue
+        for key in ("server_command", "embedding_server_command"):
+            command = policy[key]
+            assert "--enable-deterministic-inference" in command, (overlay, key, command)
+            assert "--disable-radix-cache" in command, (overlay, key, command)
+        checked.append(overlay.name if overlay else "params.yaml")
+    assert {"params.yaml", "a100-7b.yaml"} <= set(checked), checked
