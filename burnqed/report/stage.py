@@ -148,7 +148,7 @@ def ablation_markdown(current: Mapping[str, Any], no_ebm: Mapping[str, Any] | No
             for b in current["by_budget"]
         ],
     )  # fmt: skip
-    t = paired_test(no_ebm, current)
+    t = paired_test(no_ebm, current, varies="value model")
     return (
         f"EBM ablation (same theorems and seeds):\n\n{table}\n\n"
         f"Paired test, with vs without the EBM: {summary_line(t)}.\n\n"
@@ -437,7 +437,7 @@ def run_cross(
     ablations, ablation_rows, ablation_lists = [], [], []
     for key, e in sorted(by_dir.items()):
         with_ebm = current_by_dir.get(key)
-        t = paired_test(e, with_ebm) if with_ebm is not None else None
+        t = paired_test(e, with_ebm, varies="value model") if with_ebm is not None else None
         ablations.append({"iteration": key, "paired": t})
         ablation_rows.append(
             [key, pct(with_ebm["by_budget"][-1]["rate"]) if with_ebm else "–",
@@ -448,7 +448,8 @@ def run_cross(
             ablation_lists += [
                 f"- **{key}** with the EBM only ({len(t['gained_theorems'])}): "
                 f"{_names(t['gained_theorems'])}; without it only ({len(t['lost_theorems'])}): "
-                f"{_names(t['lost_theorems'])}"
+                f"{_names(t['lost_theorems'])}",
+                *(f"- **{key}** undecided — {r}" for r in t["reasons"]),
             ]
     ebm_rows = [
         [key, fmt(m["centroid_separation"], 3), fmt(m["centroid_l2"], 3),
