@@ -77,11 +77,18 @@ def energy_histogram(con: Any, bins: int) -> dict:
 
 
 def _curve(e: Mapping[str, Any] | None) -> dict:
-    """The node-budget step curve, from budget 1 (0 % before the first proof) to the largest."""
-    pts = ((e or {}).get("anytime") or {}).get("nodes") or []
-    if not pts:
+    """The node-budget step curve, from budget 1 (0 % before the first proof) to the largest: a
+    theorem counts from budget ``first_proof_expansion + 1`` on, where a run with that budget
+    performs the expansion that proves it — the rule of the per-budget rates (the markers).  Not
+    the anytime node axis, which charges the proof's whole step (what a run that stops at the
+    proof spends; burnqed.eval.metrics)."""
+    rows = [r for r in (e or {}).get("per_theorem") or [] if r.get("evaluated")]
+    firsts = [r["first_proof_expansion"] + 1 for r in rows
+              if r.get("first_proof_expansion") is not None]  # fmt: skip
+    if not firsts:
         return {"x": [], "y": []}
-    xs, ys = [p[0] for p in pts], [p[1] for p in pts]
+    xs = sorted(set(firsts))
+    ys = [sum(f <= x for f in firsts) / len(rows) for x in xs]  # ≤ benchmark-size lists
     if xs[0] > 1:
         xs, ys = [1, *xs], [0.0, *ys]
     last = max(e.get("budgets") or [xs[-1]])

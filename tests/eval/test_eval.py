@@ -82,6 +82,35 @@ def test_budget_curve_from_one_run_equals_separate_runs_per_budget(tmp_path, k):
     assert m["anytime"]["nodes"][-1][1] == pytest.approx(m["cumulative"]["rate"])
 
 
+def test_the_anytime_node_axis_charges_the_proofs_whole_step(tmp_path):
+    """k = 2 nodes per step: a search finishes its step before it looks for a proof, so a proof from
+    a step's first node costs both — on the anytime node axis as in the per-budget node counts and
+    on the anytime curve's other axes.  The report's budget curve still counts a theorem from the
+    budget whose run performs the proof's expansion (the per-budget rates' rule)."""
+    from burnqed.report.stage import _curve
+
+    theorems = toy_theorems(14, seed=8, low=5, high=20)
+    toy_search(tmp_path / "full", theorems, RandomToyPolicy(seed=11), max_nodes=BUDGETS[-1], k=2,
+               depth_normalisation=1.0)  # fmt: skip
+    proved = [r for r in read_summary(tmp_path / "full").table.to_pylist()
+              if r["status"] == "proved" and r["verified"]]  # fmt: skip
+    # What a run that stops at each proof spends: every expansion it made, its last step whole.
+    spent = [r["nodes_expanded"] for r in proved]
+    assert any(r["nodes_expanded"] > r["proof_expansion"] + 1 for r in proved)  # mid-step proofs
+    m = score_trajectories(tmp_path / "full", expected=[t.name for t in theorems], budgets=BUDGETS,
+                           pass_n=1)  # fmt: skip
+    assert m["anytime"]["nodes"] == [[float(x), sum(s <= x for s in spent) / 14]
+                                     for x in sorted(set(spent))]  # fmt: skip
+    top = m["by_budget"][-1]  # the same accounting as the per-budget figures at that budget
+    unsolved = [r["nodes_expanded"] for r in read_summary(tmp_path / "full").table.to_pylist()
+                if r not in proved]  # fmt: skip
+    assert top["avg_nodes"] == pytest.approx((sum(spent) + sum(unsolved)) / 14)
+    curve = _curve(m)
+    for b in m["by_budget"]:
+        at = [y for x, y in zip(curve["x"], curve["y"], strict=True) if x <= b["budget"]]
+        assert (at[-1] if at else 0.0) == pytest.approx(b["rate"]), b["budget"]
+
+
 def test_run_writes_a_self_describing_eval_with_every_budget(tmp_path, benchmark, fake_backends):
     policy = RandomToyPolicy(seed=3)
     before = {"toy0000", "toy0001", "toy0002"}
