@@ -140,7 +140,13 @@ def config_sets(config):
         for c in value_configs(config):
             evals[c] = f"results/iter_{i}/configs/{c}/eval.json"
             metrics[c] = f"results/iter_{i}/configs/{c}/ebm_metrics.json"
-        evals["A0"] = f"results/iter_{i - 1}/eval.json"
+        # A's twin without a value head: the same model (iteration i-1's) without one.  Iteration
+        # 0 has none, so its eval.json; later iterations' eval.json has the joint head.
+        evals["A0"] = (
+            "results/iter_0/eval.json"
+            if i == 1
+            else f"results/iter_{i - 1}/eval_no_ebm.json"
+        )
         if "B" in evals:
             evals["B0"] = evals["C0"]
         if "S" in evals:

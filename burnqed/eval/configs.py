@@ -14,8 +14,9 @@ B       iteration ``i``, jointly trained    decoupled EBM on its frozen embeddin
 C       iteration ``i``, jointly trained    the head trained jointly (the main line)
 ======  ==================================  =============================================
 
-Without a value head, A is iteration ``i-1``'s own eval and B and C share iteration ``i``'s
-``eval_no_ebm``.  The questions (each an exact McNemar test at the
+Without a value head, A is iteration ``i-1``'s model without one (iteration 0's own eval at
+``i = 1``, iteration ``i-1``'s ``eval_no_ebm`` after: its ``eval.json`` has a value model), and B
+and C share iteration ``i``'s ``eval_no_ebm``.  The questions (each an exact McNemar test at the
 largest shared budget, :mod:`burnqed.eval.paired`, varying the factor named — any other difference
 between the two evals leaves it undecided, the field named):
 
