@@ -16,6 +16,7 @@ from burnqed.eval.compare import compare, compare_markdown
 from burnqed.eval.metrics import score_trajectories
 from burnqed.eval.stage import check_benchmark, run
 from burnqed.eval.table import eval_markdown, render_rich
+from burnqed.policy import candidate_seeds
 from burnqed.theorems import read_theorems
 from burnqed.trajectory import read_nodes, read_summary
 from tests.eval.conftest import LEAN, POLICY, SEARCH, toy_search, write_benchmark
@@ -157,6 +158,32 @@ def test_run_writes_a_self_describing_eval_with_every_budget(tmp_path, benchmark
         r = rows[name]
         assert r["proof"] and r["budget_at_proof"] in (2, 6, 12)
         assert r["budget_at_proof"] > r["first_proof_expansion"]
+
+
+def test_eval_seeds_are_the_run_seed_itself_and_do_not_change(tmp_path, benchmark, fake_backends):
+    """Evals pair theorem by theorem because they draw the same numbers: an eval samples with
+    candidate_seeds(run seed, theorem, attempt, state hash, j) — no salt, unlike the noise search
+    and later iterations' searches — and those seeds are pinned to the values they had when
+    searches got salts of their own (issue 29)."""
+    assert candidate_seeds(5, "toy0000", 0, "root", 3) == (
+        8475160955526646367, 6149249404262048362, 799417072008215574,
+    )  # fmt: skip
+    assert candidate_seeds(0, "t", 1, "0123456789abcdef", 2) == (
+        3269755125513986620, 7728193301497069944,
+    )  # fmt: skip
+    policy = RandomToyPolicy(seed=3)
+    with fake_backends(policy, ToyEnv()):
+        result = run(model="m", benchmark=benchmark, trajectories=tmp_path / "eval",
+                     out=tmp_path / "eval.json", search=SEARCH, lean=LEAN, policy=POLICY, seed=5,
+                     cfg={"budgets": [3, 6], "pass_n": 2, "num_candidates": 4,
+                          "benchmark": "toy_test"})  # fmt: skip
+    nodes = read_nodes(tmp_path / "eval").table.to_pylist()
+    drawn = {candidate_seeds(5, r["theorem"], r["attempt"], r["state_hash"], 4)
+             for r in nodes if r["expansion_index"] is not None}  # fmt: skip
+    assert {tuple(s) for s in policy.seeds_seen} == drawn
+    prov = result["provenance"]
+    assert prov["seeds"]["seed"] == prov["sampling"]["seed"] == 5
+    assert prov["search_manifest"]["seed_salt"] is None
 
 
 def test_partial_eval_is_labelled_partial_everywhere(tmp_path, benchmark):
