@@ -66,6 +66,15 @@ def control_evals(config):
     return [f"results/iter_{n - 2}/eval_longer.json"] if n >= 2 else []
 
 
+def search_seed_salt(wildcards):
+    """The salt of iteration {i}'s search seeds (burnqed.policy.salted_seed): none at iteration 0
+    (the pool search; the noise search has its own, "search_noise/iter_0"); "search/iter_{i}" after,
+    so a search of the theorems the searches before it failed draws new samples, not theirs again.
+    """
+    i = int(wildcards.i)
+    return f"search/iter_{i}" if i > 0 else None
+
+
 def ebm_searches(wildcards):
     """Manifests of the searches the EBM of iteration {i} learns from (= earlier_searches)."""
     return earlier_searches(wildcards)
@@ -140,7 +149,13 @@ def config_sets(config):
         for c in value_configs(config):
             evals[c] = f"results/iter_{i}/configs/{c}/eval.json"
             metrics[c] = f"results/iter_{i}/configs/{c}/ebm_metrics.json"
-        evals["A0"] = f"results/iter_{i - 1}/eval.json"
+        # A's twin without a value head: the same model (iteration i-1's) without one.  Iteration
+        # 0 has none, so its eval.json; later iterations' eval.json has the joint head.
+        evals["A0"] = (
+            "results/iter_0/eval.json"
+            if i == 1
+            else f"results/iter_{i - 1}/eval_no_ebm.json"
+        )
         if "B" in evals:
             evals["B0"] = evals["C0"]
         if "S" in evals:

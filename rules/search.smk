@@ -34,6 +34,8 @@ rule search_shard:
         lean=lookup(dpath="lean", within=config),
         policy=lookup(dpath="policy", within=config),
         seed=lookup(dpath="seed", within=config),
+        # Iterations >= 1 draw their own samples (rules/common.smk search_seed_salt).
+        seed_salt=search_seed_salt,
         code=code_digest("search_shard", "lean", "policy"),
     script:
         "../workflow/scripts/search_shard.py"
@@ -87,6 +89,8 @@ rule search_noise_shard:
         policy=lookup(dpath="policy", within=config),
         seed=lookup(dpath="seed", within=config),
         temperature=lookup(dpath="search/noise_temperature", within=config),
+        # Independent of the pool search's draws for the same theorems and states.
+        seed_salt="search_noise/iter_0",
         code=code_digest("search_shard", "lean", "policy"),
     script:
         "../workflow/scripts/search_shard.py"

@@ -10,8 +10,11 @@ paired test of :mod:`burnqed.eval.paired` (exact McNemar on "solved at the budge
 comparison): a step *rises* and a control is *beaten* only when the test says ``better``.  The check
 passes when every step rises and every control is beaten; it fails when one does not, or when an eval
 it rests on is partial; it is undecided when there is no control (nothing shows that training, not
-search, made the difference) or a comparison is undecided (e.g. the evals' sampling temperatures
-differ).  Every comparison is shown with its p-value and the theorems that changed each way.
+search, made the difference) or a comparison is undecided.  A step varies the model (with its value
+model), a control the budget against training; evals that differ in anything else — seed,
+candidates, sampling, nodes per step, threads, instruction set, benchmark
+(:data:`burnqed.eval.paired.COMPARED_FIELDS`) — leave the comparison undecided, the field named.
+Every comparison is shown with its p-value and the theorems that changed each way.
 
 Example::
 
@@ -179,7 +182,7 @@ def learning_check(
     search-longer evals the last iteration must beat (module docstring)."""
     steps = []
     for a, b in itertools.pairwise(evals):
-        t = paired_test(a, b)  # at the largest budget both share
+        t = paired_test(a, b, varies="model")  # at the largest budget both share
         t["rises"] = t["complete"] and t["verdict"] == BETTER
         steps.append(t)
     last = evals[-1] if evals else None
@@ -188,7 +191,7 @@ def learning_check(
         if last is None:
             break
         # Each at its own largest budget: the control's is the larger search it stands for.
-        t = paired_test(c, last, budget=(_top(c), _top(last)))
+        t = paired_test(c, last, varies="budget", budget=(_top(c), _top(last)))
         t["beats"] = t["complete"] and t["verdict"] == BETTER
         versus.append(t)
     rises, beats = _judge(steps, "rises"), _judge(versus, "beats")

@@ -14,14 +14,17 @@ B       iteration ``i``, jointly trained    decoupled EBM on its frozen embeddin
 C       iteration ``i``, jointly trained    the head trained jointly (the main line)
 ======  ==================================  =============================================
 
-Without a value head, A is iteration ``i-1``'s own eval and B and C share iteration ``i``'s
-``eval_no_ebm``.  The questions (each an exact McNemar test at the largest shared budget,
-:mod:`burnqed.eval.paired`):
+Without a value head, A is iteration ``i-1``'s model without one (iteration 0's own eval at
+``i = 1``, iteration ``i-1``'s ``eval_no_ebm`` after: its ``eval.json`` has a value model), and B
+and C share iteration ``i``'s ``eval_no_ebm``.  The questions (each an exact McNemar test at the
+largest shared budget, :mod:`burnqed.eval.paired`, varying the factor named — any other difference
+between the two evals leaves it undecided, the field named):
 
-- **S → B**: did the joint loss protect or improve the embeddings (same data, same steps)?
-- **B → C**: did live gradients help the head (same policy, same searches)?
-- **A → C**: the whole effect of one iteration with joint training;
-- and for each configuration, its value head against none (the EBM ablation).
+- **S → B** (the model): did the joint loss protect or improve the embeddings (same data, same
+  steps)?
+- **B → C** (the value model): did live gradients help the head (same policy, same searches)?
+- **A → C** (the model): the whole effect of one iteration with joint training;
+- and for each configuration, its value head against none (the EBM ablation: the value model).
 
 Beside them, the embedding metrics of each configuration's EBM data (``ebm_metrics.json``): the
 scale-free centroid separation, the linear probe's balanced accuracy, and the EBM's held-out rank-1
@@ -40,10 +43,11 @@ from burnqed.eval.paired import format_p, notes_lines, paired_test, table_cells,
 from burnqed.eval.table import markdown_table, pct
 
 CONFIGS = ("A", "S", "B", "C")
+# (from, to, question, the factor the pair varies: burnqed.eval.paired.FACTORS)
 QUESTIONS = (
-    ("S", "B", "did the joint loss protect the embeddings?"),
-    ("B", "C", "did live gradients help the head?"),
-    ("A", "C", "the whole effect"),
+    ("S", "B", "did the joint loss protect the embeddings?", "model"),
+    ("B", "C", "did live gradients help the head?", "value model"),
+    ("A", "C", "the whole effect", "model"),
 )
 
 
@@ -69,15 +73,15 @@ def config_comparisons(
                 "label": e.get("label"),
                 "rate": _top_rate(e),
                 "rate_no_ebm": _top_rate(e0) if e0 else None,
-                "ablation": paired_test(e0, e) if e0 else None,
+                "ablation": paired_test(e0, e, varies="value model") if e0 else None,
                 "embeddings": embedding_summary(metrics.get(c)),
             }
         )
     questions = []
-    for a, b, why in QUESTIONS:
+    for a, b, why, varies in QUESTIONS:
         if a in evals and b in evals:
             questions.append({"from": a, "to": b, "question": why,
-                              "test": paired_test(evals[a], evals[b])})  # fmt: skip
+                              "test": paired_test(evals[a], evals[b], varies=varies)})  # fmt: skip
     return {"iteration": iteration, "configs": rows, "questions": questions}
 
 
@@ -141,8 +145,10 @@ def configs_markdown(section: Mapping[str, Any]) -> list[str]:
         f"{_f((section['configs'][0]['embeddings'] or {}).get('chance'))}.",
         "",
     ]  # fmt: skip
+    ablations = [(f"{r['config']} EBM vs none", r["ablation"]) for r in section["configs"]
+                 if r["ablation"] is not None]  # fmt: skip
+    named = [(f"{q['from']} → {q['to']}", q["test"]) for q in section["questions"]]
     if section["questions"]:
-        named = [(f"{q['from']} → {q['to']}", q["test"]) for q in section["questions"]]
         out += [
             markdown_table(
                 ["comparison", "question", *table_headers()],
@@ -151,8 +157,6 @@ def configs_markdown(section: Mapping[str, Any]) -> list[str]:
             ),
             "",
         ]  # fmt: skip
-        for n, t in named:
-            out += [f"- {n}: undecided — {r}" for r in t.get("reasons", [])]
-        out += notes_lines(named)
-        out.append("")
-    return out
+    lines = [f"- {n}: undecided — {r}" for n, t in [*ablations, *named] for r in t["reasons"]]
+    lines += notes_lines([*ablations, *named])
+    return [*out, *lines, ""] if lines else out

@@ -176,13 +176,15 @@ from per order by per.theorem
 """
 
 # One attempt per theorem on every axis: the one whose proof came after the fewest expansions
-# (then the lowest attempt index), with the cost a run that stops at that proof spends.
+# (then the lowest attempt index), with the cost a run that stops at that proof spends — on the
+# node axis too: the whole step that found it (n_spent, as the per-budget figures count), not the
+# proof's own expansion.
 _ANYTIME = """
 with first as (
     select a.theorem, arg_min(a.attempt, a.pe * 1000000 + a.attempt) as attempt
     from eval_att a where a.proved and a.pe < $max_budget group by a.theorem
 )
-select f.theorem, a.pe + 1 as nodes, c.lean_s, c.tokens, c.time_s as wall_s
+select f.theorem, c.n_spent as nodes, c.lean_s, c.tokens, c.time_s as wall_s
 from first f
 join eval_att a on a.theorem = f.theorem and a.attempt = f.attempt
 join cost c on c.theorem = f.theorem and c.attempt = f.attempt and c.budget = $max_budget
@@ -330,7 +332,7 @@ def score_trajectories(
             "description": "fraction of evaluated theorems proved within x of: node expansions, "
             "summed Lean seconds, generated tokens, wall seconds — one attempt per theorem on "
             "every axis (the one proving it with the fewest expansions), at the cost a run that "
-            "stops at that proof spends",
+            "stops at that proof spends (every expansion of the step that found it)",
             **anytime,
         },
         "ended_by": last["ended_by"],

@@ -21,9 +21,20 @@ configurations):
 - ``better``: p < α and more theorems gained than lost;
 - ``worse``: p < α and more lost than gained;
 - ``no measurable effect``: p ≥ α — the counts that changed are what chance would give;
-- ``undecided``: no evidence either way, with the reason — an eval is partial, the benchmark,
-  attempts or sampling temperature differ, the evals share no budget, or there is nothing to pair
-  (no per-theorem rows, no theorem both evaluated).  The counts are still given when they exist.
+- ``undecided``: no evidence either way, with the reason — an eval is partial, the evals differ in
+  more than the factor the comparison varies (below), they share no budget, or there is nothing to
+  pair (no per-theorem rows, no theorem both evaluated).  The counts are still given when they exist.
+
+**A pair varies one factor.**  Each comparison declares the factor it varies (``varies``, one of
+:data:`FACTORS`): the ``model`` (a learning step, S → B, A → C: another policy with the value model
+trained for it), the ``value model`` (an EBM ablation, B → C: the same policy), or the ``budget``
+(the search-longer control: an earlier model given more search against a later one given more
+training).  Every other field of :data:`COMPARED_FIELDS` — benchmark digest, attempts, seed,
+candidates, temperature, top_p, max_new_tokens, nodes per step, torch threads, instruction set (the
+``machine`` block), model, value model, budget factor — must be equal in the two evals, else the
+comparison is ``undecided`` naming the field and both values (:func:`differences`): a difference
+the paired test finds could come from any of them.  A field an eval does not record counts as
+None: unrecorded in both is equal, recorded in one only is a difference.
 
 Example::
 
@@ -36,7 +47,7 @@ Example::
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from math import comb
 from typing import Any
 
@@ -74,9 +85,93 @@ def label_of(e: Mapping[str, Any]) -> str:
 
 def temperature_of(e: Mapping[str, Any]) -> float | None:
     """The sampling temperature an eval's search used (``provenance.sampling.temperature``)."""
-    sampling = (e.get("provenance") or {}).get("sampling") or {}
-    t = sampling.get("temperature")
+    t = _field("provenance", "sampling", "temperature")(e)
     return None if t is None else float(t)
+
+
+def _field(*keys: str) -> Callable[[Mapping[str, Any]], Any]:
+    """A getter of ``e[k1][k2]…``: None where a level is missing (an eval from before it existed)."""
+
+    def get(e: Mapping[str, Any]) -> Any:
+        x: Any = e
+        for k in keys:
+            x = x.get(k) if isinstance(x, Mapping) else None
+        return x
+
+    return get
+
+
+def _artifact(key: str) -> Callable[[Mapping[str, Any]], Any]:
+    """The identity of the model or EBM an eval used: its content digest, else (a hub id, a path
+    not on this machine) its path; None without one (no EBM)."""
+
+    def get(e: Mapping[str, Any]) -> Any:
+        a = _field("provenance", key)(e)
+        return (a.get("sha256") or a.get("path")) if isinstance(a, Mapping) else a
+
+    return get
+
+
+# What two evals must share to be compared, where an eval JSON records it (burnqed.eval.stage: the
+# search's sampling block and config; the `machine` block of burnqed.determinism).  One list, so a
+# new field that decides results is added once.
+COMPARED_FIELDS: tuple[tuple[str, Callable[[Mapping[str, Any]], Any]], ...] = (
+    ("benchmark", _field("benchmark", "sha256")),
+    ("attempts (pass_n)", _field("pass_n")),
+    ("seed", _field("provenance", "seeds", "seed")),
+    ("candidates", _field("provenance", "sampling", "n")),
+    ("temperature", _field("provenance", "sampling", "temperature")),
+    ("top_p", _field("provenance", "sampling", "top_p")),
+    ("max_new_tokens", _field("provenance", "sampling", "max_new_tokens")),
+    ("nodes per step", _field("provenance", "config", "search", "expansions_per_step")),
+    ("torch threads", _field("machine", "torch_threads")),  # CPU log-probs move with it
+    ("instruction set", _field("machine", "cpu_capability")),  # and with the kernels' ISA
+    ("model", _artifact("model")),
+    ("value model", _artifact("ebm")),
+    ("budget factor", _field("budget_factor")),  # the search-longer control's multiplier
+)
+# The factor a comparison varies → the fields of COMPARED_FIELDS it may differ in.
+FACTORS: dict[str, tuple[str, ...]] = {
+    # a learning step or another policy: its value model comes with it (none at iteration 0)
+    "model": ("model", "value model"),
+    # an EBM ablation or another head: the same policy
+    "value model": ("value model",),
+    # the search-longer control: an earlier model with more search against a later, trained one
+    "budget": ("budget factor", "model", "value model"),
+}
+
+
+def _shown(x: Any) -> str:
+    if x is None:
+        return "not recorded"
+    if isinstance(x, float):
+        return f"{x:g}"
+    return str(x)
+
+
+def differences(before: Mapping[str, Any], after: Mapping[str, Any], *, varies: str) -> list[str]:
+    """Why ``before`` and ``after`` (eval JSONs) differ in more than ``varies`` (a key of
+    :data:`FACTORS`): one line per field of :data:`COMPARED_FIELDS` outside the factor whose values
+    differ, naming it and both values.
+
+    >>> a = {"label": "iter_0", "provenance": {"seeds": {"seed": 0}, "model": {"sha256": "m0"}}}
+    >>> b = {"label": "iter_1", "provenance": {"seeds": {"seed": 1}, "model": {"sha256": "m1"}}}
+    >>> differences(a, b, varies="model")
+    ['different seed: iter_0 0, iter_1 1 — only the model may differ']
+    >>> differences(a, {**a, "machine": {"torch_threads": 2}}, varies="value model")
+    ['different torch threads: iter_0 not recorded, iter_0 2 — only the value model may differ']
+    """
+    if varies not in FACTORS:
+        raise ValueError(f"varies={varies!r}: expected one of {', '.join(FACTORS)}")
+    out = []
+    for name, get in COMPARED_FIELDS:
+        x, y = get(before), get(after)
+        if name not in FACTORS[varies] and x != y:
+            out.append(
+                f"different {name}: {label_of(before)} {_shown(x)}, {label_of(after)} {_shown(y)}"
+                f" — only the {varies} may differ"
+            )
+    return out
 
 
 def solved_at(e: Mapping[str, Any], budget: int) -> dict[str, bool] | None:
@@ -113,31 +208,18 @@ def paired_test(
     before: Mapping[str, Any],
     after: Mapping[str, Any],
     *,
+    varies: str,
     budget: int | tuple[int, int] | None = None,
     alpha: float = ALPHA,
 ) -> dict[str, Any]:
     """``after`` against ``before`` (two eval JSONs): counts, p-value and verdict (module docstring).
 
-    ``budget``: one budget for both, ``(budget of before, budget of after)``, or None for the
-    largest budget both share.
+    ``varies``: the factor the comparison varies (a key of :data:`FACTORS`); any other difference
+    between the evals leaves it undecided.  ``budget``: one budget for both, ``(budget of before,
+    budget of after)``, or None for the largest budget both share.
     """
-    reasons: list[str] = []
-    notes: list[str] = []
-    for key, get in (
-        ("benchmark", lambda x: (x.get("benchmark") or {}).get("sha256")),
-        ("attempts (pass_n)", lambda x: x.get("pass_n")),
-    ):
-        if get(before) != get(after):
-            reasons.append(f"different {key}: {get(before)} vs {get(after)}")
+    reasons = differences(before, after, varies=varies)
     t_before, t_after = temperature_of(before), temperature_of(after)
-    if None not in (t_before, t_after) and t_before != t_after:
-        reasons.append(
-            f"sampling temperatures differ ({label_of(before)} T {t_before:g}, "
-            f"{label_of(after)} T {t_after:g}): the difference is not only what is compared"
-        )
-    elif None in (t_before, t_after):
-        missing = [label_of(e) for e, t in ((before, t_before), (after, t_after)) if t is None]
-        notes.append(f"sampling temperature not recorded for {', '.join(missing)}")
     partial = [
         f"{label_of(e)} {(e.get('status') or {}).get('label')}"
         for e in (before, after)
@@ -150,6 +232,7 @@ def paired_test(
         "test": TEST,
         "before": label_of(before),
         "after": label_of(after),
+        "varies": varies,
         "budget_before": b_before,
         "budget_after": b_after,
         "temperature": {"before": t_before, "after": t_after},
@@ -198,7 +281,7 @@ def paired_test(
         verdict = BETTER if out["gained"] > out["lost"] else WORSE
     else:
         verdict = NO_EFFECT
-    out.update(verdict=verdict, reasons=reasons, notes=notes)
+    out.update(verdict=verdict, reasons=reasons)
     return out
 
 
@@ -221,7 +304,7 @@ def summary_line(t: Mapping[str, Any]) -> str:
         f"{t['lost'] if t['lost'] is not None else '–'}, exact McNemar p = {format_p(t['p_value'])}"
         f", at {budget_text(t)} nodes"
     )
-    extra = [*t.get("reasons", []), *t.get("notes", [])]
+    extra = list(t.get("reasons", []))
     if left_out_text(t):
         extra.append(f"left out: {left_out_text(t)}")
     return line + (f" ({'; '.join(extra)})" if extra else "")
@@ -244,11 +327,10 @@ def table_cells(t: Mapping[str, Any]) -> list[str]:
 
 
 def notes_lines(tests: Sequence[tuple[str, Mapping[str, Any]]]) -> list[str]:
-    """Markdown bullet lines: what each named test noted (e.g. an unrecorded temperature) and the
-    theorems it left out (its reasons for being undecided are the caller's to word)."""
+    """Markdown bullet lines: the theorems each named test left out (its reasons for being
+    undecided are the caller's to word)."""
     lines = []
     for name, t in tests:
-        lines += [f"- {name}: {r}" for r in t.get("notes", [])]
         if left_out_text(t):
             lines.append(f"- {name}: left out {left_out_text(t)}")
     return lines

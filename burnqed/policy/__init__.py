@@ -105,6 +105,26 @@ def candidate_seeds(
     return tuple(out)
 
 
+def salted_seed(run_seed: int, salt: str | None) -> int:
+    """The seed a search hands :func:`candidate_seeds` as its run seed: ``run_seed`` itself without a
+    salt — every eval (pairs of evals depend on drawing the same numbers) and iteration 0's pool
+    search — else a hash of (run seed, salt).  A search with a salt of its own (the noise search,
+    a later iteration's search of the theorems the last one failed: ``rules/common.smk``) draws
+    samples independent of every other search of the same theorems and states, where the same
+    draws again would correlate them (one uniform per token, at another temperature or under a
+    slightly changed model, picks much the same tokens).
+
+    >>> salted_seed(7, None)
+    7
+    >>> salted_seed(7, "search_noise/iter_0") != salted_seed(7, "search/iter_1")
+    True
+    """
+    if salt is None:
+        return int(run_seed)
+    digest = hashlib.blake2b(f"{int(run_seed)}\x00{salt}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") >> (64 - SEED_BITS)
+
+
 def check_seeds(seeds: Sequence[Sequence[int]] | None, prompts: int, n: int) -> None:
     """``seeds`` is None or holds ``n`` seeds for each of ``prompts`` prompts (else ValueError)."""
     if seeds is None:

@@ -3,15 +3,19 @@ for the EBM ablation — against the paired test.
 
 Threshold gates: ``go`` at or above the target, ``watch`` between the red line and the target,
 ``no-go`` below the red line, ``n/a`` when the metric is not available (no EBM yet, no baseline, …).
-The EBM ablation (``ebm_gain``) is judged by the exact McNemar test of :mod:`burnqed.eval.paired`
-on the theorems both evals evaluated: ``go`` only when the EBM is ``better``, ``no-go`` when
-``worse``, ``no measurable effect`` otherwise; ``undecided`` when the two evals are not comparable
-(partial, another temperature, …).  A gain gate whose two evals are not comparable (another
-benchmark, attempts or sampling temperature) is ``undecided`` too; one computed from a partial eval
-says so in its note; one at its target whose paired test finds no measurable effect shows that
-verdict, not ``go``.  Every gate comparing two evals carries its paired test (p-value, theorems
-gained and lost).  The overall verdict is the worst gate: no-go < watch < no measurable effect <
-undecided < go (n/a is left out).
+The EBM ablation (``ebm_gain``, varying the value model) is judged by the exact McNemar test of
+:mod:`burnqed.eval.paired` on the theorems both evals evaluated: ``go`` only when the EBM is
+``better``, ``no-go`` when ``worse``, ``no measurable effect`` otherwise; ``undecided`` when the
+test is (a partial eval, evals that differ in more than the value model, …).  A gain gate (varying
+the model) is checked by its paired test the same way in both directions: a gain at its target is
+``go`` and a loss below the red line ``no-go`` only when the test says ``better`` / ``worse``; a
+difference chance explains shows ``no measurable effect``, one the test cannot judge (a partial
+eval, evals that differ in more than the model, nothing to pair) ``undecided`` — so a partial eval
+never shows ``go``.  Between the two lines a gain gate stays ``watch`` unless its evals differ in
+more than the model (``undecided``).  Every gate comparing two evals carries its paired test
+(p-value, theorems gained and lost) and, when undecided, the test's reasons in its note.  The
+overall verdict is the worst gate: no-go < watch < no measurable effect < undecided < go (n/a is
+left out).
 
 The embedding gates read what the writers write: ``results/iter_{i}/ebm_metrics.json``
 (:func:`burnqed.ebm.stage.run_metrics`: ``centroid_separation``, ``linear_probe.balanced_accuracy``,
@@ -63,8 +67,11 @@ DESCRIPTIONS = {
     "ebm_rank1": "EBM held-out rank-1 accuracy (ties count 1/t)",
     "unique_candidates": "unique candidates per expansion (diversity alarm)",
 }
-# Why a paired test leaves a comparison undecided that a rate difference must not ignore either.
-_NOT_COMPARABLE = ("different ", "sampling temperatures differ", "no budget", "has no budget")
+# Why a paired test leaves a comparison undecided that a rate difference must not ignore either:
+# the evals differ in more than the model (burnqed.eval.paired.differences) or share no budget.
+_NOT_COMPARABLE = ("different ", "no budget", "has no budget")
+# What a threshold verdict on a difference claims, and the paired verdict that must back it.
+_BACKED_BY = {GO: BETTER, NO_GO: WORSE}
 
 
 def verdict(value: float | None, *, target: float, red_line: float) -> str:
@@ -86,14 +93,36 @@ def top_rate(e: Mapping[str, Any] | None) -> float | None:
     return e["by_budget"][-1]["rate"]
 
 
+def checked_by_paired(v: str, test: Mapping[str, Any] | None) -> str:
+    """A threshold verdict ``v`` on the difference of two evals, checked by their paired test:
+    ``go`` / ``no-go`` stand only when the test says ``better`` / ``worse``; otherwise the test's
+    ``no measurable effect``, or ``undecided`` (a partial eval, not comparable, or the test points
+    the other way).  ``watch`` stands unless the evals are not comparable.
+
+    >>> checked_by_paired("no-go", {"verdict": "no measurable effect", "reasons": []})
+    'no measurable effect'
+    >>> checked_by_paired("go", {"verdict": "undecided", "reasons": ["partial eval: x partial 3/8"]})
+    'undecided'
+    """
+    if test is None or v not in (GO, WATCH, NO_GO):
+        return v
+    t = test["verdict"]
+    if v == WATCH:
+        not_comparable = any(r.startswith(_NOT_COMPARABLE) for r in test["reasons"])
+        return UNDECIDED if t == UNDECIDED and not_comparable else v
+    if t == _BACKED_BY[v]:
+        return v
+    return NO_EFFECT if t == NO_EFFECT else UNDECIDED
+
+
 def _comparison(
-    before: Mapping[str, Any] | None, after: Mapping[str, Any] | None
+    before: Mapping[str, Any] | None, after: Mapping[str, Any] | None, *, varies: str
 ) -> tuple[float | None, str, dict | None]:
     """(rate of ``after`` − rate of ``before`` at each one's largest budget, note, paired test)."""
     ra, rb = top_rate(before), top_rate(after)
     if ra is None or rb is None:
         return None, "not available", None
-    test = paired_test(before, after)
+    test = paired_test(before, after, varies=varies)
     notes = [f"{x['label']} {x['status']['label']}" for x in (before, after)
              if not x["status"]["complete"]]  # fmt: skip
     return rb - ra, ("from a partial eval: " + ", ".join(notes)) if notes else "", test
@@ -163,9 +192,9 @@ def evaluate_gates(
     ties = e.get("ebm_tie_rate")
     rank1_note = f"tie rate {ties:.1%}" if ties is not None else ""
     values: dict[str, tuple[float | None, str, dict | None]] = {
-        "gain_vs_baseline": _comparison(baseline, current),
-        "gain_vs_previous": _comparison(previous, current),
-        "ebm_gain": _comparison(no_ebm, current),
+        "gain_vs_baseline": _comparison(baseline, current, varies="model"),
+        "gain_vs_previous": _comparison(previous, current, varies="model"),
+        "ebm_gain": _comparison(no_ebm, current, varies="value model"),
         "centroid_separation": (e.get("centroid_separation"), "", None),
         "probe_balanced_accuracy": (e.get("probe_balanced_accuracy"), "", None),
         "ebm_rank1": (e.get("ebm_rank1"), rank1_note, None),
@@ -179,17 +208,14 @@ def evaluate_gates(
             v = NA if test is None else PAIRED_VERDICT[test["verdict"]]
         else:
             target, red = getattr(cfg, f"{name}_target"), getattr(cfg, f"{name}_red_line")
-            v = verdict(value, target=target, red_line=red)
-            if v == GO and test is not None and test["verdict"] in (NO_EFFECT, WORSE):
-                # a gain the paired test cannot tell from chance is not a go
-                v = PAIRED_VERDICT[test["verdict"]]
+            # a gain (or loss) the paired test cannot tell from chance is not a go (no-go)
+            v = checked_by_paired(verdict(value, target=target, red_line=red), test)
         reasons = []
-        if test is not None and test["verdict"] == UNDECIDED:
-            reasons = test["reasons"] if name == "ebm_gain" else [
-                r for r in test["reasons"] if r.startswith(_NOT_COMPARABLE)
-            ]  # fmt: skip
-            if reasons:
-                v = UNDECIDED
+        if v == UNDECIDED and test is not None and test["verdict"] != UNDECIDED:
+            reasons = [f"the paired test says {test['verdict']}: the rates point the other way"]
+        elif v == UNDECIDED and test is not None:
+            # the partial eval is named in the note already
+            reasons = [r for r in test["reasons"] if not r.startswith("partial eval")]
         note = "; ".join(x for x in (note, *reasons) if x)
         gates.append(
             {

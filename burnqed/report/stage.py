@@ -77,11 +77,18 @@ def energy_histogram(con: Any, bins: int) -> dict:
 
 
 def _curve(e: Mapping[str, Any] | None) -> dict:
-    """The node-budget step curve, from budget 1 (0 % before the first proof) to the largest."""
-    pts = ((e or {}).get("anytime") or {}).get("nodes") or []
-    if not pts:
+    """The node-budget step curve, from budget 1 (0 % before the first proof) to the largest: a
+    theorem counts from budget ``first_proof_expansion + 1`` on, where a run with that budget
+    performs the expansion that proves it — the rule of the per-budget rates (the markers).  Not
+    the anytime node axis, which charges the proof's whole step (what a run that stops at the
+    proof spends; burnqed.eval.metrics)."""
+    rows = [r for r in (e or {}).get("per_theorem") or [] if r.get("evaluated")]
+    firsts = [r["first_proof_expansion"] + 1 for r in rows
+              if r.get("first_proof_expansion") is not None]  # fmt: skip
+    if not firsts:
         return {"x": [], "y": []}
-    xs, ys = [p[0] for p in pts], [p[1] for p in pts]
+    xs = sorted(set(firsts))
+    ys = [sum(f <= x for f in firsts) / len(rows) for x in xs]  # ≤ benchmark-size lists
     if xs[0] > 1:
         xs, ys = [1, *xs], [0.0, *ys]
     last = max(e.get("budgets") or [xs[-1]])
@@ -148,7 +155,7 @@ def ablation_markdown(current: Mapping[str, Any], no_ebm: Mapping[str, Any] | No
             for b in current["by_budget"]
         ],
     )  # fmt: skip
-    t = paired_test(no_ebm, current)
+    t = paired_test(no_ebm, current, varies="value model")
     return (
         f"EBM ablation (same theorems and seeds):\n\n{table}\n\n"
         f"Paired test, with vs without the EBM: {summary_line(t)}.\n\n"
@@ -437,7 +444,7 @@ def run_cross(
     ablations, ablation_rows, ablation_lists = [], [], []
     for key, e in sorted(by_dir.items()):
         with_ebm = current_by_dir.get(key)
-        t = paired_test(e, with_ebm) if with_ebm is not None else None
+        t = paired_test(e, with_ebm, varies="value model") if with_ebm is not None else None
         ablations.append({"iteration": key, "paired": t})
         ablation_rows.append(
             [key, pct(with_ebm["by_budget"][-1]["rate"]) if with_ebm else "–",
@@ -448,7 +455,8 @@ def run_cross(
             ablation_lists += [
                 f"- **{key}** with the EBM only ({len(t['gained_theorems'])}): "
                 f"{_names(t['gained_theorems'])}; without it only ({len(t['lost_theorems'])}): "
-                f"{_names(t['lost_theorems'])}"
+                f"{_names(t['lost_theorems'])}",
+                *(f"- **{key}** undecided — {r}" for r in t["reasons"]),
             ]
     ebm_rows = [
         [key, fmt(m["centroid_separation"], 3), fmt(m["centroid_l2"], 3),

@@ -54,7 +54,7 @@ from typing import Any, Literal
 from burnqed.config import InputError, LeanConfig, PolicyConfig, SearchConfig
 from burnqed.data.prompt import STOP
 from burnqed.outcomes import nondeterministic_events
-from burnqed.policy import SamplingParams, TacticGenerator
+from burnqed.policy import SamplingParams, TacticGenerator, salted_seed
 from burnqed.progress import Progress
 from burnqed.provenance import code_digest, git_commit, launched_modules, lean_project_versions
 from burnqed.search.engine import ProofEnvironment, SearchResult, search_all
@@ -462,6 +462,7 @@ def run(
     temperature: float | None = None,
     resume: bool | Literal["auto"] = False,
     seed: int = 0,
+    seed_salt: str | None = None,
     shard: tuple[int, int] | None = None,
     log_dir: Path | None = None,
     kind: str = "search",
@@ -470,6 +471,11 @@ def run(
 
     ``kind`` (``search`` | ``eval``) goes into the manifest: an eval's trajectories are benchmark
     proofs, which training stages refuse (:func:`burnqed.ebm.groups.eval_output`).
+
+    ``seed_salt``: a search's own salt (the noise search's, a later iteration's: the rules set it):
+    its candidates draw from ``salted_seed(seed, seed_salt)``
+    (:func:`burnqed.policy.salted_seed`), recorded as the manifest's ``sampling.seed`` beside
+    ``seed`` and ``seed_salt``; None (evals) draws from ``seed`` itself.
 
     ``resume="auto"`` (the workflow's rules) resumes parts written by this same job and discards
     parts written by a different one (:func:`prepare_auto_resume`), so re-running the same
@@ -497,6 +503,7 @@ def run(
                 repl_version=repl_version,
                 temperature=temperature,
                 seed=seed,
+                seed_salt=seed_salt,
                 shard=shard,
                 theorems=hashlib.sha256(Path(theorems).read_bytes()).hexdigest(),
                 model=_listing_digest(model),
@@ -517,6 +524,7 @@ def run(
         "ebm": str(ebm) if ebm else None,
         "shard": list(shard) if shard else None,
         "seed": seed,
+        "seed_salt": seed_salt,  # sampling.seed = burnqed.policy.salted_seed(seed, seed_salt)
         "git_commit": git_commit(),
         "python": platform.python_version(),
         "lean": lean_cfg.to_dict(),
@@ -545,7 +553,7 @@ def run(
                         search_cfg,
                         Path(out),
                         sampling=sampling,
-                        seed=seed,
+                        seed=salted_seed(seed, seed_salt),
                         value_model=value_model,
                         resume=resume,
                         provenance=provenance,

@@ -289,7 +289,7 @@ def test_evals_at_different_temperatures_are_not_called_learning(tmp_path):
     lc = compare(load_evals(_write(tmp_path, evals)), [(tmp_path / "c.json", control)])["learning"]
     (step,) = lc["steps"]
     assert step["gained"] == 12 and step["verdict"] == "undecided" and not step["rises"]
-    assert "sampling temperatures differ (iter_0 T 0.8, iter_1 T 1)" in step["reasons"][0]
+    assert step["reasons"][0].startswith("different temperature: iter_0 0.8, iter_1 1 — only the")
     assert lc["controls"][0]["verdict"] == "better"  # the control ran at iter_1's temperature
     assert lc["rises_every_iteration"] is None and lc["verdict"] == "undecided"
 
@@ -328,3 +328,40 @@ def test_compare_md_splits_how_unsolved_attempts_ended_per_budget(three, tmp_pat
     assert "| eval | 100 nodes | 300 nodes |" in section
     assert "| baseline | 8 / 1 of 9 | 7 / 1 of 8 |" in section
     assert "1 / 2 (fault 1) of 4 |" in section  # the control's row, fault named
+
+
+def test_compare_md_names_the_field_beyond_a_comparisons_factor(tmp_path):
+    """A learning step varies the model (and the value model that comes with it), the control the
+    budget against training: those differences decide as before; another thread count does not."""
+    names = [f"t{i:02d}" for i in range(20)]
+
+    def ev(label, solved, model, *, threads=1, ebm=None, factor=1):
+        e = synthetic_eval(label, {10 * factor: solved}, 20, 20, theorems=names)
+        e["provenance"].update(model={"path": model, "sha256": f"sha-{model}"},
+                               ebm=ebm and {"path": ebm, "sha256": f"sha-{ebm}"})  # fmt: skip
+        return {**e, "budget_factor": factor, "machine": {"torch_threads": threads}}
+
+    evals = {
+        "iter_0": ev("iter_0", names[:2], "models/iter_0/merged"),
+        "iter_1": ev("iter_1", names[:14], "models/iter_1/merged", ebm="models/iter_1/ebm"),
+    }
+    control = ev("iter_0 search ×2", names[:2], "models/iter_0/merged", factor=2)
+    (tmp_path / "c.json").write_text(json.dumps(control))
+    c = run(evals=_write(tmp_path, evals), controls=[tmp_path / "c.json"], out_md=tmp_path / "a.md")
+    (step,), (versus,) = c["learning"]["steps"], c["learning"]["controls"]
+    assert step["verdict"] == versus["verdict"] == "better" and c["learning"]["verdict"] == "pass"
+
+    evals["iter_1"]["machine"]["torch_threads"] = 2
+    c = run(evals=_write(tmp_path, evals), controls=[tmp_path / "c.json"], out_md=tmp_path / "b.md")
+    (step,), (versus,) = c["learning"]["steps"], c["learning"]["controls"]
+    assert step["verdict"] == versus["verdict"] == "undecided"
+    assert c["learning"]["verdict"] == "undecided"
+    md = (tmp_path / "b.md").read_text()
+    assert (
+        "- iter_0 → iter_1: undecided — different torch threads: iter_0 1, iter_1 2 — only the "
+        "model may differ" in md
+    )
+    assert (
+        "- iter_1 vs control iter_0 search ×2: undecided — different torch threads: "
+        "iter_0 search ×2 1, iter_1 2 — only the budget may differ" in md
+    )

@@ -64,3 +64,35 @@ def test_the_three_questions_and_the_ablations_are_paired_tests(tmp_path):
     assert "## Value-model configurations, iteration 1" in md
     assert "| B → C | did live gradients help the head? | 64 | 12 | 0 |" in md
     assert "| S | iter_1 S | 30.0% (64) | 30.0% | +0/−0, p 1.000, no measurable effect |" in md
+
+
+def test_an_ablation_whose_twin_differs_beyond_the_value_model_is_undecided_naming_it(tmp_path):
+    """An EBM ablation varies the value model only: a twin drawn with another seed is undecided,
+    and compare.md says why; A → C varies the model (with its value model) and is decided."""
+
+    def ev(label, solved, model, ebm, seed=0):
+        e = synthetic_eval(label, {64: solved}, 40, 40, theorems=NAMES)
+        e["provenance"].update(model={"path": model, "sha256": None}, seeds={"seed": seed},
+                               ebm=ebm and {"path": ebm, "sha256": None})  # fmt: skip
+        return e
+
+    ev_ = {
+        "iter_0": ev("iter_0", NAMES[:10], "models/iter_0/merged", None),
+        "A": ev("iter_1 A", NAMES[:20], "models/iter_0/merged", "models/iter_1/configs/A/ebm"),
+        "C": ev("iter_1", NAMES[:25], "models/iter_1/merged", "models/iter_1/ebm"),
+        "C0": ev("iter_1 no EBM", NAMES[:12], "models/iter_1/merged", None, seed=1),
+    }
+    paths = dict(zip(ev_, _write(tmp_path, ev_), strict=True))
+    configs = {1: {"evals": {"A": paths["A"], "A0": paths["iter_0"], "C": paths["C"],
+                             "C0": paths["C0"]}, "metrics": {}}}  # fmt: skip
+    c = run(evals=[paths["iter_0"], paths["C"]], out_md=tmp_path / "c.md", configs=configs)
+    rows = {r["config"]: r["ablation"] for r in c["configs"][0]["configs"]}
+    assert rows["A"]["verdict"] == "better" and rows["A"]["reasons"] == []  # only the EBM differs
+    assert rows["C"]["verdict"] == "undecided"
+    md = (tmp_path / "c.md").read_text()
+    assert (
+        "- C EBM vs none: undecided — different seed: iter_1 no EBM 1, iter_1 0 — only the value "
+        "model may differ" in md
+    )
+    (q,) = c["configs"][0]["questions"]  # A → C varies the model: decided
+    assert (q["from"], q["to"], q["test"]["verdict"]) == ("A", "C", "no measurable effect")

@@ -16,6 +16,7 @@ from burnqed.eval.compare import compare, compare_markdown
 from burnqed.eval.metrics import score_trajectories
 from burnqed.eval.stage import check_benchmark, run
 from burnqed.eval.table import eval_markdown, render_rich
+from burnqed.policy import candidate_seeds
 from burnqed.theorems import read_theorems
 from burnqed.trajectory import read_nodes, read_summary
 from tests.eval.conftest import LEAN, POLICY, SEARCH, toy_search, write_benchmark
@@ -82,6 +83,35 @@ def test_budget_curve_from_one_run_equals_separate_runs_per_budget(tmp_path, k):
     assert m["anytime"]["nodes"][-1][1] == pytest.approx(m["cumulative"]["rate"])
 
 
+def test_the_anytime_node_axis_charges_the_proofs_whole_step(tmp_path):
+    """k = 2 nodes per step: a search finishes its step before it looks for a proof, so a proof from
+    a step's first node costs both — on the anytime node axis as in the per-budget node counts and
+    on the anytime curve's other axes.  The report's budget curve still counts a theorem from the
+    budget whose run performs the proof's expansion (the per-budget rates' rule)."""
+    from burnqed.report.stage import _curve
+
+    theorems = toy_theorems(14, seed=8, low=5, high=20)
+    toy_search(tmp_path / "full", theorems, RandomToyPolicy(seed=11), max_nodes=BUDGETS[-1], k=2,
+               depth_normalisation=1.0)  # fmt: skip
+    proved = [r for r in read_summary(tmp_path / "full").table.to_pylist()
+              if r["status"] == "proved" and r["verified"]]  # fmt: skip
+    # What a run that stops at each proof spends: every expansion it made, its last step whole.
+    spent = [r["nodes_expanded"] for r in proved]
+    assert any(r["nodes_expanded"] > r["proof_expansion"] + 1 for r in proved)  # mid-step proofs
+    m = score_trajectories(tmp_path / "full", expected=[t.name for t in theorems], budgets=BUDGETS,
+                           pass_n=1)  # fmt: skip
+    assert m["anytime"]["nodes"] == [[float(x), sum(s <= x for s in spent) / 14]
+                                     for x in sorted(set(spent))]  # fmt: skip
+    top = m["by_budget"][-1]  # the same accounting as the per-budget figures at that budget
+    unsolved = [r["nodes_expanded"] for r in read_summary(tmp_path / "full").table.to_pylist()
+                if r not in proved]  # fmt: skip
+    assert top["avg_nodes"] == pytest.approx((sum(spent) + sum(unsolved)) / 14)
+    curve = _curve(m)
+    for b in m["by_budget"]:
+        at = [y for x, y in zip(curve["x"], curve["y"], strict=True) if x <= b["budget"]]
+        assert (at[-1] if at else 0.0) == pytest.approx(b["rate"]), b["budget"]
+
+
 def test_run_writes_a_self_describing_eval_with_every_budget(tmp_path, benchmark, fake_backends):
     policy = RandomToyPolicy(seed=3)
     before = {"toy0000", "toy0001", "toy0002"}
@@ -128,6 +158,32 @@ def test_run_writes_a_self_describing_eval_with_every_budget(tmp_path, benchmark
         r = rows[name]
         assert r["proof"] and r["budget_at_proof"] in (2, 6, 12)
         assert r["budget_at_proof"] > r["first_proof_expansion"]
+
+
+def test_eval_seeds_are_the_run_seed_itself_and_do_not_change(tmp_path, benchmark, fake_backends):
+    """Evals pair theorem by theorem because they draw the same numbers: an eval samples with
+    candidate_seeds(run seed, theorem, attempt, state hash, j) — no salt, unlike the noise search
+    and later iterations' searches — and those seeds are pinned to the values they had when
+    searches got salts of their own (issue 29)."""
+    assert candidate_seeds(5, "toy0000", 0, "root", 3) == (
+        8475160955526646367, 6149249404262048362, 799417072008215574,
+    )  # fmt: skip
+    assert candidate_seeds(0, "t", 1, "0123456789abcdef", 2) == (
+        3269755125513986620, 7728193301497069944,
+    )  # fmt: skip
+    policy = RandomToyPolicy(seed=3)
+    with fake_backends(policy, ToyEnv()):
+        result = run(model="m", benchmark=benchmark, trajectories=tmp_path / "eval",
+                     out=tmp_path / "eval.json", search=SEARCH, lean=LEAN, policy=POLICY, seed=5,
+                     cfg={"budgets": [3, 6], "pass_n": 2, "num_candidates": 4,
+                          "benchmark": "toy_test"})  # fmt: skip
+    nodes = read_nodes(tmp_path / "eval").table.to_pylist()
+    drawn = {candidate_seeds(5, r["theorem"], r["attempt"], r["state_hash"], 4)
+             for r in nodes if r["expansion_index"] is not None}  # fmt: skip
+    assert {tuple(s) for s in policy.seeds_seen} == drawn
+    prov = result["provenance"]
+    assert prov["seeds"]["seed"] == prov["sampling"]["seed"] == 5
+    assert prov["search_manifest"]["seed_salt"] is None
 
 
 def test_partial_eval_is_labelled_partial_everywhere(tmp_path, benchmark):

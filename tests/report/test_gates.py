@@ -4,6 +4,7 @@ embedding thresholds in params.yaml are the ones these healthy and collapsed emb
 
 from __future__ import annotations
 
+import copy
 import json
 
 import pytest
@@ -36,6 +37,8 @@ def evals(tmp_path_factory):
         "strong_t1": make_eval(root, bench, "strong_t1", STRONG, temperature=1.0),
         "random": make_eval(root, bench, "random", RandomToyPolicy(seed=2)),
         "empty": make_eval(root, bench, "empty", WEAK, searched=0),
+        "strong_partial": make_eval(root, bench, "strong_partial", STRONG, searched=6),
+        "weak_partial": make_eval(root, bench, "weak_partial", WEAK, searched=6),
     }
     loaded = {k: json.loads(p.read_text()) for k, p in paths.items()}
     assert (
@@ -93,7 +96,7 @@ def test_ebm_gain_is_judged_by_the_paired_test(evals):
     assert same["paired"]["p_value"] == 1.0
     assert overall([same]) == "no measurable effect"
     across = ebm_gain(evals["strong_t1"], evals["weak"])  # not the same sampling temperature
-    assert across["verdict"] == "undecided" and "sampling temperatures differ" in across["note"]
+    assert across["verdict"] == "undecided" and "different temperature" in across["note"]
     assert ebm_gain(evals["strong"], None)["verdict"] == "n/a"
 
 
@@ -127,19 +130,66 @@ def test_unique_candidates_gate_in_the_iteration_and_the_cross_report(evals, tmp
     assert cross["random"]["value"] > CFG.unique_candidates_target
 
 
-def test_a_gain_at_its_target_that_chance_explains_is_not_a_go(evals):
-    # The strong eval with only 3 of its 8 proofs: +37.5 points over the weak one, far above the
-    # target, but 3 theorems gained and none lost is p = 0.25 under the paired test.
-    import copy
-
-    few = copy.deepcopy(evals["strong"])
+def _few(strong):
+    """The strong eval with only 3 of its 8 proofs."""
+    few = copy.deepcopy(strong)
     for row in few["per_theorem"][3:]:
         row["budget_at_proof"] = None
     for b in few["by_budget"]:
         b["solved"], b["rate"] = 3, 3 / 8
+    return few
+
+
+def test_a_gain_at_its_target_that_chance_explains_is_not_a_go(evals):
+    # +37.5 points over the weak one, far above the target, but 3 theorems gained and none lost is
+    # p = 0.25 under the paired test.
+    few = _few(evals["strong"])
     gates = by_gate(evaluate_gates(CFG, current=few, baseline=evals["weak"]))
     g = gates["gain_vs_baseline"]
     assert g["value"] == pytest.approx(3 / 8) and g["value"] >= CFG.gain_vs_baseline_target
     assert (g["paired"]["gained"], g["paired"]["lost"]) == (3, 0)
     assert g["paired"]["p_value"] == pytest.approx(0.25)
     assert g["verdict"] == "no measurable effect"
+
+
+def test_a_loss_below_the_red_line_that_chance_explains_is_not_a_no_go(evals):
+    # −37.5 points against the 3-proof eval, far below the red line, but 3 theorems lost and none
+    # gained is p = 0.25: no measurable effect, as for a gain.
+    g = by_gate(evaluate_gates(CFG, current=evals["weak"], baseline=_few(evals["strong"]),
+                               previous=_few(evals["strong"])))  # fmt: skip
+    for gate in ("gain_vs_baseline", "gain_vs_previous"):
+        assert g[gate]["value"] == pytest.approx(-3 / 8)
+        assert g[gate]["value"] < getattr(CFG, f"{gate}_red_line")
+        assert (g[gate]["paired"]["lost"], g[gate]["paired"]["p_value"]) == (3, pytest.approx(0.25))
+        assert g[gate]["verdict"] == "no measurable effect", g[gate]
+
+
+def test_a_partial_eval_is_neither_go_nor_no_go(evals):
+    """6 of 8 theorems evaluated: every rate gap is far past its line and the counts alone would be
+    significant, but a partial eval cannot show a gain or a loss."""
+    up = by_gate(evaluate_gates(CFG, current=evals["strong_partial"], baseline=evals["weak"],
+                                previous=evals["weak"], no_ebm=evals["weak"]))  # fmt: skip
+    down = by_gate(evaluate_gates(CFG, current=evals["weak_partial"], baseline=evals["strong"],
+                                  previous=evals["strong"], no_ebm=evals["strong"]))  # fmt: skip
+    for g, value in ((up, 1.0), (down, -1.0)):
+        for gate in ("gain_vs_baseline", "gain_vs_previous", "ebm_gain"):
+            assert g[gate]["value"] == pytest.approx(value), g[gate]
+            assert g[gate]["paired"]["complete"] is False
+            assert g[gate]["verdict"] == "undecided", g[gate]
+            assert "partial 6/8" in g[gate]["note"]
+    assert up["gain_vs_baseline"]["paired"]["gained"] == 6  # p = 0.03 were it complete
+    assert overall(list(up.values())) == "undecided"
+
+
+def test_a_gate_whose_evals_differ_beyond_its_factor_is_undecided_naming_the_field(evals):
+    """A gain gate varies the model, the EBM ablation the value model: another thread count or seed
+    leaves either undecided, the field named in its note."""
+    other = copy.deepcopy(evals["weak"])
+    other["machine"] = {"torch_threads": 2, "cpu_capability": "AVX2"}
+    other["provenance"]["seeds"]["seed"] = 1
+    g = by_gate(evaluate_gates(CFG, current=evals["strong"], baseline=other, no_ebm=other))
+    for gate, varies in (("gain_vs_baseline", "model"), ("ebm_gain", "value model")):
+        assert g[gate]["verdict"] == "undecided", g[gate]
+        assert f"different seed: weak 1, strong 0 — only the {varies} may differ" in g[gate]["note"]
+        assert "different torch threads: weak 2, strong not recorded" in g[gate]["note"]
+        assert "different instruction set: weak AVX2, strong not recorded" in g[gate]["note"]

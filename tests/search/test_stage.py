@@ -11,11 +11,15 @@ import sys
 import time
 import types
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
 from burnqed.cli import main as cli_main
+from burnqed.data.prompt import format_prompt
+from burnqed.policy import candidate_seeds, salted_seed
+from burnqed.search.stage import run
 from burnqed.theorems import write_theorems
 from burnqed.trajectory import finished_attempts, read_nodes, read_summary
 from tests.search.fakes import RandomToyPolicy, ToyEnv, toy_theorems
@@ -234,3 +238,45 @@ def test_cli_rejects_a_bad_override(tmp_path, repo_root, capsys):
     )
     assert rc == 2
     assert "search.max_nodes" in capsys.readouterr().err
+
+
+@dataclass
+class _SeedRecorder(RandomToyPolicy):
+    """Records the seeds each prompt (a proof state) was sampled with."""
+
+    by_prompt: dict[str, set[tuple[int, ...]]] = field(default_factory=dict)
+
+    def generate(self, prompts, params, seeds=None):
+        for p, s in zip(prompts, seeds, strict=True):
+            self.by_prompt.setdefault(p, set()).add(tuple(s))
+        return super().generate(prompts, params, seeds)
+
+
+def test_a_search_with_a_salt_of_its_own_draws_new_seeds_for_the_same_states(tmp_path, monkeypatch):
+    """The noise search (salt "search_noise/iter_0") against iteration 0's pool search (no salt):
+    the same theorems, the same root states, other draws; each manifest says how they were drawn.
+    The unsalted search draws exactly candidate_seeds(seed, theorem, attempt, state hash, j)."""
+    theorems = tmp_path / "theorems.jsonl"
+    write_theorems(theorems, toy_theorems(6, seed=3, low=2, high=6))
+    cfg = {"max_nodes": 6, "num_candidates": 3, "concurrency": 2, "attempts": 1}
+    runs = {}
+    for salt in (None, "search_noise/iter_0"):
+        policy = _SeedRecorder(seed=4)
+        with _fake_backends(monkeypatch, policy, ToyEnv()):
+            manifest = run(theorems=theorems, model="m", out=tmp_path / str(salt), cfg=cfg,
+                           lean={"repl_command": ["unused"]}, policy={"backend": "transformers"},
+                           seed=7, seed_salt=salt)  # fmt: skip
+        runs[salt] = (policy.by_prompt, manifest)
+    (pool, pool_manifest), (noise, noise_manifest) = runs[None], runs["search_noise/iter_0"]
+    nodes = read_nodes(tmp_path / "None").table.to_pylist()
+    shared = pool.keys() & noise.keys()
+    assert {format_prompt(r["state"]) for r in nodes if r["depth"] == 0} <= shared  # the roots
+    for prompt in shared:
+        assert not pool[prompt] & noise[prompt], prompt  # not one draw in common
+    assert (pool_manifest["seed"], pool_manifest["seed_salt"]) == (7, None)
+    assert pool_manifest["sampling"]["seed"] == 7
+    assert (noise_manifest["seed"], noise_manifest["seed_salt"]) == (7, "search_noise/iter_0")
+    assert noise_manifest["sampling"]["seed"] == salted_seed(7, "search_noise/iter_0") != 7
+    expected = {candidate_seeds(7, r["theorem"], r["attempt"], r["state_hash"], 3)
+                for r in nodes if r["expansion_index"] is not None}  # fmt: skip
+    assert set().union(*pool.values()) == expected

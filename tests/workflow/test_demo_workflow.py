@@ -2,7 +2,8 @@
 
 The demo overlay plus a shrinking overlay (fewer theorems, fewer training steps, smaller search)
 builds data → tiny base → SFT → merge → iteration-0 search and noise search on 2 cores; then the
-artifacts are checked, a second dry run has nothing to do, and a search knob reruns only search.
+artifacts are checked (the noise search drawing seeds of its own), a second dry run has nothing to
+do, and a search knob reruns only search.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from burnqed.policy import salted_seed
 from burnqed.trajectory import read_nodes, read_summary
 
 # The module fixture runs a whole shrunken workflow: minutes on a busy 2-core machine.
@@ -109,6 +111,20 @@ def test_iteration_0_search_outputs_exist_and_are_consistent(demo):
     noise = json.loads((demo / TARGETS[1]).read_text(encoding="utf-8"))
     shard_manifest = noise["per_shard"]["results/iter_0/search_noise/shard_0"]
     assert shard_manifest["sampling"]["temperature"] == pytest.approx(1.5)  # demo noise_temperature
+
+
+def test_the_noise_search_draws_seeds_of_its_own(demo):
+    """The noise search samples the pool search's theorems and states again: with a salt of its own
+    (recorded in its manifest) it draws new seeds, not the pool search's (which has none)."""
+    pool, noise = (
+        json.loads((demo / Path(t).parent / "shard_0" / "manifest.json").read_text("utf-8"))
+        for t in TARGETS
+    )
+    assert pool["seed"] == noise["seed"]  # the run's seed (params.yaml `seed`)
+    assert (pool["seed_salt"], noise["seed_salt"]) == (None, "search_noise/iter_0")
+    assert pool["sampling"]["seed"] == pool["seed"]
+    assert noise["sampling"]["seed"] == salted_seed(noise["seed"], "search_noise/iter_0")
+    assert noise["sampling"]["seed"] != pool["sampling"]["seed"]
 
 
 def test_model_artifacts_describe_themselves(demo):

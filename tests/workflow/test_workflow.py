@@ -123,6 +123,27 @@ def test_later_iterations_and_the_baseline_resolve(tmp_path):
     assert "models/base" in baseline.split("input:")[1].split("\n")[0]
 
 
+def test_configuration_a_pairs_with_the_previous_model_without_a_value_model(tmp_path):
+    """Configuration A of iteration i is iteration i-1's model with a decoupled EBM; its ablation
+    twin is that model without a value model: iteration 0's eval at i = 1, and from i = 2 on
+    iteration i-1's eval_no_ebm.json — its eval.json is a joint-head eval (the demo overlay with
+    `iterations: 3`, planned)."""
+    shutil.copy(REPO / "params.yaml", tmp_path / "params.yaml")
+    r = snakemake("-n", "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path),
+                  "--configfile", str(REPO / "config" / "demo.yaml"), "--config", "iterations=3",
+                  "--", "results/iter_1/report", "results/iter_2/report")  # fmt: skip
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out
+    reports = {
+        b.split("output: ")[1].split("\n")[0]: set(b.split("input: ")[1].split("\n")[0].split(", "))
+        for b in out.split("rule ")
+        if b.startswith("report:")
+    }  # fmt: skip
+    i1, i2 = reports["results/iter_1/report"], reports["results/iter_2/report"]
+    assert "results/iter_0/eval.json" in i1 and "results/iter_0/eval_no_ebm.json" not in i1
+    assert "results/iter_1/eval_no_ebm.json" in i2  # A's twin at i = 2
+
+
 def test_proofnet_benchmark_through_the_workflow(tmp_path):
     """Offline, from a clean copy: `burnqed data fetch proofnet --from FILE`, then Snakemake builds
     ProofNet-test (186 rows, unique keys); a modified copy is refused naming the expected hash."""

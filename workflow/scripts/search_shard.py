@@ -18,6 +18,7 @@ with to_log_file(snakemake.log[0]):
         ebm=Path(snakemake.input.ebm) if snakemake.input.get("ebm") else None,  # iterations >= 1
         temperature=p.get("temperature"),
         seed=p.seed,
+        seed_salt=p.get("seed_salt"),  # a search's own draws (rules/common.smk search_seed_salt)
         resume="auto",  # a killed job's finished attempts are kept; a changed job starts afresh
         shard=(int(snakemake.wildcards.shard), p.search["shards"]),
         log_dir=Path(snakemake.log[0]).with_suffix(".repl"),  # this job's REPL stderr logs
