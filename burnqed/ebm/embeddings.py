@@ -99,27 +99,39 @@ def _file_fingerprint(path: Path, h: Any) -> None:
             h.update(f.read(_WINDOW))
 
 
-def model_digest(model: str | Path, pooling: str) -> str:
-    """Fingerprint of the weights at ``model`` (a local directory) or of its served name + pooling."""
+def _directory_fingerprint(path: Path, h: Any) -> None:
     from burnqed.determinism import RUN_SPECIFIC_FILES
 
+    files = sorted(
+        p
+        for p in path.iterdir()
+        if p.is_file()
+        and not p.name.startswith(".")
+        and not p.name.startswith("burnqed_")
+        and p.name not in RUN_SPECIFIC_FILES  # dates and wall times: not the weights
+    )
+    if not files:
+        raise EmbeddingError(f"{path}: model directory is empty")
+    for f in files:
+        _file_fingerprint(f, h)
+
+
+def model_digest(model: str | Path, pooling: str) -> str:
+    """Fingerprint of the weights at ``model`` (a local directory) or of its served name + pooling."""
     h = hashlib.sha256(f"burnqed-embedding-v1\0pooling={pooling}\0".encode())
     path = Path(model)
     if path.is_dir():
-        files = sorted(
-            p
-            for p in path.iterdir()
-            if p.is_file()
-            and not p.name.startswith(".")
-            and not p.name.startswith("burnqed_")
-            and p.name not in RUN_SPECIFIC_FILES  # dates and wall times: not the weights
-        )
-        if not files:
-            raise EmbeddingError(f"{path}: model directory is empty")
-        for f in files:
-            _file_fingerprint(f, h)
+        _directory_fingerprint(path, h)
     else:
         h.update(f"served:{model}".encode())
+    return h.hexdigest()[:16]
+
+
+def weights_digest(directory: str | Path) -> str:
+    """Fingerprint of the weights in ``directory`` (a model or an adapter), as :func:`model_digest`
+    takes it, without a pooling: what a training checkpoint that starts from them is keyed by."""
+    h = hashlib.sha256(b"burnqed-weights-v1\0")
+    _directory_fingerprint(Path(directory), h)
     return h.hexdigest()[:16]
 
 
