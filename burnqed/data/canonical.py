@@ -63,7 +63,7 @@ from collections.abc import Sequence
 # Multi-character ASCII operators (maximal munch), then their unicode spelling where Lean has one.
 _MULTI = sorted(
     ["<->", ":=", "::", "->", "<-", "<=", ">=", "!=", "==", "=>", "&&", "||", "++", "<|>",
-     "<|", "|>.", "|>", "..", "...", "⁻¹", "@[", "{{", "}}", "<;>", "^^", "∃!"],
+     "<|", "|>.", "|>", "..", "...", "⁻¹", "@[", "{{", "}}", "<;>", "^^", "∃!", "⋃₀", "⋂₀"],
     key=len, reverse=True,
 )  # fmt: skip
 _ALIAS = {"Real.sqrt": "√", "->": "→", "<->": "↔", "<=": "≤", ">=": "≥", "!=": "≠", "=>": "↦", "λ": "fun",
@@ -153,7 +153,7 @@ def tokenize(text: str) -> list[str]:
             toks.append(_ALIAS.get(text[i:j], text[i:j]))
             i = j
             continue
-        if c.isdigit():
+        if c.isdecimal():  # not `₀` (a digit to isdigit, not to `\d`): an operator's subscript
             m = _NUMBER.match(text, i)
             toks.append(m.group())
             i = m.end()
