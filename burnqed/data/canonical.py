@@ -14,12 +14,14 @@ unicode, dots, subscripts, ``'``, ``✝``; numbers; operators; brackets; strings
 - **ASCII notation** — ``->`` ``<->`` ``<=`` ``>=`` ``!=`` ``=>`` ``λ`` are ``→ ↔ ≤ ≥ ≠ ↦ fun``;
 - **leading binders and hypotheses** — ``theorem t (a : ℝ) (h : P) : Q``, ``theorem t : ∀ a : ℝ,
   P → Q`` and the state ``a : ℝ\\nh : P\\n⊢ Q`` are one *telescope*: the binders, then the goal.
-  Leading ``∀`` binders with a type and the premises of top-level ``→`` become hypotheses;
+  Leading ``∀`` binders with a type and the premises of top-level ``→`` become hypotheses (not
+  an ``→`` after ``if``/``then``/``else``/``let``/``have``/``show``: it is inside that term);
   binder groups ``(a b : ℝ)`` are split; binder kinds (``( ) { } [ ] ⦃ ⦄``) do not count (the
   state does not show them);
 - **names** — bound names inside terms (``∀ ∃ ∃! fun ∑ ∏ ⋃ ⋂ ⨆ ⨅ Π Σ ∫``) become ``#0, #1, …``
   in scope; hypothesis and variable names become ``v0, v1, …`` by first occurrence in the goal,
-  then in the hypotheses; a hypothesis nothing refers to is named ``_``;
+  then in the hypotheses (a global constant spelled that way is written ``«v0»``, its other Lean
+  spelling, so it never meets the variable); a hypothesis nothing refers to is named ``_``;
 - **binder order** — hypotheses are sorted by their (renamed) type where dependencies allow (a
   binder stays after every binder its type mentions), renaming and sorting repeated to a fixpoint;
 - **redundant parentheses** — around an atom, around a whole type or goal, and where the
@@ -32,8 +34,11 @@ unfolding and any change of the mathematics (``x ≠ 0`` vs ``¬ x = 0``, ``a > 
 from how it is written (``|x|`` vs ``abs x``, ``↑n`` coercions, ``Finset.sum`` vs ``∑``), ``∀ x,``
 binders without a type (the state shows the inferred type), binder predicates (``∀ x > 0,``),
 set-builder and pattern binders (``{x | p x}``, ``fun ⟨a, b⟩ ↦``), a bound name shadowing a global
-constant of the same name, and several hypotheses symmetric up to a swap of variables (the
-order is then the original one, so a renamed copy may be missed).  Its errors are misses, not false
+constant of the same name, names bound by ``let``/``have`` inside a goal (kept as written), a
+``let`` written over two lines versus the ``;`` Lean prints, a ``let`` goal versus the
+``x : T := v`` hypothesis ``intro`` makes of it, and several hypotheses symmetric up to a swap of
+variables (the order is then the original one, so a renamed copy may be missed).  The statement
+ends at the first top-level ``:=`` that no ``let``/``have`` before it claims.  Its errors are misses, not false
 matches: every step maps a goal only to an α-equivalent one (up to the order of independent
 hypotheses and ``intro``), so two goals with the same canonical form state the same thing.
 
@@ -58,7 +63,7 @@ from collections.abc import Sequence
 # Multi-character ASCII operators (maximal munch), then their unicode spelling where Lean has one.
 _MULTI = sorted(
     ["<->", ":=", "::", "->", "<-", "<=", ">=", "!=", "==", "=>", "&&", "||", "++", "<|>",
-     "<|", "|>.", "|>", "..", "...", "⁻¹", "@[", "{{", "}}", "<;>", "^^", "∃!"],
+     "<|", "|>.", "|>", "..", "...", "⁻¹", "@[", "{{", "}}", "<;>", "^^", "∃!", "⋃₀", "⋂₀"],
     key=len, reverse=True,
 )  # fmt: skip
 _ALIAS = {"Real.sqrt": "√", "->": "→", "<->": "↔", "<=": "≤", ">=": "≥", "!=": "≠", "=>": "↦", "λ": "fun",
@@ -148,7 +153,7 @@ def tokenize(text: str) -> list[str]:
             toks.append(_ALIAS.get(text[i:j], text[i:j]))
             i = j
             continue
-        if c.isdigit():
+        if c.isdecimal():  # not `₀` (a digit to isdigit, not to `\d`): an operator's subscript
             m = _NUMBER.match(text, i)
             toks.append(m.group())
             i = m.end()
@@ -423,6 +428,13 @@ def _apart(drop: set[int], i: int) -> bool:
 # Goals
 
 
+# Terms that extend as far to the right as they can (``if c then a else b → s`` is
+# ``if c then a else (b → s)``; a ``let``/``have`` body; ``show T from e``): an ``→`` after one of
+# them belongs inside it, so it is not a premise of the goal.
+_EXTENDING = {"if", "then", "else", "let", "have", "letI", "haveI", "show", "from", "match", "with",
+              "do", "calc", ";"}  # fmt: skip
+
+
 def _telescope(
     binders: list[tuple[str, list[str]]], target: list[str]
 ) -> tuple[list[tuple[str, list[str]]], list[str]]:
@@ -439,10 +451,10 @@ def _telescope(
             target = target[sep + 1 :]
             continue
         arrow = _top_level(target, {"→"})
-        low = _top_level(target, {"↔", ",", ":", "$", "<|", "|>", "↦", *BINDERS})
+        low = _top_level(target, {"↔", ",", ":", "$", "<|", "|>", "↦", *BINDERS, *_EXTENDING})
         if arrow <= 0 or (0 <= low < arrow) or _top_level(target, {"↔"}) >= 0:
             break
-        binders.append(("_", target[:arrow]))
+        binders.append(("_", _strip_outer(target[:arrow])))
         target = target[arrow + 1 :]
     return binders, target
 
@@ -492,14 +504,29 @@ def _binder_groups(toks: list[str]) -> list[tuple[str, list[str]]] | None:
     return out
 
 
+_RENAMED = re.compile(r"v\d+")  # how _canonical names variables and hypotheses
+
+
+def _escape_globals(toks: list[str], local: set[str]) -> list[str]:
+    """``toks`` with every name that is not ``local`` but looks like a renamed variable written in
+    guillemets (``v0.succ`` → ``«v0».succ``)."""
+    out = []
+    for t in toks:
+        head, dot, rest = t.partition(".")
+        out.append(f"«{head}»{dot}{rest}" if head not in local and _RENAMED.fullmatch(head) else t)
+    return out
+
+
 def _canonical(binders: list[tuple[str, list[str]]], target: list[str]) -> str:
     """The canonical text of a telescope (module docstring): renamed, sorted, one line each."""
     binders, target = _telescope(binders, target)
-    # Bound names inside each type, then the variable names, by first occurrence.
-    types = [_rename_bound(t, {}, [0]) for _, t in binders]
-    target = _rename_bound(target, {}, [0])
     names = [n for n, _ in binders]
     local = set(names) - {"_"}
+    # Bound names inside each type, then the variable names, by first occurrence; a global spelled
+    # like a renamed variable (`v0`) is written `«v0»` (the same name in Lean), never confused
+    # with the variable renamed `v0`.
+    types = [_escape_globals(_rename_bound(_strip_outer(t), {}, [0]), local) for _, t in binders]
+    target = _escape_globals(_rename_bound(target, {}, [0]), local)
     heads = [{t.partition(".")[0] for t in ty} for ty in types]
     deps = [{k for k in range(j) if names[k] in heads[j]} for j in range(len(binders))]
 
@@ -541,6 +568,32 @@ def _canonical(binders: list[tuple[str, list[str]]], target: list[str]) -> str:
     return "\n".join([*lines, "⊢ " + " ".join(goal)])
 
 
+# Keywords whose term claims the next ``:=`` (``let x := v; body``): inside a statement's type that
+# ``:=`` is the binding's, not the end of the statement.
+_CLAIMS_ASSIGN = {"let", "have", "letI", "haveI"}
+
+
+def _statement_end(toks: Sequence[str]) -> int:
+    """Index of the top-level ``:=`` that ends a declaration's statement (the first one no earlier
+    top-level ``let``/``have`` claims); -1 if none.
+
+    >>> toks = tokenize("(x : ℕ) : let y := x + 1; y = y := rfl")
+    >>> toks[_statement_end(toks) + 1]
+    'rfl'
+    """
+    pending = 0
+    start = 0
+    while (j := _top_level(toks, {":=", *_CLAIMS_ASSIGN}, start)) >= 0:
+        if toks[j] != ":=":
+            pending += 1
+        elif pending:
+            pending -= 1
+        else:
+            return j
+        start = j + 1
+    return -1
+
+
 def declaration_tokens(statement: str) -> list[str] | None:
     """The tokens of the first ``theorem``/``lemma``/``example`` in ``statement`` after its keyword
     and name (attributes, modifiers, docstrings and any preamble gone); None without one."""
@@ -557,7 +610,7 @@ def canonical_statement(statement: str) -> str | None:
     toks = declaration_tokens(statement)
     if toks is None:
         return None
-    end = _top_level(toks, {":="})
+    end = _statement_end(toks)
     toks = toks[:end] if end >= 0 else toks
     colon = _top_level(toks, {":"})
     if colon < 0:
@@ -573,7 +626,7 @@ def statement_text(statement: str) -> str | None:
     toks = declaration_tokens(statement)
     if toks is None:
         return None
-    end = _top_level(toks, {":="})
+    end = _statement_end(toks)
     return " ".join(toks[:end] if end >= 0 else toks)
 
 

@@ -38,7 +38,9 @@ from burnqed.config import EBMConfig, PolicyConfig
 from burnqed.determinism import deterministic_training, write_run_info
 from burnqed.ebm.embeddings import (
     EmbeddingError,
+    embedding_key,
     embedding_model_digest,
+    embedding_settings,
     lookup,
     precompute,
     read_cache,
@@ -140,12 +142,16 @@ def run_embed(
 
     with open_generator(policy_cfg, str(model), embeddings=True) as gen:
         digest = embedding_model_digest(gen)
-        stats = precompute(data.texts, gen.embed, out, digest=digest,
+        settings = embedding_settings(gen, policy)
+        key = embedding_key(settings)
+        stats = precompute(data.texts, gen.embed, out, key=key,
                            checkpoint_every=ebm_cfg.checkpoint_every,
                            batch_size=ebm_cfg.embed_batch_size)  # fmt: skip
     manifest = {
         "embedding_model": str(model),
         "embedding_model_digest": digest,
+        "embedding_key": key,  # the cache rows these embeddings are (embedding_settings' digest)
+        "embedding_settings": settings,
         "pooling": policy_cfg.pooling if policy_cfg.backend == "transformers" else "server",
         "states": stats.requested,
         "cached_before": stats.cached,
@@ -165,7 +171,11 @@ def run_embed(
 
 def _vectors_for(embeddings: Path, data) -> tuple[dict, dict]:
     manifest = read_embeddings_manifest(embeddings)
-    vectors, bad = read_cache(embeddings, manifest["embedding_model_digest"])
+    if "embedding_key" not in manifest:
+        raise EmbeddingError(
+            f"{embeddings}: the manifest predates embedding keys: run `burnqed ebm embed` again"
+        )
+    vectors, bad = read_cache(embeddings, manifest["embedding_key"])
     lookup(vectors, list(data.texts), where=str(embeddings))  # every state must be there
     if bad:
         raise EmbeddingError(
@@ -203,8 +213,10 @@ def run_train(
                           heldout_fraction=ebm_cfg.heldout_fraction, seed=seed)  # fmt: skip
     out = Path(out)
     work = out.with_name(out.name + ".partial")
+    # The resume key's data part: the groups and the very vectors (their cache key; the code and
+    # config are train_head's part of the key).
     data_hash = hashlib.sha256(
-        (groups_digest(groups) + emb_manifest["embedding_model_digest"]).encode()
+        (groups_digest(groups) + emb_manifest["embedding_key"]).encode()
     ).hexdigest()[:16]
     with deterministic_training(seed=seed, device=resolve_device(device).type) as determinism:
         result = train_head(vectors, groups, ebm_cfg, work_dir=work, seed=seed, device=device,
@@ -215,6 +227,7 @@ def run_train(
         "dim": result.head.dim,
         "embedding_model": emb_manifest["embedding_model"],
         "embedding_model_digest": emb_manifest["embedding_model_digest"],
+        "embedding_key": emb_manifest["embedding_key"],
         "data": {
             "groups_sha256": groups_digest(groups),
             "data_hash": data_hash,

@@ -13,7 +13,9 @@ Health: when the temperature reaches ``temperature_min`` or ``temperature_max`` 
 is zero there) training stops with :class:`EBMTrainingError` naming the step and the last checkpoint,
 which is left as it was.  Steps are seeded by ``(seed, step)`` (batch draw and dropout), so a run
 resumed from a checkpoint (weights and AdamW state, safetensors, every ``save_every`` steps) continues
-exactly as the uninterrupted run would.  bf16 autocast on CUDA, float32 on CPU.
+exactly as the uninterrupted run would; a checkpoint of other data, config, seed or code (the
+:func:`~burnqed.provenance.code_digest` of this module) is not resumed.  bf16 autocast on CUDA,
+float32 on CPU.
 
 Example::
 
@@ -41,6 +43,7 @@ from safetensors.torch import load_file, save_file
 from burnqed.config import EBMConfig
 from burnqed.ebm.groups import DEPTH_BUCKETS, Groups, depth_bucket
 from burnqed.ebm.head import GoalConditionedEnergyHead
+from burnqed.provenance import code_digest
 
 log = logging.getLogger(__name__)
 
@@ -228,7 +231,10 @@ def train_head(
         raise ValueError("no training groups: every group belongs to a held-out theorem")
     k = train_g.states.shape[1] - 1
     data_hash = data_hash or groups_digest(groups)
-    meta = {"config": cfg.to_dict(), "seed": seed, "data_hash": data_hash, "dim": emb.shape[1]}
+    # The resume key: a checkpoint continues only the same data, config and seed under the same
+    # code (this module and what it imports: the head, the loss, the optimiser's set-up).
+    meta = {"config": cfg.to_dict(), "seed": seed, "data_hash": data_hash, "dim": emb.shape[1],
+            "code": code_digest(__name__)}  # fmt: skip
 
     # The init (weights, spectral-norm vectors) comes from the seed, not from whatever drew from
     # torch's global generator before.

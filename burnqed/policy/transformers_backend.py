@@ -125,7 +125,8 @@ class TransformersGenerator:
         self.model_id = model_id or str(model_dir)
         self.pooling = pooling
         self.device = torch.device(_resolve_device(device))
-        torch_dtype = _resolve_dtype(dtype, self.device)
+        # "auto" resolved: with the device, part of what decides an embedding (its cache key)
+        self.dtype = torch_dtype = _resolve_dtype(dtype, self.device)
         # Never a hub lookup: a path-like argument must be a valid directory (checked here, naming
         # the broken file), and a hub id resolves from the local cache only.
         if is_path_like(model_dir):

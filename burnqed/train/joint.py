@@ -41,7 +41,8 @@ policy's, so the contrastive signal keeps the embeddings apart while SFT teaches
 - **exact resume**: every ``sft.joint_save_every`` steps the adapter, the head, the optimiser,
   the schedule, the loss scales and the step go to ``<out>.work/``; a rerun of the same job continues
   from there and ends with the weights an uninterrupted run ends with (data order and dropout are
-  functions of the seed and the step).
+  functions of the seed and the step).  The same job (:func:`resume_key`): the same config and
+  seed, starting weights, data by content and code; any other is started over.
 
 Data: the SFT stream is :func:`burnqed.train.sft.build_mix`'s (a seeded subsample of the base pairs
 plus the earlier searches' verified proof steps, upsampled; decontaminated), and the contrastive
@@ -72,6 +73,7 @@ Example::
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import math
@@ -86,6 +88,7 @@ from typing import Any
 from burnqed.config import EBMConfig, SFTConfig
 from burnqed.determinism import deterministic_training, write_run_info
 from burnqed.progress import Progress
+from burnqed.provenance import code_digest
 from burnqed.train.artifacts import MetricsLog, provenance, staged_dir, write_json
 
 log = logging.getLogger(__name__)
@@ -405,11 +408,10 @@ def train_joint(
     torch.manual_seed(seed)  # the head's initial weights (and spectral-norm vectors): seeded
     head = build_head(hidden_size, ebm_cfg).to(dev)
     work = out.with_name(out.name + WORK_SUFFIX)
-    job = {
-        "sft": sft.to_dict(), "ebm": ebm_cfg.to_dict(), "pooling": pooling,
-        "iteration": iteration, "seed": seed, "examples": len(sft_rows),
-        "groups": len(groups.states),
-    }  # fmt: skip
+    job = resume_key(
+        sft=sft, ebm=ebm_cfg, pooling=pooling, iteration=iteration, seed=seed, base=base,
+        warm_start=plan.warm_start, sft_rows=sft_rows, val_rows=val_rows, groups=groups, gt=gt,
+    )  # fmt: skip
     trainable = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(
         [
@@ -816,6 +818,35 @@ def _before_after(history: Mapping[int, Mapping[str, float]], chosen: int) -> di
     return out
 
 
+def _content_digest(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def resume_key(
+    *, sft: SFTConfig, ebm: EBMConfig, pooling: str, iteration: int, seed: int, base: Path,
+    warm_start: Path | None, sft_rows: Sequence, val_rows: Mapping[str, Sequence], groups: Any,
+    gt: GroupTexts,
+) -> dict[str, Any]:  # fmt: skip
+    """What a resume checkpoint must have been made by to be continued: the config and seed, the
+    weights it starts from (base model and warm-start adapter, :func:`weights_digest`), the data by
+    content — the tokenised SFT and validation rows, the groups' token ids and held-out split (two
+    data sets of one size are two jobs) — and the :func:`~burnqed.provenance.code_digest` of this
+    module and everything it imports (the step, the losses, the data mix)."""
+    from burnqed.ebm.embeddings import weights_digest
+
+    return {
+        "sft": sft.to_dict(), "ebm": ebm.to_dict(), "pooling": pooling,
+        "iteration": iteration, "seed": seed,
+        "base": weights_digest(base),
+        "warm_start": weights_digest(warm_start) if warm_start is not None else None,
+        "examples": _content_digest(list(sft_rows)), "validation": _content_digest(val_rows),
+        "groups": _content_digest(
+            [gt.states, gt.goals, [bool(h) for h in groups.heldout], list(groups.theorem)]
+        ),
+        "code": code_digest(__name__),
+    }  # fmt: skip
+
+
 def _save(
     work: Path, job: Mapping, step: int, model: Any, head: Any, opt: Any, schedule: Any,
     scales: LossScales,
@@ -861,9 +892,11 @@ def _resume(
         return 0
     saved = json.loads((ckpt / "job.json").read_text())
     if saved["job"] != json.loads(json.dumps(job, sort_keys=True)):
-        log.warning(
-            "%s: a checkpoint of another job (config, data or seed differ): starting over", work
+        differ = sorted(
+            k for k in set(job) | set(saved["job"]) if saved["job"].get(k) != job.get(k)
         )
+        log.warning("%s: a checkpoint of another job (%s differ): starting over", work,
+                    ", ".join(differ))  # fmt: skip
         shutil.rmtree(work)
         return 0
     set_peft_model_state_dict(model, load_file(str(ckpt / "adapter" / "adapter_model.safetensors")))

@@ -194,3 +194,17 @@ def _state_of(t: Theorem) -> str:
 
     pairs = traced_pairs([t], source="x").to_pylist()
     return min(pairs, key=lambda r: r["depth"])["state_before"]
+
+
+def test_subscript_digits_outside_a_name_are_tokens_not_a_crash():
+    """ProofNet's ``⋃₀ s`` (the union of a set of sets) once crashed the tokenizer: ``₀`` is a digit
+    to ``str.isdigit`` but not a number."""
+    from burnqed.data.canonical import canonical_statement, tokenize
+
+    assert tokenize("(⋃₀ s) = ∅ ∨ ⋂₀ s = ⊤ ∨ x ₀") == [
+        "(", "⋃₀", "s", ")", "=", "∅", "∨", "⋂₀", "s", "=", "⊤", "∨", "x", "₀",
+    ]  # fmt: skip
+    stmt = "theorem t : ∀ X : Type, ∀ s : Set (Set X), (⋃₀ s) = ∅ → s ⊆ {∅} :="
+    assert canonical_statement(stmt) == (
+        "v1 : Type\nv0 : Set ( Set v1 )\n_ : ( ⋃₀ v0 ) = ∅\n⊢ v0 ⊆ { ∅ }"
+    )

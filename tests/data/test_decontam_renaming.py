@@ -102,6 +102,50 @@ def test_over_reach_different_goals_stay_apart(bench, other):
         assert index.match_state(states[other]) is None
 
 
+# Statements that once had one canonical form though they state different things: (benchmark
+# statement, another statement and the state Lean prints for it, a state of the benchmark
+# statement itself that must still match).
+ONCE_MERGED = {
+    # The `:=` of a `let` in the type is not the end of the statement.
+    "let values": (
+        "theorem b : let x := 1; x = x := rfl",
+        ("theorem o : let x := 2; x = x := rfl", "⊢ let x := 2;\n  x = x"),
+        "⊢ let x := 1;\n  x = x",
+    ),
+    # `if c then a else b → s` is `if c then a else (b → s)`, not a premise `if c then a else b`.
+    "if then else before an arrow": (
+        "theorem b (x s : ℕ) : if x = 0 then s = 1 else s = 2 → s = 3 := by",
+        ("theorem o (x s : ℕ) (h : if x = 0 then s = 1 else s = 2) : s = 3 := by",
+         "x s : ℕ\nh : if x = 0 then s = 1 else s = 2\n⊢ s = 3"),
+        "x s : ℕ\n⊢ if x = 0 then s = 1 else s = 2 → s = 3",
+    ),
+    # A global constant `v0` is not the variable renamed `v0`.
+    "a global named like a renamed variable": (
+        "theorem b (x : ℕ) : x = v0 := by",
+        ("theorem o (x : ℕ) : x = x := by", "x : ℕ\n⊢ x = x"),
+        "y : ℕ\n⊢ y = v0",
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", ONCE_MERGED.values(), ids=ONCE_MERGED.keys())
+def test_statements_that_once_had_one_canonical_form_stay_apart(case):
+    bench, (other, other_state), own_state = case
+    index = BenchmarkIndex.from_theorems([Theorem(name="b", formal_statement=bench)], source="b")
+    assert index.match_theorem(Theorem(name="o", formal_statement=other)) is None
+    assert index.match_state(other_state) is None
+    assert index.match_state(own_state) == "b"  # the benchmark's own goal is still caught
+
+
+def test_a_parenthesised_premise_matches_the_hypothesis_lean_prints_for_it():
+    """``(if c then a else b) → s`` introduced is ``h : if c then a else b ⊢ s``: the parentheses
+    around a whole premise or hypothesis do not count, whatever is inside them."""
+    bench = "theorem b (x s : ℕ) : (if x = 0 then s = 1 else s = 2) → s = 3 := by"
+    index = BenchmarkIndex.from_theorems([Theorem(name="b", formal_statement=bench)], source="b")
+    assert index.match_state("x s : ℕ\nh : if x = 0 then s = 1 else s = 2\n⊢ s = 3") == "b"
+    assert index.match_state("x s : ℕ\n⊢ if x = 0 then s = 1 else s = 2 → s = 3") is None
+
+
 def _pairs(rows: list[tuple[str, str, str, int]]) -> pa.Table:
     """(source, theorem, state_before, depth) rows → a tactic-pair table."""
     return pa.table(

@@ -78,3 +78,27 @@ def test_other_pooling_or_weights_are_refused(tiny, ebm_dir, tmp_path):
     assert embedding_model_digest(other) in str(exc.value)
     assert isinstance(load_value_model(ebm_dir, TransformersGenerator(tiny), device="cpu"),
                       EBMValueModel)  # fmt: skip
+
+
+def test_embedding_key_follows_the_resolved_dtype_of_the_in_process_backend(tiny):
+    """The key holds what the weights run in, not what was asked: on a CPU ``auto`` is float32 (one
+    key), bfloat16 another; a server's vectors are keyed by how it was started, not by this CPU."""
+    from burnqed.ebm.embeddings import embedding_key, embedding_settings
+
+    def key(dtype: str) -> str:
+        gen = TransformersGenerator(tiny, device="cpu", dtype=dtype)
+        return embedding_key(embedding_settings(gen, {"backend": "transformers", "dtype": dtype}))
+
+    assert key("auto") == key("float32") != key("bfloat16")
+    remote = SGLangGenerator("http://127.0.0.1:9", model_id=str(tiny),
+                             embedding_url="http://127.0.0.1:10")  # fmt: skip
+    served = {"backend": "sglang", "server_url": "http://127.0.0.1:9"}
+    settings = embedding_settings(remote, served)
+    assert "hardware" not in settings and settings["server"][:3] == [
+        "python",
+        "-m",
+        "sglang.launch_server",
+    ]
+    assert embedding_key(settings) != embedding_key(
+        embedding_settings(remote, {**served, "embedding_server_url": "http://127.0.0.1:10"})
+    )

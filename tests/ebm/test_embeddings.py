@@ -32,7 +32,7 @@ from burnqed.ebm.embeddings import precompute
 from tests.ebm.fakes import ToyEmbedder
 n, out = int(sys.argv[1]), sys.argv[2]
 texts = {f"h{i:04d}": f"x : Nat\\n⊢ reach {i}" for i in range(n)}
-precompute(texts, ToyEmbedder(delay_s=0.1).embed, out, digest="m1", checkpoint_every=20,
+precompute(texts, ToyEmbedder(delay_s=0.1).embed, out, key="m1", checkpoint_every=20,
            batch_size=10)
 """
 
@@ -63,7 +63,7 @@ def test_sigkill_midway_then_rerun_embeds_only_the_missing_states(tmp_path):
     cached, _ = read_cache(out, "m1")
     assert 40 <= len(cached) < N and len(cached) % 20 == 0  # whole parts only
     embedder = ToyEmbedder()
-    stats = precompute(_texts(), embedder.embed, out, digest="m1", checkpoint_every=20,
+    stats = precompute(_texts(), embedder.embed, out, key="m1", checkpoint_every=20,
                        batch_size=10)  # fmt: skip
     assert stats.cached == len(cached)
     assert stats.embedded == len(embedder.embedded) == N - len(cached)
@@ -77,14 +77,14 @@ def test_sigkill_midway_then_rerun_embeds_only_the_missing_states(tmp_path):
 def test_truncated_part_is_named_and_its_states_embedded_again(tmp_path, caplog):
     out = tmp_path / "emb"
     texts = _texts()
-    precompute(texts, ToyEmbedder().embed, out, digest="m1", checkpoint_every=50, batch_size=10)
+    precompute(texts, ToyEmbedder().embed, out, key="m1", checkpoint_every=50, batch_size=10)
     parts = _parts(out)
     assert len(parts) == 3  # 50 + 50 + 20
     victim = parts[1]
     lost = set(pq.read_table(victim).column("state_hash").to_pylist())
     victim.write_bytes(victim.read_bytes()[: victim.stat().st_size // 2])
     embedder = ToyEmbedder()
-    stats = precompute(texts, embedder.embed, out, digest="m1", checkpoint_every=50, batch_size=10)
+    stats = precompute(texts, embedder.embed, out, key="m1", checkpoint_every=50, batch_size=10)
     assert str(victim) in caplog.text and "unreadable" in caplog.text
     assert stats.corrupt_parts == (str(victim),)
     assert stats.embedded == len(lost) == 50
@@ -94,15 +94,15 @@ def test_truncated_part_is_named_and_its_states_embedded_again(tmp_path, caplog)
     assert len(vectors) == N and not bad
     # A third run has nothing left to do.
     again = ToyEmbedder()
-    assert precompute(texts, again.embed, out, digest="m1", checkpoint_every=50).embedded == 0
+    assert precompute(texts, again.embed, out, key="m1", checkpoint_every=50).embedded == 0
 
 
-def test_the_cache_is_keyed_by_model_digest(tmp_path):
+def test_the_cache_is_keyed_by_the_embedding_key(tmp_path):
     texts = dict(list(_texts().items())[:10])
-    precompute(texts, ToyEmbedder().embed, tmp_path, digest="m1", checkpoint_every=4)
+    precompute(texts, ToyEmbedder().embed, tmp_path, key="m1", checkpoint_every=4)
     other = ToyEmbedder()
-    stats = precompute(texts, other.embed, tmp_path, digest="m2", checkpoint_every=4)
-    assert stats.cached == 0 and stats.embedded == 10  # another model: everything again
+    stats = precompute(texts, other.embed, tmp_path, key="m2", checkpoint_every=4)
+    assert stats.cached == 0 and stats.embedded == 10  # other settings: everything again
     with pytest.raises(EmbeddingError, match="burnqed ebm embed"):
         lookup(read_cache(tmp_path, "m1")[0], ["h0000", "nope"], where="x")
 
@@ -120,3 +120,23 @@ def test_model_digest_follows_weights_and_pooling(tmp_path):
     (m / "model.safetensors").write_bytes(b"\0" * 999 + b"\1")  # a merged LoRA: new weights
     assert model_digest(m, "last") != d
     assert model_digest("served-name", "last") != model_digest("other-name", "last")
+
+
+def test_a_part_from_before_embedding_keys_is_left_alone_and_not_reused(tmp_path):
+    """Rows keyed by the model digest alone were made by unknown code, dtype and hardware: their
+    states are embedded again, and the part is neither read nor taken for a corrupt one."""
+    import pyarrow as pa
+
+    texts = dict(list(_texts().items())[:4])
+    old = pa.table(
+        {
+            "model_digest": ["m1"] * 4,
+            "state_hash": list(texts),
+            "embedding": [toy_vector(t).tolist() for t in texts.values()],
+        }
+    )
+    pq.write_table(old, tmp_path / "part-000000.parquet")
+    stats = precompute(texts, ToyEmbedder().embed, tmp_path, key="m1", checkpoint_every=4)
+    assert stats.embedded == 4 and stats.corrupt_parts == ()
+    assert (tmp_path / "part-000000.parquet").is_file() and not list(tmp_path.glob("*.corrupt"))
+    assert [p.name for p in _parts(tmp_path)] == ["part-000000.parquet", "part-000001.parquet"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +21,7 @@ from burnqed.ebm.stage import run_embed, run_metrics, run_train
 from burnqed.search.engine import search_all
 from burnqed.search.value import ValueModel, load_value_model
 from burnqed.trajectory import TrajectoryWriter, read_nodes
+from tests.checkout import edited_checkout
 from tests.ebm.conftest import EBM
 from tests.ebm.fakes import ToyEmbedder
 from tests.search.fakes import ToyEnv, toy_theorems
@@ -91,6 +93,56 @@ def test_rerunning_embed_embeds_nothing(trained, searches, fake_backend):
                   policy={"backend": "transformers"})  # fmt: skip
     assert m["embedded_this_run"] == 0 and m["cached_before"] == m["states"]
     assert fake_backend[0][1] is True  # HTTP backends must start their embedding server
+
+
+def _embed(searches, out: Path, **policy) -> dict:
+    return run_embed(searches=searches, model="toy-model", out=out, cfg=EBM,
+                     policy={"backend": "transformers", **policy})  # fmt: skip
+
+
+def test_editing_the_pooling_function_embeds_every_state_again(
+    searches, fake_backend, tmp_path, monkeypatch
+):
+    """The cache is keyed by the code that embeds: run from a checkout whose ``pool_hidden``
+    differs, no row is reused; from a verbatim copy of this checkout, every row is (the copy alone
+    changes nothing: the edit does)."""
+    import burnqed.provenance
+
+    first = _embed(searches, tmp_path / "emb")
+    assert first["embedded_this_run"] == first["states"] > 0
+    backend = "burnqed/policy/transformers_backend.py"
+    pooled = "return torch.nn.functional.normalize(hidden[-1], dim=-1)"  # in pool_hidden
+    same = edited_checkout(tmp_path / "copy", backend, pooled, pooled)
+    monkeypatch.setattr(burnqed.provenance, "SOURCE_ROOT", same)
+    assert _embed(searches, tmp_path / "emb")["embedded_this_run"] == 0
+    edited = edited_checkout(tmp_path / "edited", backend, pooled, pooled[:-1] + ", eps=1e-6)")
+    monkeypatch.setattr(burnqed.provenance, "SOURCE_ROOT", edited)
+    again = _embed(searches, tmp_path / "emb")
+    assert again["embedded_this_run"] == again["states"] and again["cached_before"] == 0
+    assert again["embedding_key"] != first["embedding_key"]
+    assert again["embedding_settings"]["code"] != first["embedding_settings"]["code"]
+
+
+def test_another_dtype_or_instruction_set_embeds_again_and_back_reuses(
+    searches, fake_backend, tmp_path, monkeypatch
+):
+    out = tmp_path / "emb"
+    first = _embed(searches, out, dtype="float32")
+    assert _embed(searches, out, dtype="bfloat16")["embedded_this_run"] == first["states"]
+    before = os.environ.get("MKL_CBWR")
+    # Another instruction set asked of MKL (whatever the caller's setting was).
+    monkeypatch.setenv("MKL_CBWR", "SSE4_2" if before != "SSE4_2" else "AVX2")
+    assert _embed(searches, out, dtype="float32")["embedded_this_run"] == first["states"]
+    if before is None:
+        monkeypatch.delenv("MKL_CBWR")
+    else:
+        monkeypatch.setenv("MKL_CBWR", before)
+    # The first settings again: their rows are still there.
+    assert _embed(searches, out, dtype="float32")["embedded_this_run"] == 0
+    assert first["embedding_settings"]["dtype"] == "float32"
+    assert first["embedding_settings"]["hardware"]["cpu_capability"] == (
+        torch.backends.cpu.get_cpu_capability()
+    )
 
 
 def test_train_writes_weights_hyperparameters_hashes_and_curve(trained):

@@ -21,6 +21,7 @@ from burnqed.ebm.train import (
     rank1_credit,
     train_head,
 )
+from tests.checkout import edited_checkout
 from tests.ebm.synthetic import planted
 
 CFG = EBMConfig(hidden_sizes=(64, 32), dropout=0.1, negatives=7, steps=150, batch_size=32,
@@ -92,6 +93,29 @@ def test_resume_from_a_checkpoint_equals_the_uninterrupted_run(tmp_path):
         json.loads(x)["step"] for x in (tmp_path / "b" / "metrics.jsonl").read_text().splitlines()
     ]
     assert steps == [10, 20, 30, 40]  # nothing replayed twice
+
+
+def test_a_checkpoint_of_other_training_code_is_not_resumed(tmp_path, monkeypatch):
+    """The resume key holds the code digest: the checkpoint a run left behind is continued by the
+    same code (a verbatim copy of the checkout) and started over by an edited one."""
+    import burnqed.provenance
+
+    vectors, groups = planted(theorems=20)
+    cfg = EBMConfig(hidden_sizes=(32,), dropout=0.1, negatives=7, steps=40, batch_size=16,
+                    learning_rate=3e-3, log_every=10, save_every=10)  # fmt: skip
+    train_head(vectors, groups, cfg, work_dir=tmp_path / "a", seed=3, device="cpu")
+    shutil.copytree(tmp_path / "a", tmp_path / "b")
+    shutil.copytree(tmp_path / "a", tmp_path / "c")
+    loss = "loss = F.cross_entropy(-energies.float(), targets)"
+    monkeypatch.setattr(burnqed.provenance, "SOURCE_ROOT",
+                        edited_checkout(tmp_path / "same", "burnqed/ebm/train.py", loss, loss))  # fmt: skip
+    same = train_head(vectors, groups, cfg, work_dir=tmp_path / "b", seed=3, device="cpu")
+    assert same.resumed_from == 30
+    smoothed = "loss = F.cross_entropy(-energies.float(), targets, label_smoothing=0.1)"
+    monkeypatch.setattr(burnqed.provenance, "SOURCE_ROOT",
+                        edited_checkout(tmp_path / "edit", "burnqed/ebm/train.py", loss, smoothed))  # fmt: skip
+    assert train_head(vectors, groups, cfg, work_dir=tmp_path / "c", seed=3,
+                      device="cpu").resumed_from is None  # fmt: skip
 
 
 def test_rank1_counts_a_tie_among_t_candidates_as_1_over_t(tmp_path):

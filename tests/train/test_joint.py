@@ -232,6 +232,41 @@ def test_a_killed_run_resumes_to_the_same_weights(
     assert _digest(out) == _digest(joint_run)
 
 
+def test_a_killed_run_resumed_with_other_data_of_the_same_size_starts_over(
+    tiny_base, lora_adapter, pairs, searches, tmp_path, monkeypatch, caplog
+):
+    """Killed after its step-2 checkpoint, rerun on training pairs of the same count but another
+    content (every ``exact`` an ``apply``), the job starts over: the checkpoint is another job's."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    out = tmp_path / "adapter"
+    real_save = joint._save
+
+    def save_then_die(work, job, step, *a, **kw):
+        real_save(work, job, step, *a, **kw)
+        raise KeyboardInterrupt("killed")
+
+    monkeypatch.setattr(joint, "_save", save_then_die)
+    args = dict(base=tiny_base, train=pairs["train"], val=pairs["val"], out=out, cfg=JOINT,
+                ebm=EBM, pooling="last", iteration=1, previous_adapter=lora_adapter,
+                trajectories=searches, seed=0)  # fmt: skip
+    with pytest.raises(KeyboardInterrupt):
+        train_joint(**args)
+    monkeypatch.setattr(joint, "_save", real_save)
+    table = pq.read_table(pairs["train"])
+    tactic = table.schema.get_field_index("tactic")
+    other = table.set_column(
+        tactic, "tactic", pc.replace_substring(table.column("tactic"), "exact", "apply")
+    )
+    assert other.num_rows == table.num_rows and other != table
+    pq.write_table(other, tmp_path / "other.parquet")
+    with caplog.at_level("WARNING", logger=joint.__name__):
+        summary = train_joint(**{**args, "train": tmp_path / "other.parquet"})
+    assert summary["resumed_from"] is None
+    assert "examples differ" in caplog.text  # the counts are the same: the content is not
+
+
 def test_the_joint_head_becomes_the_iterations_ebm(joint_run, tiny_base, tmp_path):
     from burnqed.ebm.scorer import load_value_model
     from burnqed.policy.transformers_backend import TransformersGenerator
