@@ -12,15 +12,17 @@ wildcard_constraints:
 
 @cache  # once per parse: several rules share a shim
 def code_digest(script, *sections):
-    """Digest of every file the rule's job runs, passed as a param: the shim
+    """What the rule's job runs, passed as a param: the digest of every file — the shim
     workflow/scripts/<script>.py, the burnqed modules and package data it reaches, and the burnqed
-    modules that commands in the config `sections` launch (lean.repl_command: burnqed.proplogic).
+    modules that commands in the config `sections` launch (lean.repl_command: burnqed.proplogic) —
+    and the instruction-set pin its torch runs at (cpu_isa: every job's numbers depend on it).
 
     Snakemake does not see edits inside the package, but it reruns a job whose params changed.
     """
     launched = provenance.launched_modules(*(config[s] for s in sections))
     script = f"workflow/scripts/{script}.py"
-    return provenance.code_digest(script, *launched, root=Path(workflow.basedir))
+    digest = provenance.code_digest(script, *launched, root=Path(workflow.basedir))
+    return {"files": digest, "cpu_isa": config["cpu_isa"]}
 
 
 def earlier_searches(wildcards):
