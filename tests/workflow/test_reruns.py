@@ -1,5 +1,5 @@
 """What a change outside the sections reruns, on the whole demo DAG: the instruction-set pin
-(``cpu_isa``) every job.
+(``cpu_isa``) every job, a new Lean toolchain, Mathlib or Pantograph every search and eval.
 
 No job runs: every output of the tiny demo overlay is made empty and ``snakemake --touch`` records
 the jobs as done (Snakemake's records, params included), so a dry run afterwards plans exactly what
@@ -83,3 +83,31 @@ def test_the_instruction_set_pin_reruns_every_job(touched):
     finally:
         overlay.write_bytes(before)
     assert plan == whole and plan["eval"] == 2 and plan["tactic_pairs"] == 1
+
+
+@pytest.mark.parametrize("change", ["toolchain", "mathlib", "pantograph"])
+def test_a_new_lean_toolchain_mathlib_or_pantograph_reruns_every_search_and_eval(touched, change):
+    work, whole = touched
+    project = work / PROJECT
+    before = {p: p.read_bytes() for p in project.iterdir()}
+    try:
+        if change == "toolchain":
+            (project / "lean-toolchain").write_text("leanprover/lean4:v4.10.0\n", encoding="utf-8")
+        elif change == "mathlib":
+            manifest = {**MANIFEST, "packages": [{"name": "mathlib", "rev": "0123abcd"}]}
+            (project / "lake-manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+        else:
+            set_repl_version(work, "0.3.5")
+        plan = planned(work)
+    finally:
+        for p, data in before.items():
+            p.write_bytes(data)
+    evals = {rule: n for rule, n in whole.items() if rule.startswith("eval")}
+    assert len(evals) == 6 and sum(evals.values()) == 9  # baseline, iterations, controls, configs
+    assert {"search_shard", "search_noise_shard", "search_pool_select"} <= set(whole)
+    for rule in (*evals, *(r for r in SEARCHES if r in whole)):
+        assert plan.get(rule) == whole[rule], (rule, plan)
+    # What does not run Lean stays: the data, the base model, iteration 0's training.
+    for rule in ("tactic_pairs", "search_pool", "proplogic_benchmark_split", "base_model"):
+        assert rule not in plan, plan
+    assert plan["sft"] == whole["sft"] - 1  # iteration 1's, which learns from the searches
