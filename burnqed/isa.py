@@ -26,11 +26,18 @@ fresh process, against the same process without it (``docs``: README, "The instr
     NPY_DISABLE_CPU_FEATURES=X86_V3    numpy's float32 exp/log/tanh/sin             X86_V4 AVX512_ICL
                                                                                     AVX512_SPR off
 
-On an AVX-512 machine the same variables *raise* the level by default, which is what the pin
-takes back: a Zen 4 machine with ``ATEN_CPU_CAPABILITY=avx2 MKL_CBWR=AVX2 ONEDNN_MAX_CPU_ISA=AVX2``
-gave the README's table exactly (issue 29).  MKL's CNR branch ``AVX2`` is Intel's documented way to
-get the same results on every Intel CPU with AVX2; numpy's AVX-512 kernels (float64 exp/log among
-them, which the eval's pass@k estimates use) are turned off so numpy stays at the AVX2 level too.
+On an AVX-512 machine each library *raises* the level by default, which is what the pin takes
+back: a Zen 4 machine with ``ATEN_CPU_CAPABILITY=avx2 MKL_CBWR=AVX2 ONEDNN_MAX_CPU_ISA=AVX2`` gave
+the README's table exactly (issue 29).  On an Intel Xeon with AVX-512 and AMX (torch 2.11.0+cu130,
+the same MKL build) the pin brought ATen's kernels to this machine's AVX2 bytes (softmax, layer
+norm, SiLU, randn), but MKL's sgemm differs between Intel and AMD CPUs at every ``MKL_CBWR`` branch
+but ``COMPATIBLE`` (which gave the same bytes on both, at ~2× the step time of a small
+transformer layer there): MKL's ``AVX2`` branch, Intel's documented way to get the same results on
+every Intel CPU with AVX2, makes Intel CPUs agree with each other, and AMD CPUs agree with each
+other (MKL runs every branch but ``COMPATIBLE`` as its AMD path there), not the two vendors.  So
+the README's table (an AMD CPU) reproduces on AMD x86 CPUs with AVX2; an Intel CPU's numbers may
+differ from it in the last bits.  numpy's AVX-512 kernels (float64 exp/log among them, which the
+eval's pass@k estimates use) are turned off so numpy stays at the AVX2 level too.
 
 Settings (``cpu_isa`` in params.yaml, :data:`SETTINGS`):
 
