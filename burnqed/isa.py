@@ -111,8 +111,8 @@ class PinTooLate(RuntimeError):
 
 
 def cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> frozenset[str] | None:
-    """The CPU's feature flags from ``/proc/cpuinfo`` (``avx2``, ``fma``, …); None where there is
-    no such file (macOS, Windows)."""
+    """The CPU's feature flags from ``/proc/cpuinfo`` (``avx2``, ``fma``, …); None where they are
+    unknown (no such file — macOS, Windows — or no ``flags`` line in it)."""
     try:
         text = cpuinfo.read_text(encoding="utf-8", errors="replace")
     except OSError:
@@ -120,7 +120,7 @@ def cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> frozenset[str] | None:
     for line in text.splitlines():
         if line.startswith("flags"):
             return frozenset(line.split(":", 1)[1].split())
-    return frozenset()
+    return None
 
 
 def can_honour(
@@ -137,6 +137,7 @@ def can_honour(
 
 
 def check_setting(setting: str) -> str:
+    """``setting`` if it is one of :data:`SETTINGS`; ValueError naming them otherwise."""
     if setting not in PINS:
         raise ValueError(f"cpu_isa {setting!r}: expected one of {', '.join(SETTINGS)}")
     return setting

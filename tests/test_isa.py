@@ -104,6 +104,8 @@ def test_cpu_flags_are_read_from_cpuinfo(tmp_path):
     info.write_text("processor\t: 0\nflags\t\t: fpu sse4_2 avx avx2 fma\n\nprocessor\t: 1\n")
     assert isa.cpu_flags(info) == frozenset({"fpu", "sse4_2", "avx", "avx2", "fma"})
     assert isa.cpu_flags(tmp_path / "absent") is None
+    (tmp_path / "bare").write_text("processor\t: 0\n")  # no flags line: unknown, not "none"
+    assert isa.cpu_flags(tmp_path / "bare") is None
     assert isa.can_honour("avx2", flags=None, machine="AMD64")  # no cpuinfo: torch decides
 
 

@@ -7,8 +7,10 @@ owns the output directory: resume, checkpoints, the manifest written last, and S
 finished attempts, then raise :class:`SearchTerminated`; the CLI exits 143).
 
 Output (``out/``): ``nodes/part-*.parquet``, ``summary/part-*.parquet`` (burnqed.trajectory) and
-``manifest.json`` — counts, solve rate, errors, config, model, provenance — written only when every
-attempt has a row, so a directory without it is unfinished.
+``manifest.json`` — counts, solve rate, errors, config, model, provenance, the ``machine`` block
+(:func:`burnqed.determinism.machine`) — written only when every attempt has a row, so a directory
+without it is unfinished; ``run.json`` holds the job's fingerprint and the kernel level and torch
+thread count its attempts ran with: a resume under others is refused with one line naming both.
 
 Infrastructure errors are not results (statuses: :mod:`burnqed.outcomes`).  An attempt with status
 ``error`` (the REPL kept dying, the policy server stayed down, a start that timed out) is left out of
