@@ -11,9 +11,14 @@
 #
 # Each rule receives only its own config section through `params:` plus a digest of every file its
 # job runs (rules/common.smk: its shim, the burnqed modules and package data it reaches, the modules
-# its config launches), so a change to a knob or to the stage's code reruns exactly that stage and
-# what depends on it.
+# its config launches) and the instruction-set pin, so a change to a knob or to the stage's code
+# reruns exactly that stage and what depends on it.
+#
+# The instruction-set pin (`cpu_isa`, burnqed/isa.py) goes into this process's environment at parse
+# time, before any job starts: local jobs inherit it, and the SLURM executor submits with
+# --export=ALL (each job's own parse applies it again).
 from burnqed.config import validate_params
+from burnqed.isa import apply_pin
 
 
 configfile: "params.yaml"
@@ -24,6 +29,7 @@ report: "workflow/report/workflow.rst"
 
 
 validate_params(config, source="workflow config (params.yaml + --configfile overlays)")
+apply_pin(config["cpu_isa"])
 
 
 include: "rules/common.smk"

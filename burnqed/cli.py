@@ -7,6 +7,9 @@ and calls the stage's ``run``.
 Command modules import only light modules at import time, so ``burnqed --help`` is fast.
 Bad input (:class:`~burnqed.config.ConfigError`, :class:`~burnqed.config.InputError`, a bad theorem
 file) prints one line naming the file, key or line and exits 2; ``--debug`` shows the traceback.
+Before the command runs — before anything imports torch — :func:`main` applies the instruction-set
+pin (:mod:`burnqed.isa`): ``cpu_isa`` of the command's config files, else the setting a parent
+process applied (``$BURNQED_CPU_ISA``), else ``avx2``.
 
 Example::
 
@@ -22,10 +25,12 @@ Example::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import logging
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from burnqed import __version__
 
@@ -57,7 +62,27 @@ def one_line(e: BaseException) -> str:
     return " | ".join(line.strip() for line in str(e).splitlines() if line.strip())
 
 
+def pin_setting(args: argparse.Namespace) -> str:
+    """The instruction-set pin a command runs under: ``cpu_isa`` of its ``--params`` +
+    ``--configfile`` files when it has them (read raw here; the command validates them and reports
+    errors itself), else :func:`burnqed.isa.setting_from` the environment."""
+    from burnqed import isa
+    from burnqed.config import ConfigError, deep_merge, read_yaml
+
+    params = None
+    if getattr(args, "params", None) is not None:
+        with contextlib.suppress(ConfigError, OSError):
+            params = read_yaml(Path(args.params))
+            for overlay in getattr(args, "configfile", None) or ():
+                params = deep_merge(params, read_yaml(Path(overlay)))
+    try:
+        return isa.setting_from(params)
+    except ValueError:  # an invalid cpu_isa: the command's validation names it
+        return isa.setting_from(None)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    from burnqed import isa
     from burnqed.config import ConfigError, InputError
     from burnqed.theorems import TheoremFileError
 
@@ -66,6 +91,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    try:
+        isa.apply_pin(pin_setting(args))
+    except isa.PinTooLate as e:
+        # Only when main() is called inside a process that already runs torch (tests, a notebook):
+        # the records will say the pin did not hold.
+        logging.getLogger("burnqed.cli").warning("%s", e)
     try:
         return int(args.func(args) or 0)
     except ConfigError as e:

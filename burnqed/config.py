@@ -57,7 +57,8 @@ def deep_merge(base: Mapping, overlay: Mapping) -> dict:
     return out
 
 
-def _read_yaml(path: Path) -> dict:
+def read_yaml(path: Path) -> dict:
+    """One config file as a mapping (not validated); :class:`ConfigError` naming it otherwise."""
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -105,10 +106,10 @@ def validate_params(params: Mapping, *, source: str = "config") -> None:
 def load_params(path: str | Path = "params.yaml", overlays: Sequence[str | Path] = ()) -> dict:
     """Read ``path``, merge each overlay over it, validate, and return the merged dict."""
     path = Path(path)
-    params = _read_yaml(path)
+    params = read_yaml(path)
     sources = [str(path)]
     for o in overlays:
-        params = deep_merge(params, _read_yaml(Path(o)))
+        params = deep_merge(params, read_yaml(Path(o)))
         sources.append(str(o))
     validate_params(params, source=" + ".join(sources))
     return params
@@ -654,6 +655,9 @@ class EBMConfig(Section):
         )
 
 
+# The top-level keys that are not sections are read where they act: `seed` and `iterations` by the
+# rules, `threads` by the rules (a machine setting), `cpu_isa` by the entry points — the Snakefile,
+# the CLI, the tests' conftest — through burnqed.isa, whose SETTINGS the schema's enum mirrors.
 SECTIONS: dict[str, type[Section]] = {
     cls.section: cls
     for cls in (

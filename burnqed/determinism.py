@@ -14,14 +14,22 @@ Every training stage — the tiny base model, the SFT adapter, the merge, the EB
   before entering the block);
 - leaves the thread count as the caller set it (a Snakemake job: its rule's ``threads``, fewer when
   ``--cores`` is smaller; ``burnqed train``/``burnqed ebm``: torch's default, ``OMP_NUM_THREADS``
-  or the core count) and records it, with the CPU type and kernel level (or the GPU), in the
-  returned dict that the stage writes into its summary.  The previous settings come back on exit.
+  or the core count) and records it, with the CPU type, kernel level and instruction-set pin (or
+  the GPU), in the returned dict that the stage writes into its summary.  The previous settings
+  come back on exit.
 
-What a rerun reproduces.  On CPU, with the same inputs, the same CPU type, the same torch thread
-count and the library versions of ``constraints.txt``, every file of ``models/base/`` and
+:func:`machine` is the one record of what made a number — CPU, torch's kernel level, thread count,
+the instruction-set pin (:mod:`burnqed.isa`: setting, variables applied, the caller's own values,
+whether it held) and the accelerator — as the ``machine`` block of every eval JSON, search
+manifest and ``run_info.json``.
+
+What a rerun reproduces.  On CPU, with the same inputs, the same kernel level (any x86 CPU with
+AVX2 under the default pin ``cpu_isa: avx2``; under ``native`` the same CPU type), the same torch
+thread count and the library versions of ``constraints.txt``, every file of ``models/base/`` and
 ``models/iter_{i}/{adapter,merged,ebm}/`` is byte-identical except :data:`RUN_SPECIFIC_FILES`:
 ``run_info.json`` (when and how long: ``created_at``, ``started_at``, ``wall_s`` and the other
-``*_wall_s``, ``argv``, ``host``, and for the EBM ``groups_per_s`` and ``resumed_from_step``) and
+``*_wall_s``, ``argv``, ``host``, the ``machine`` block, and for the EBM ``groups_per_s`` and
+``resumed_from_step``) and
 ``metrics.jsonl`` (the per-record wall times ``wall_s``/``elapsed_s`` and the trainer's
 ``*_runtime``/``*_per_second``).  Paths are recorded as given, so the pipeline's relative paths
 keep the summaries identical in another checkout; :func:`reproducible_digests` digests exactly
@@ -45,12 +53,15 @@ import logging
 import os
 import platform
 import random
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from burnqed import isa
 
 log = logging.getLogger(__name__)
 
@@ -109,6 +120,10 @@ def deterministic_training(*, seed: int | None, device: str = "cpu") -> Iterator
         "device": "cuda" if cuda else "cpu",
         **(_gpu() if cuda else _cpu()),
     }
+    # The pin as it decides the bytes; the caller's own values differ between callers that get the
+    # same bytes, so they go to run_info.json (its `machine` block), not here.
+    pin = machine()["isa_pin"]
+    record["isa_pin"] = {k: pin[k] for k in ("setting", "applied", "held")}
     log.info(
         "determinism: seed %s, deterministic algorithms %s, %d torch thread(s), %s",
         seed, mode, record["torch_threads"],
@@ -121,18 +136,57 @@ def deterministic_training(*, seed: int | None, device: str = "cpu") -> Iterator
         torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = before[2:]
 
 
+def cpu_name() -> str:
+    """The CPU's model name (``/proc/cpuinfo``), else what :mod:`platform` knows."""
+    name = platform.processor() or platform.machine()
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return name
+
+
 def _cpu() -> dict[str, Any]:
     """The CPU type and the vector-instruction level torch's kernels dispatch to (AVX2, AVX512 …):
     both change the last bits of a result."""
     import torch
 
-    name = platform.processor() or platform.machine()
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
-            if line.startswith("model name"):
-                name = line.split(":", 1)[1].strip()
-                break
-    return {"cpu": name, "cpu_capability": torch.backends.cpu.get_cpu_capability()}
+    return {"cpu": cpu_name(), "cpu_capability": torch.backends.cpu.get_cpu_capability()}
+
+
+def machine() -> dict[str, Any]:
+    """The ``machine`` block every eval JSON, search manifest and model ``run_info.json`` carries:
+    what made a number, beside the inputs.
+
+    ``{"cpu": model name, "cpu_capability": torch's kernel level in use ("AVX2", "AVX512", …),
+    "torch_threads": int, "isa_pin": {"setting", "applied", "caller", "held"}
+    (:func:`burnqed.isa.pin_record`), "accelerator": None or {"name", "driver", "cuda"}}``.
+    Imports torch (a stage that records it has, or is about to)."""
+    import torch
+
+    capability = torch.backends.cpu.get_cpu_capability()
+    return {
+        "cpu": cpu_name(),
+        "cpu_capability": capability,
+        "torch_threads": torch.get_num_threads(),
+        "isa_pin": isa.pin_record(capability),
+        "accelerator": _accelerator() if torch.cuda.is_available() else None,
+    }
+
+
+def _accelerator() -> dict[str, Any]:
+    """The GPU: its name, the NVIDIA driver's version (``nvidia-smi``; None without it) and the
+    CUDA version torch was built with."""
+    import torch
+
+    driver = None
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True, text=True, timeout=10,
+        )  # fmt: skip
+        driver = out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout else None
+    return {"name": torch.cuda.get_device_name(), "driver": driver, "cuda": torch.version.cuda}
 
 
 def _gpu() -> dict[str, Any]:
@@ -153,7 +207,7 @@ def write_run_info(directory: Path, *, started: float, **fields: Any) -> dict[st
     """Write ``<directory>/run_info.json``: the facts of this run that a rerun does not repeat.
 
     ``started``: ``time.time()`` when the stage began; ``fields``: further wall times (named
-    ``*_wall_s``) and run facts.  Returns what was written.
+    ``*_wall_s``) and run facts; the :func:`machine` block is added.  Returns what was written.
     """
     now = time.time()
     info = {
@@ -163,6 +217,7 @@ def write_run_info(directory: Path, *, started: float, **fields: Any) -> dict[st
         **fields,
         "argv": list(sys.argv),
         "host": platform.node(),
+        "machine": machine(),
     }
     Path(directory, RUN_INFO).write_text(
         json.dumps(info, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8"
@@ -187,6 +242,7 @@ __all__ = [
     "RUN_SPECIFIC_FILES",
     "determinism_mode",
     "deterministic_training",
+    "machine",
     "reproducible_digests",
     "write_run_info",
 ]

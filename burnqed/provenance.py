@@ -34,7 +34,7 @@ import os
 import platform
 import re
 import subprocess
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from functools import cache
 from importlib import metadata
 from pathlib import Path
@@ -261,6 +261,28 @@ def lean_project_versions(project_path: str | Path | None) -> dict[str, Any] | N
     return {"lean_toolchain": toolchain, "mathlib": mathlib, "packages": packages, "commit": commit}
 
 
+def lean_toolchain(lean: Mapping[str, Any]) -> dict[str, Any]:
+    """The Lean side of a search as its resume fingerprint sees it, for a Snakemake param (a new
+    toolchain, Mathlib or Pantograph reruns every search and eval that used the old one): the
+    toolchain and packages of ``lean.project_path`` (:func:`lean_project_versions`) and the first
+    line of ``repl_command --version`` (Pantograph's version), run where the REPL runs.
+
+    ``repl_version`` is None when the REPL is a burnqed module (``python -m burnqed.proplogic``: its
+    code is in the job's code digest) or does not run here (not installed on this machine)."""
+    command = list(lean.get("repl_command") or ())
+    project = lean.get("project_path")
+    version = None
+    if command and not launched_modules(lean):
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
+            out = subprocess.run(
+                [*command, "--version"], cwd=project or None, stdin=subprocess.DEVNULL,
+                capture_output=True, text=True, timeout=30,
+            )  # fmt: skip
+            lines = out.stdout.strip().splitlines()
+            version = lines[0] if out.returncode == 0 and lines else None
+    return {"lean_project": lean_project_versions(project), "repl_version": version}
+
+
 __all__ = [
     "SOURCE_ROOT",
     "TRACKED_PACKAGES",
@@ -270,5 +292,6 @@ __all__ = [
     "git_state",
     "launched_modules",
     "lean_project_versions",
+    "lean_toolchain",
     "package_versions",
 ]

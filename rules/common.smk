@@ -12,15 +12,30 @@ wildcard_constraints:
 
 @cache  # once per parse: several rules share a shim
 def code_digest(script, *sections):
-    """Digest of every file the rule's job runs, passed as a param: the shim
+    """What the rule's job runs, passed as a param: the digest of every file — the shim
     workflow/scripts/<script>.py, the burnqed modules and package data it reaches, and the burnqed
-    modules that commands in the config `sections` launch (lean.repl_command: burnqed.proplogic).
+    modules that commands in the config `sections` launch (lean.repl_command: burnqed.proplogic) —
+    the instruction-set pin its torch runs at (cpu_isa: every job's numbers depend on it) and, for
+    the rules given the `lean` section (every search and eval), the Lean toolchain, Mathlib and
+    Pantograph version they run against.
 
     Snakemake does not see edits inside the package, but it reruns a job whose params changed.
     """
     launched = provenance.launched_modules(*(config[s] for s in sections))
     script = f"workflow/scripts/{script}.py"
-    return provenance.code_digest(script, *launched, root=Path(workflow.basedir))
+    digest = provenance.code_digest(script, *launched, root=Path(workflow.basedir))
+    runs = {"files": digest, "cpu_isa": config["cpu_isa"]}
+    if "lean" in sections:
+        runs["lean"] = lean_toolchain()
+    return runs
+
+
+@cache  # once per parse: it runs `repl_command --version`
+def lean_toolchain():
+    """lean.project_path's toolchain and packages (Mathlib) and the REPL's --version: what the
+    search's resume fingerprint sees of Lean, so a new one reruns every search and eval.
+    """
+    return provenance.lean_toolchain(config["lean"])
 
 
 def earlier_searches(wildcards):

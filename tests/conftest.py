@@ -7,6 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from burnqed.isa import apply_pin, setting_from
+
+# Tests run under the project's instruction-set pin, applied before anything imports torch, as the
+# workflow and the CLI run (burnqed/isa.py); BURNQED_CPU_ISA=native runs them unpinned.
+apply_pin(setting_from(None))
+
 # No hub, no analytics, no network: everything a test needs is built in tmp_path.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")

@@ -53,6 +53,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from burnqed.isa import VARIABLES
 from burnqed.trajectory import write_parquet_atomic
 
 log = logging.getLogger(__name__)
@@ -72,10 +73,10 @@ CACHE_SCHEMA = pa.schema(
 # Parts written before the embedding key (keyed by the model digest alone): never reused.
 _UNKEYED_COLUMNS = ["model_digest", "state_hash", "embedding"]
 
-# The environment variables that choose the CPU kernels' instruction set (ATen's dispatch, MKL's
-# conditional numerical reproducibility, oneDNN's ISA cap): read by torch at import, they decide an
-# embedding's last digits on a CPU, and torch reports only the first of them back.
-ISA_VARIABLES = ("ATEN_CPU_CAPABILITY", "MKL_CBWR", "ONEDNN_MAX_CPU_ISA")
+# The environment variables that choose the CPU kernels' instruction set (the pin's: ATen's dispatch,
+# MKL's conditional numerical reproducibility, oneDNN's ISA cap, numpy's dispatch): read at import,
+# they decide an embedding's last digits on a CPU, and torch reports only the first back.
+ISA_VARIABLES = VARIABLES
 
 
 class EmbeddingError(RuntimeError):

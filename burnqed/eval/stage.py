@@ -11,9 +11,13 @@ command, config sections, git commit, package versions, seeds.
 
 Everything in the JSON is a function of the inputs (model, EBM, benchmark, config, seeds, code)
 except the fields :data:`CLOCK_FIELDS` names, which hold clock time — seconds measured on this
-machine, which a rerun does not repeat — and :data:`SCHEDULE_FIELDS`, the Lean pool's counters of
-how the calls were spread over REPL processes: :func:`without_run_specific` drops them, and what is
-left is identical on a rerun (same CPU type, thread count and pinned versions; README).
+machine, which a rerun does not repeat — :data:`SCHEDULE_FIELDS`, the Lean pool's counters of
+how the calls were spread over REPL processes, and :data:`MACHINE_FIELDS`, the ``machine`` block
+(:func:`burnqed.determinism.machine`: CPU, kernel level, threads, the instruction-set pin with the
+caller's own variables, accelerator) that says what made the numbers: :func:`without_run_specific`
+drops them, and what is left is identical on a rerun (same kernel level — any AVX2 CPU under the
+default pin — thread count and pinned versions; README).  The paired comparisons read
+``machine.cpu_capability`` and ``machine.torch_threads`` from the full JSON.
 
 Example::
 
@@ -41,6 +45,7 @@ from burnqed.data.benchmarks import (
     HashMismatchError,
     sha256_file,
 )
+from burnqed.determinism import machine
 from burnqed.eval.metrics import score_trajectories
 from burnqed.eval.table import log_table
 from burnqed.provenance import git_commit, package_versions
@@ -158,16 +163,19 @@ CLOCK_FIELDS = frozenset(
 # process is recycled and a session's states are saved, loaded or replayed; the trees do not
 # depend on it, tests/search/test_schedule_invariance.py).
 SCHEDULE_FIELDS = frozenset({"lean_pool"})
+# The machine block (at the top and in the search manifest): the same numbers come from callers with
+# different environments under the pin, and from any CPU at the same kernel level; it records which.
+MACHINE_FIELDS = frozenset({"machine"})
 
 
 def without_run_specific(obj: Any) -> Any:
-    """``obj`` (an eval JSON, or any part of one) without the :data:`CLOCK_FIELDS` and
-    :data:`SCHEDULE_FIELDS`: what a rerun reproduces exactly."""
+    """``obj`` (an eval JSON, or any part of one) without the :data:`CLOCK_FIELDS`,
+    :data:`SCHEDULE_FIELDS` and :data:`MACHINE_FIELDS`: what a rerun reproduces exactly."""
     if isinstance(obj, Mapping):
         return {
             k: without_run_specific(v)
             for k, v in obj.items()
-            if k not in CLOCK_FIELDS and k not in SCHEDULE_FIELDS
+            if k not in CLOCK_FIELDS and k not in SCHEDULE_FIELDS and k not in MACHINE_FIELDS
         }
     if isinstance(obj, list):
         return [without_run_specific(v) for v in obj]
@@ -293,6 +301,7 @@ def run(
             "git_commit": git_commit(),
             "versions": package_versions(),
         },
+        "machine": machine(),
     }
     write_json(Path(out), result)
     log_table(result)

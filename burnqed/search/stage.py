@@ -7,8 +7,10 @@ owns the output directory: resume, checkpoints, the manifest written last, and S
 finished attempts, then raise :class:`SearchTerminated`; the CLI exits 143).
 
 Output (``out/``): ``nodes/part-*.parquet``, ``summary/part-*.parquet`` (burnqed.trajectory) and
-``manifest.json`` — counts, solve rate, errors, config, model, provenance — written only when every
-attempt has a row, so a directory without it is unfinished.
+``manifest.json`` — counts, solve rate, errors, config, model, provenance, the ``machine`` block
+(:func:`burnqed.determinism.machine`) — written only when every attempt has a row, so a directory
+without it is unfinished; ``run.json`` holds the job's fingerprint and the kernel level and torch
+thread count its attempts ran with: a resume under others is refused with one line naming both.
 
 Infrastructure errors are not results (statuses: :mod:`burnqed.outcomes`).  An attempt with status
 ``error`` (the REPL kept dying, the policy server stayed down, a start that timed out) is left out of
@@ -53,6 +55,7 @@ from typing import Any, Literal
 
 from burnqed.config import InputError, LeanConfig, PolicyConfig, SearchConfig
 from burnqed.data.prompt import STOP
+from burnqed.isa import pin_in_force
 from burnqed.outcomes import nondeterministic_events
 from burnqed.policy import SamplingParams, TacticGenerator, salted_seed
 from burnqed.progress import Progress
@@ -197,11 +200,13 @@ def _listing_digest(path: Path | str | None) -> str | None:
 
 def job_fingerprint(*, lean: dict, policy: dict, repl_version: str | None, **inputs: Any) -> str:
     """A digest of everything that decides a search's attempts: config sections, sampling, seed,
-    shard, the theorem file's bytes, the model and EBM listings (``inputs``); the code that makes
-    them (:func:`~burnqed.provenance.code_digest` of this module, what it imports and the modules
-    the ``lean``/``policy`` commands launch: ``burnqed.proplogic``); the REPL's ``--version`` text
-    and the toolchain and packages (Mathlib) of ``lean.project_path``.  After an edit of the
-    search code, a new REPL or Mathlib, a rerun redoes the attempts instead of keeping them."""
+    shard, the theorem file's bytes, the model and EBM listings, the instruction-set pin's setting
+    (``inputs``); the code that makes them (:func:`~burnqed.provenance.code_digest` of this module,
+    what it imports and the modules the ``lean``/``policy`` commands launch: ``burnqed.proplogic``);
+    the REPL's ``--version`` text and the toolchain and packages (Mathlib) of ``lean.project_path``.
+    After an edit of the search code, a new REPL or Mathlib, a rerun redoes the attempts instead of
+    keeping them.  The kernel level and thread count in use are kept beside it in the run record
+    (:func:`resume_machine`): a resume under other ones is refused, not silently restarted."""
     record = {
         **inputs,
         "lean": lean,
@@ -213,31 +218,88 @@ def job_fingerprint(*, lean: dict, policy: dict, repl_version: str | None, **inp
     return hashlib.sha256(json.dumps(record, sort_keys=True, default=str).encode()).hexdigest()
 
 
+def resume_machine(machine: Mapping[str, Any]) -> dict[str, Any]:
+    """What of the ``machine`` block a resumed search must share with the run it continues: torch's
+    kernel level and thread count (both move log-probabilities in their last digits, so one eval's
+    attempts would come from two different computations).  Not the CPU model: another CPU at the
+    same level computes the same numbers."""
+    return {
+        "cpu_capability": machine.get("cpu_capability"),
+        "torch_threads": machine.get("torch_threads"),
+    }
+
+
+def _read_run_record(out: Path) -> dict:
+    with contextlib.suppress(OSError, ValueError):
+        record = json.loads((Path(out) / RUN_RECORD).read_text(encoding="utf-8"))
+        if isinstance(record, dict):
+            return record
+    return {}
+
+
+def _has_parts(out: Path) -> bool:
+    return any(any((Path(out) / d).glob("part-*.parquet")) for d in ("nodes", SUMMARY_DIR))
+
+
+def check_resume_machine(out: Path, machine: Mapping[str, Any] | None) -> None:
+    """Refuse (:class:`~burnqed.config.InputError`, one line naming both) to continue the parts of
+    ``out`` under another kernel level or thread count than the run that wrote them recorded."""
+    if machine is None or not _has_parts(out):
+        return
+    recorded = _read_run_record(out).get("machine")
+    now = resume_machine(machine)
+    if recorded is None or recorded == now:
+        return
+
+    def text(m: Mapping[str, Any]) -> str:
+        return f"cpu_capability {m.get('cpu_capability')}, {m.get('torch_threads')} torch thread(s)"
+
+    raise InputError(
+        f"{out}: its finished attempts ran with {text(recorded)}; this run has {text(now)}: "
+        "resuming would mix the two in one result — rerun with the same instruction-set pin "
+        "(cpu_isa) and thread count, or remove the directory to start afresh"
+    )
+
+
+def write_run_record(out: Path, fingerprint: str | None, machine: Mapping[str, Any] | None) -> None:
+    """``out/run.json``: the job's fingerprint and the :func:`resume_machine` part of its machine."""
+    record: dict[str, Any] = {"fingerprint": fingerprint}
+    if machine is not None:
+        record["machine"] = resume_machine(machine)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    tmp = out / f".{RUN_RECORD}.tmp"
+    tmp.write_text(json.dumps(record) + "\n", encoding="utf-8")
+    os.replace(tmp, out / RUN_RECORD)
+
+
 def prepare_auto_resume(out: Path, fingerprint: str) -> bool:
     """``resume="auto"`` (how the workflow runs searches): continue ``out`` when its parts were
     written by this same job — a pre-empted or killed run — and start it afresh when they were
-    written by a different one (a changed knob, model, theorem file, code or REPL reruns the job:
-    :func:`job_fingerprint`).  Returns whether to resume."""
+    written by a different one (a changed knob, model, theorem file, code, pin or REPL reruns the
+    job: :func:`job_fingerprint`).  Returns whether to resume.  The record keeps the machine of the
+    run whose parts are kept, for :func:`check_resume_machine` once torch runs."""
     out = Path(out)
-    record = out / RUN_RECORD
-    has_parts = any(any((out / d).glob("part-*.parquet")) for d in ("nodes", SUMMARY_DIR))
-    same = (
-        record.is_file()
-        and json.loads(record.read_text(encoding="utf-8")).get("fingerprint") == fingerprint
-    )
+    has_parts = _has_parts(out)
+    before = _read_run_record(out)
+    same = before.get("fingerprint") == fingerprint
     if has_parts and not same:
-        log.warning("%s: parts from a different job (config, model, theorems, code or REPL "
+        log.warning("%s: parts from a different job (config, model, theorems, code, pin or REPL "
                     "changed): starting afresh", out)  # fmt: skip
         for d in ("nodes", SUMMARY_DIR):
             shutil.rmtree(out / d, ignore_errors=True)
         (out / MANIFEST).unlink(missing_ok=True)
-    out.mkdir(parents=True, exist_ok=True)
-    tmp = out / f".{RUN_RECORD}.tmp"
-    tmp.write_text(json.dumps({"fingerprint": fingerprint}) + "\n", encoding="utf-8")
-    os.replace(tmp, record)
+    # resume_machine() of a resume_machine() block is itself
+    write_run_record(out, fingerprint, before.get("machine") if has_parts and same else None)
     if has_parts and same:
         log.info("%s: resuming the parts this job wrote before it was stopped", out)
     return has_parts and same
+
+
+def _machine() -> dict[str, Any]:
+    from burnqed.determinism import machine
+
+    return machine()
 
 
 def check_repl(cfg: LeanConfig) -> str:
@@ -271,11 +333,13 @@ async def search_to_dir(
     value_model: ValueModel | None = None,
     resume: bool = False,
     provenance: Mapping[str, Any] | None = None,
+    machine: Mapping[str, Any] | None = None,
 ) -> dict:
     """Search the unfinished attempts of ``theorems`` into ``out``; return the manifest.
 
     Without ``resume`` the directory must not hold trajectory parts already (nothing written is
-    ever overwritten).  The manifest is written last, after every attempt is flushed.
+    ever overwritten).  The manifest is written last, after every attempt is flushed, with the
+    ``machine`` block (:func:`burnqed.determinism.machine`; measured here when not given).
     """
     out = Path(out)
     done: set[tuple[str, int]] = set()
@@ -399,6 +463,7 @@ async def search_to_dir(
         "resumed": resume,
         "skipped_parts": skipped,
         **(provenance or {}),
+        "machine": dict(machine) if machine is not None else _machine(),
     }
     tmp = out / f".{MANIFEST}.tmp"
     tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
@@ -493,23 +558,22 @@ def run(
         temperature = search_cfg.temperature_with_ebm if ebm else search_cfg.temperature
     check_out_dir(Path(out), resume=resume is not False)
     repl_version = check_repl(lean_cfg)
-    if resume == "auto":  # after the REPL check: its version is part of the fingerprint
-        resume = prepare_auto_resume(
-            Path(out),
-            job_fingerprint(
-                search=search_cfg.to_dict(),
-                lean=lean_cfg.to_dict(),
-                policy=policy_cfg.to_dict(),
-                repl_version=repl_version,
-                temperature=temperature,
-                seed=seed,
-                seed_salt=seed_salt,
-                shard=shard,
-                theorems=hashlib.sha256(Path(theorems).read_bytes()).hexdigest(),
-                model=_listing_digest(model),
-                ebm=_listing_digest(ebm),
-            ),
-        )
+    fingerprint = job_fingerprint(  # after the REPL check: its version is part of it
+        search=search_cfg.to_dict(),
+        lean=lean_cfg.to_dict(),
+        policy=policy_cfg.to_dict(),
+        repl_version=repl_version,
+        temperature=temperature,
+        seed=seed,
+        seed_salt=seed_salt,
+        shard=shard,
+        theorems=hashlib.sha256(Path(theorems).read_bytes()).hexdigest(),
+        model=_listing_digest(model),
+        ebm=_listing_digest(ebm),
+        cpu_isa=pin_in_force(),
+    )
+    if resume == "auto":
+        resume = prepare_auto_resume(Path(out), fingerprint)
     sampling = SamplingParams(
         n=search_cfg.num_candidates,
         temperature=temperature,
@@ -536,6 +600,12 @@ def run(
 
     # With an EBM the backend must also embed (an HTTP backend starts its embedding server).
     with open_generator(policy_cfg, str(model), embeddings=ebm is not None) as generator:
+        # Kernel level, threads and pin (torch is imported by now, and a broken model directory
+        # has failed without it): in the manifest, and a resume must share the first two.
+        machine = _machine()
+        if resume:
+            check_resume_machine(Path(out), machine)
+        write_run_record(Path(out), fingerprint, machine)
         value_model = None
         if ebm is not None:
             from burnqed.search.value import load_value_model
@@ -557,11 +627,18 @@ def run(
                         value_model=value_model,
                         resume=resume,
                         provenance=provenance,
+                        machine=machine,
                     )
                 finally:  # restarts, replays and moves: where the Lean time went
                     log.info("Lean pool: %s", env.stats())
 
         return run_until_signalled(main())
+
+
+def _common(values: Sequence[Any]) -> Any:
+    """The one value all of ``values`` share, else None."""
+    first = values[0] if values else None
+    return first if all(v == first for v in values) else None
 
 
 def gather_shards(*, shards: Sequence[Path], out: Path) -> dict:
@@ -595,6 +672,9 @@ def gather_shards(*, shards: Sequence[Path], out: Path) -> dict:
         "solve_rate": statuses.get("proved", 0) / results if results else None,
         "errors": {"count": n_errors, "by_reason": dict(by_reason)},
         "node_rows": sum(m["node_rows"] for m in per_shard.values()),
+        # The shards' common machine block; null when they ran on different ones (each shard's
+        # manifest under per_shard keeps its own).
+        "machine": _common([m.get("machine") for m in per_shard.values()]),
         "per_shard": per_shard,
     }
     out = Path(out)

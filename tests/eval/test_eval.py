@@ -7,6 +7,8 @@ import dataclasses
 import functools
 import itertools
 import json
+import os
+import shutil
 
 import pytest
 
@@ -299,3 +301,44 @@ def test_model_digests_ignore_what_every_run_writes_anew(tmp_path):
     (m / "model.safetensors").write_bytes(b"other weights")
     after = path_digest(m), model_digest(m, "last")
     assert after[0] != before[0] and after[1] != before[1]
+
+
+def test_the_eval_json_says_what_machine_made_it_and_reruns_compare_without_it(
+    tmp_path, benchmark, fake_backends, monkeypatch
+):
+    """``machine`` (CPU, kernel level, threads, the pin with the caller's own variables) at the top
+    and in the search manifest; two runs whose callers exported different variables differ there
+    only, which :func:`without_run_specific` leaves out."""
+    from burnqed import isa
+    from burnqed.eval.stage import without_run_specific
+
+    def evaluate() -> dict:
+        shutil.rmtree(tmp_path / "iter_0", ignore_errors=True)  # a clean rerun in the same place
+        with fake_backends(RandomToyPolicy(seed=3), ToyEnv()):
+            return run(model=tmp_path / "model", benchmark=benchmark,
+                       trajectories=tmp_path / "iter_0/eval", out=tmp_path / "iter_0/eval.json",
+                       cfg={"budgets": [2, 6], "num_candidates": 4, "benchmark": "toy_test"},
+                       search=SEARCH, lean=LEAN, policy=POLICY)  # fmt: skip
+
+    a = evaluate()
+    caller = json.loads(os.environ[isa.CALLER_VARIABLE])
+    monkeypatch.setenv(isa.CALLER_VARIABLE, json.dumps({**caller, "MKL_CBWR": "COMPATIBLE"}))
+    b = evaluate()
+    for e in (a, b):
+        for block in (e["machine"], e["provenance"]["search_manifest"]["machine"]):
+            assert set(block) == {
+                "cpu",
+                "cpu_capability",
+                "torch_threads",
+                "isa_pin",
+                "accelerator",
+            }
+            assert block["isa_pin"]["setting"] == os.environ[isa.SETTING_VARIABLE]
+            assert block["torch_threads"] >= 1 and block["cpu_capability"]
+    assert (
+        b["machine"]["isa_pin"]["caller"]["MKL_CBWR"]
+        == "COMPATIBLE"
+        != (a["machine"]["isa_pin"]["caller"]["MKL_CBWR"])
+    )
+    assert a != b and without_run_specific(a) == without_run_specific(b)
+    assert '"machine"' not in json.dumps(without_run_specific(a))

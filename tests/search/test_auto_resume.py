@@ -7,6 +7,7 @@ import asyncio
 import json
 import shutil
 
+import pytest
 import yaml
 
 from burnqed.config import SearchConfig
@@ -144,3 +145,62 @@ def test_an_edit_of_the_search_code_redoes_every_attempt(tmp_path, monkeypatch, 
     assert rerun() == everything
     edit("burnqed/report/stage.py")  # not run by a search
     assert rerun() == []
+
+
+def test_a_resume_under_another_kernel_level_or_thread_count_is_refused(
+    tmp_path, monkeypatch, repo_root
+):
+    """The run record keeps torch's kernel level and thread count (not the CPU model): a killed
+    search continued under others would mix two computations in one result, so it is refused with
+    one line naming both; the same job under the same ones resumes, and another pin setting is
+    another job (started afresh)."""
+    import torch
+
+    from burnqed import isa
+    from burnqed.config import InputError
+    from burnqed.search import stage
+
+    params = yaml.safe_load((repo_root / "params.yaml").read_text(encoding="utf-8"))
+    cfg = {**params["search"], "max_nodes": 8, "concurrency": 2, "attempts": 1}
+    lean = {**params["lean"], "repl_command": ["python", "-m", "burnqed.proplogic"]}
+    theorems = tmp_path / "theorems.jsonl"
+    write_theorems(theorems, toy_theorems(4, seed=4))
+    out = tmp_path / "out"
+
+    def search(resume="auto") -> list[str]:
+        env = _CountingEnv()
+        with _fake_backends(monkeypatch, RandomToyPolicy(seed=2), env):
+            run(theorems=theorems, model="models/x", out=out, cfg=cfg, lean=lean,
+                policy=params["policy"], resume=resume)  # fmt: skip
+        (out / "manifest.json").unlink()  # as if killed before the manifest: parts remain
+        return env.started
+
+    def refused(resume="auto") -> str:
+        with pytest.raises(InputError) as e:
+            search(resume)
+        assert "\n" not in str(e.value)
+        return str(e.value)
+
+    threads = torch.get_num_threads()
+    level = torch.backends.cpu.get_cpu_capability()
+    assert len(search()) == 4
+    record = json.loads((out / RUN_RECORD).read_text())
+    assert record["machine"] == {"cpu_capability": level, "torch_threads": threads}
+    other = 2 if threads == 1 else 1
+    torch.set_num_threads(other)
+    try:
+        for resume in ("auto", True):  # the workflow's resume and `burnqed search --resume`
+            text = refused(resume)
+            assert f"{threads} torch thread(s)" in text and f"{other} torch thread(s)" in text
+    finally:
+        torch.set_num_threads(threads)
+    real = stage._machine
+    monkeypatch.setattr(stage, "_machine", lambda: {**real(), "cpu_capability": "AVX512"})
+    text = refused()
+    assert f"cpu_capability {level}," in text and "cpu_capability AVX512," in text
+    monkeypatch.setattr(stage, "_machine", real)
+    monkeypatch.setattr(stage, "_machine", lambda: {**real(), "cpu": "another CPU model"})
+    assert search() == []  # the same level and threads on another CPU type: resumed
+    monkeypatch.setattr(stage, "_machine", real)
+    monkeypatch.setenv(isa.SETTING_VARIABLE, "native")  # another pin setting: another job
+    assert len(search()) == 4

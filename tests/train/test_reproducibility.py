@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -109,6 +110,13 @@ def test_the_records_name_the_settings_a_rerun_needs(runs):
         assert "wall_seconds" not in record and "argv" not in record
         info = json.loads((runs["a"] / artifact / "run_info.json").read_text(encoding="utf-8"))
         assert info["wall_s"] > 0 and info["created_at"] >= info["started_at"]
+        # The machine block: what made the bytes, the caller's own pin variables included; the
+        # summary keeps only what decides them (the same for every caller).
+        machine = info["machine"]
+        assert machine["torch_threads"] == 1 and machine["cpu_capability"] == det["cpu_capability"]
+        assert set(machine["isa_pin"]) == {"setting", "applied", "caller", "held"}
+        assert det["isa_pin"] == {k: machine["isa_pin"][k] for k in ("setting", "applied", "held")}
+        assert machine["isa_pin"]["setting"] == os.environ["BURNQED_CPU_ISA"]
     assert (
         json.loads((runs["c"] / "base/burnqed_model.json").read_text())["determinism"]["seed"] == 1
     )

@@ -189,3 +189,18 @@ def test_every_shipped_sglang_server_runs_deterministic_inference():
             assert "--disable-radix-cache" in command, (overlay, key, command)
         checked.append(overlay.name if overlay else "params.yaml")
     assert {"params.yaml", "a100-7b.yaml"} <= set(checked), checked
+
+
+def test_the_instruction_set_pin_is_a_checked_top_level_setting(tmp_path, params):
+    from burnqed import isa
+
+    described = schema()["properties"]["cpu_isa"]
+    assert described["enum"] == list(isa.SETTINGS) and "avx2" in described["description"]
+    assert params["cpu_isa"] == isa.DEFAULT == "avx2"  # params.yaml's default is the module's
+    bad = copy.deepcopy(params)
+    bad["cpu_isa"] = "avx512"
+    with pytest.raises(ConfigError, match=r"cpu_isa: 'avx512' is not one of \['avx2', 'native'\]"):
+        load_params(write(tmp_path, bad))
+    del bad["cpu_isa"]
+    with pytest.raises(ConfigError, match=r"'cpu_isa' is a required property"):
+        load_params(write(tmp_path, bad))

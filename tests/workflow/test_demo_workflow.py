@@ -3,7 +3,9 @@
 The demo overlay plus a shrinking overlay (fewer theorems, fewer training steps, smaller search)
 builds data → tiny base → SFT → merge → iteration-0 search and noise search on 2 cores; then the
 artifacts are checked (the noise search drawing seeds of its own), a second dry run has nothing to
-do, and a search knob reruns only search.
+do, and a search knob reruns only search.  Snakemake runs with a caller environment that asks for
+the lowest instruction set (and nothing of this test process's pin): the Snakefile's pin must
+decide what the jobs compute.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from burnqed import isa
 from burnqed.policy import salted_seed
 from burnqed.trajectory import read_nodes, read_summary
 
@@ -59,8 +62,18 @@ SMALL = {
 }
 
 
+# What a user may have exported: every variable of the pin set below the machine's level.
+LOWERED = {
+    "ATEN_CPU_CAPABILITY": "default",
+    "MKL_CBWR": "COMPATIBLE",
+    "ONEDNN_MAX_CPU_ISA": "SSE41",
+}
+
+
 def snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}")
+    env = {k: v for k, v in os.environ.items()
+           if k not in isa.VARIABLES and not k.startswith("BURNQED_")}  # fmt: skip
+    env.update(LOWERED, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}")
     return subprocess.run(
         # --configfile takes several values: it goes last, after the targets.
         [SNAKEMAKE, "--cores", "2", *args, "--configfile", "config/demo.yaml", "small.yaml"],
@@ -152,3 +165,17 @@ def test_rerun_has_nothing_to_do_and_a_search_knob_reruns_only_search(demo):
     assert "search_shard" in out and "search_noise_shard" in out
     for untouched in ("tactic_pairs", "base_model", "sft", "merge"):
         assert f"\n{untouched} " not in out, out
+
+
+def test_the_jobs_ran_under_the_snakefiles_pin_and_record_the_callers_values(demo):
+    base = json.loads((demo / "models/base/run_info.json").read_text(encoding="utf-8"))
+    shard = json.loads((demo / "results/iter_0/search/shard_0/manifest.json").read_text())
+    for block in (base["machine"], shard["machine"]):
+        pin = block["isa_pin"]
+        assert pin["setting"] == "avx2"  # params.yaml's cpu_isa
+        assert pin["caller"] == {v: LOWERED.get(v) for v in isa.VARIABLES}
+        if isa.can_honour("avx2"):  # the caller asked for DEFAULT; the pin won
+            assert pin["held"] is True and block["cpu_capability"] == "AVX2"
+            assert pin["applied"] == isa.PINS["avx2"]
+    gathered = json.loads((demo / TARGETS[0]).read_text(encoding="utf-8"))
+    assert gathered["machine"] == shard["machine"]  # one shard: the common block

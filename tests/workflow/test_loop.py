@@ -232,8 +232,8 @@ def test_the_next_pool_excludes_what_iteration_0_proved(loop):
 
 
 def _evals(work: Path) -> dict[str, dict]:
-    """Every eval JSON of a loop without its clock-time and scheduling fields
-    (burnqed.eval.stage.CLOCK_FIELDS, SCHEDULE_FIELDS)."""
+    """Every eval JSON of a loop without its clock-time and scheduling fields and its machine block
+    (burnqed.eval.stage.CLOCK_FIELDS, SCHEDULE_FIELDS, MACHINE_FIELDS)."""
     return {
         str(p.relative_to(work)): without_run_specific(json.loads(p.read_text()))
         for p in sorted((work / "results").rglob("eval*.json"))

@@ -139,6 +139,11 @@ def test_sharded_search_on_slurm_gathers_the_local_result(runs):
         m = mine["per_shard"][f"results/iter_0/search/{shard}"]
         r = ref["per_shard"][f"results/iter_0/search/{shard}"]
         assert m["statuses"] == r["statuses"], shard
+        # The Snakefile's instruction-set pin reached the SLURM jobs (sbatch --export=ALL, and
+        # each job parses the Snakefile again), with the caller's own values recorded.
+        assert m["machine"]["isa_pin"] == r["machine"]["isa_pin"], shard
+        assert m["machine"]["isa_pin"]["setting"] == "avx2"
+        assert m["machine"]["cpu_capability"] == r["machine"]["cpu_capability"]
         # The same search, theorem by theorem: same outcome, same tree size, same tokens sampled.
         keys = ("theorem", "attempt", "status", "nodes_total", "nodes_expanded", "tokens")
         rows = [

@@ -1,0 +1,113 @@
+"""What a change outside the sections reruns, on the whole demo DAG: the instruction-set pin
+(``cpu_isa``) every job, a new Lean toolchain, Mathlib or Pantograph every search and eval.
+
+No job runs: every output of the tiny demo overlay is made empty and ``snakemake --touch`` records
+the jobs as done (Snakemake's records, params included), so a dry run afterwards plans exactly what
+the change reruns.  The Lean project and the REPL are stand-ins: a ``lean-toolchain``, a
+``lake-manifest.json`` and a script answering ``--version``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.workflow.conftest import snakemake
+
+PROJECT = "lean/project"
+MANIFEST = {"name": "demo", "packages": [{"name": "mathlib", "rev": "2f65ba7f"}]}
+# Rules that run a search against the REPL: they must rerun when Lean changes.
+SEARCHES = ("search_shard", "search_noise_shard", "search_baseline_shard", "search_pool_select")
+
+
+def job_stats(out: str) -> dict[str, int]:
+    if "Job stats:" not in out:
+        assert "Nothing to be done" in out, out[-3000:]
+        return {}
+    table = out.split("Job stats:")[1].split("\n\n")[0]
+    return {
+        rule: int(n) for rule, n in re.findall(r"(?m)^(\w+)\s+(\d+)$", table) if rule != "total"
+    }
+
+
+def planned(work: Path) -> dict[str, int]:
+    r = snakemake(work, "-n", "--quiet", "rules")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    return job_stats(r.stdout + r.stderr)
+
+
+def set_repl_version(work: Path, version: str) -> None:
+    repl = work / PROJECT / "repl"
+    repl.write_text(f'#!/bin/sh\n[ "$1" = --version ] && echo "{version}"\n', encoding="utf-8")
+    repl.chmod(0o755)
+
+
+@pytest.fixture(scope="module")
+def touched(tmp_path_factory, make_tiny_repo) -> tuple[Path, dict[str, int]]:
+    """The tiny demo repository with every job recorded as done; and the whole DAG's job counts."""
+    work = make_tiny_repo(
+        tmp_path_factory.mktemp("reruns") / "w",
+        lean={"project_path": PROJECT, "repl_command": ["./repl"]},
+    )
+    (work / PROJECT).mkdir(parents=True)
+    (work / PROJECT / "lean-toolchain").write_text("leanprover/lean4:v4.9.0\n", encoding="utf-8")
+    (work / PROJECT / "lake-manifest.json").write_text(json.dumps(MANIFEST), encoding="utf-8")
+    set_repl_version(work, "0.3.4")
+    r = snakemake(work, "--summary")
+    assert r.returncode == 0, r.stderr[-3000:]
+    for line in r.stdout.splitlines()[1:]:
+        out = work / line.split("\t")[0]
+        if out.suffix:  # a file; the directory outputs (models, reports) have no suffix
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text("", encoding="utf-8")
+        else:
+            out.mkdir(parents=True, exist_ok=True)
+    r = snakemake(work, "--touch", "--forceall", "--cores", "1")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    whole = job_stats(r.stdout + r.stderr)
+    assert planned(work) == {}  # recorded: nothing to do
+    return work, whole
+
+
+def test_the_instruction_set_pin_reruns_every_job(touched):
+    work, whole = touched
+    overlay = work / "tiny.yaml"
+    before = overlay.read_bytes()
+    try:
+        overlay.write_text(yaml.safe_dump({**yaml.safe_load(before), "cpu_isa": "native"}))
+        plan = planned(work)
+    finally:
+        overlay.write_bytes(before)
+    assert plan == whole and plan["eval"] == 2 and plan["tactic_pairs"] == 1
+
+
+@pytest.mark.parametrize("change", ["toolchain", "mathlib", "pantograph"])
+def test_a_new_lean_toolchain_mathlib_or_pantograph_reruns_every_search_and_eval(touched, change):
+    work, whole = touched
+    project = work / PROJECT
+    before = {p: p.read_bytes() for p in project.iterdir()}
+    try:
+        if change == "toolchain":
+            (project / "lean-toolchain").write_text("leanprover/lean4:v4.10.0\n", encoding="utf-8")
+        elif change == "mathlib":
+            manifest = {**MANIFEST, "packages": [{"name": "mathlib", "rev": "0123abcd"}]}
+            (project / "lake-manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+        else:
+            set_repl_version(work, "0.3.5")
+        plan = planned(work)
+    finally:
+        for p, data in before.items():
+            p.write_bytes(data)
+    evals = {rule: n for rule, n in whole.items() if rule.startswith("eval")}
+    assert len(evals) == 6 and sum(evals.values()) == 9  # baseline, iterations, controls, configs
+    assert {"search_shard", "search_noise_shard", "search_pool_select"} <= set(whole)
+    for rule in (*evals, *(r for r in SEARCHES if r in whole)):
+        assert plan.get(rule) == whole[rule], (rule, plan)
+    # What does not run Lean stays: the data, the base model, iteration 0's training.
+    for rule in ("tactic_pairs", "search_pool", "proplogic_benchmark_split", "base_model"):
+        assert rule not in plan, plan
+    assert plan["sft"] == whole["sft"] - 1  # iteration 1's, which learns from the searches
