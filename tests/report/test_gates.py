@@ -185,11 +185,17 @@ def test_a_gate_whose_evals_differ_beyond_its_factor_is_undecided_naming_the_fie
     """A gain gate varies the model, the EBM ablation the value model: another thread count or seed
     leaves either undecided, the field named in its note."""
     other = copy.deepcopy(evals["weak"])
-    other["machine"] = {"torch_threads": 2, "cpu_capability": "AVX2"}
+    mine = evals["strong"].get("machine") or {}  # the eval stage records this process's
+    threads, isa = mine.get("torch_threads"), mine.get("cpu_capability")
+    shown = lambda x: "not recorded" if x is None else x  # noqa: E731
+    other["machine"] = {"torch_threads": (threads or 1) + 1, "cpu_capability": f"not {isa}"}
     other["provenance"]["seeds"]["seed"] = 1
     g = by_gate(evaluate_gates(CFG, current=evals["strong"], baseline=other, no_ebm=other))
     for gate, varies in (("gain_vs_baseline", "model"), ("ebm_gain", "value model")):
         assert g[gate]["verdict"] == "undecided", g[gate]
         assert f"different seed: weak 1, strong 0 — only the {varies} may differ" in g[gate]["note"]
-        assert "different torch threads: weak 2, strong not recorded" in g[gate]["note"]
-        assert "different instruction set: weak AVX2, strong not recorded" in g[gate]["note"]
+        assert (
+            f"different torch threads: weak {(threads or 1) + 1}, strong {shown(threads)}"
+            in g[gate]["note"]
+        )
+        assert f"different instruction set: weak not {isa}, strong {shown(isa)}" in g[gate]["note"]
