@@ -62,14 +62,21 @@ from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from burnqed.config import SearchConfig
 from burnqed.data.prompt import STOP, format_prompt
 from burnqed.lean.errors import StartError
 from burnqed.outcomes import END_REASONS, STATUS_OF_END, STATUSES
 from burnqed.policy import Generation, SamplingParams, TacticGenerator, candidate_seeds
-from burnqed.search.sources import AnswerSource, ExpandRequest, LiveSource
+from burnqed.search.sources import (
+    AnswerSource,
+    ExpandRequest,
+    LiveSource,
+    ProofEnvironment,
+    ProofSessionLike,
+    ProofStateLike,
+)
 from burnqed.search.tree import FAILED, PROVED, InvariantError, Node, SearchTree
 from burnqed.search.value import ValueModel, priority
 from burnqed.theorems import Theorem
@@ -83,40 +90,6 @@ NOT_VERIFIED_LATER = "not verified: an earlier proof was accepted"
 
 BATCH_TRIES = 3  # tries of a generation or value-model batch before its searches fail
 BATCH_RETRY_S = 0.5  # first back-off between tries (doubling)
-
-
-# --------------------------------------------------------------------------------------------
-# What the engine needs from Lean (burnqed.lean.pool.LeanPool provides it; tests use fakes)
-
-
-class ProofStateLike(Protocol):
-    sid: int
-    text: str  # Lean-printed goals (render_goals), "no goals" when solved
-    depth: int
-
-    @property
-    def solved(self) -> bool: ...
-
-
-class ProofSessionLike(Protocol):
-    root: Any  # ProofStateLike
-
-    async def apply(self, state: Any, tactic: str) -> Any:
-        """``TacticSuccess`` (has ``.state``, ``.lean_time_s``) or ``TacticFailure`` (``.kind``,
-        ``.message``, ``.lean_time_s``)."""
-        ...
-
-    async def close(self) -> None: ...
-
-
-class ProofEnvironment(Protocol):
-    """``LeanPool``'s surface the engine uses; raises ``StartError`` for a bad statement."""
-
-    async def start(self, theorem: Theorem) -> ProofSessionLike: ...
-
-    async def verify(self, theorem: Theorem, tactics: Sequence[str]) -> Any:
-        """A verdict with ``.ok`` and ``.reasons`` (whole-file check in a fresh worker)."""
-        ...
 
 
 # --------------------------------------------------------------------------------------------

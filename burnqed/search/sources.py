@@ -36,13 +36,47 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from burnqed.policy import Generation, SamplingParams, TacticGenerator
 from burnqed.theorems import Theorem
 
-if TYPE_CHECKING:
-    from burnqed.search.engine import ProofEnvironment, ProofSessionLike
+# --------------------------------------------------------------------------------------------
+# What a live source needs from Lean (burnqed.lean.pool.LeanPool provides it; tests use fakes)
+
+
+class ProofStateLike(Protocol):
+    sid: int
+    text: str  # Lean-printed goals (render_goals), "no goals" when solved
+    depth: int
+
+    @property
+    def solved(self) -> bool: ...
+
+
+class ProofSessionLike(Protocol):
+    root: Any  # ProofStateLike
+
+    async def apply(self, state: Any, tactic: str) -> Any:
+        """``TacticSuccess`` (has ``.state``, ``.lean_time_s``) or ``TacticFailure`` (``.kind``,
+        ``.message``, ``.lean_time_s``)."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+class ProofEnvironment(Protocol):
+    """``LeanPool``'s surface the engine uses; raises ``StartError`` for a bad statement."""
+
+    async def start(self, theorem: Theorem) -> ProofSessionLike: ...
+
+    async def verify(self, theorem: Theorem, tactics: Sequence[str]) -> Any:
+        """A verdict with ``.ok`` and ``.reasons`` (whole-file check in a fresh worker)."""
+        ...
+
+
+# --------------------------------------------------------------------------------------------
+# The interface
 
 
 @dataclass(frozen=True)
@@ -131,4 +165,11 @@ class LiveSource:
         }
 
 
-__all__ = ["AnswerSource", "ExpandRequest", "LiveSource"]
+__all__ = [
+    "AnswerSource",
+    "ExpandRequest",
+    "LiveSource",
+    "ProofEnvironment",
+    "ProofSessionLike",
+    "ProofStateLike",
+]
