@@ -18,6 +18,7 @@ Example::
     burnqed search --theorems data/benchmarks/proplogic_test.jsonl --model models/base --out results/dbg
     burnqed eval --model models/iter_0/merged --out results/iter_0/eval.json
     burnqed compare results/*/eval.json --out results/compare.md
+    burnqed replay results/iter_0/eval.json --priority oracle --out results/iter_0/replay.json
     burnqed doctor --configfile config/demo.yaml
     burnqed tree results/iter_0/eval --theorem KEY --out tree.html
 """
@@ -35,7 +36,7 @@ from pathlib import Path
 from burnqed import __version__
 
 # Stage packages with a `command` module, in the order `--help` lists them, then other commands.
-COMMANDS = ("data", "train", "ebm", "search", "eval", "report", "artifacts")
+COMMANDS = ("data", "train", "ebm", "search", "eval", "replay", "report", "artifacts")
 COMMAND_MODULES = (*(f"burnqed.{name}.command" for name in COMMANDS), "burnqed.doctor")
 
 

@@ -97,7 +97,10 @@ POOL_COUNTERS = {
     "loads": "states restored with goal.load after a restart",
     "load_failures": "goal.load calls that failed (the state was replayed instead)",
     "reopens": "statements started again in a new process, to replay a path from its root",
-    "replays": "tactic calls re-run to rebuild states after a restart",
+    "replays": "tactic calls re-run to rebuild states after a restart or adoption",
+    "adopted": "states added from answers given elsewhere (a recording, a cache), without Lean",
+    "rebuilds": "adopted states rebuilt in a REPL on their first live use",
+    "disagreements": "rebuilt adopted states whose printed form differed (the live one stands)",
     "moves": "sessions moved to a less loaded worker",
     "verifications": "whole-file proof checks in fresh processes",
 }

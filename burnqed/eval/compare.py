@@ -84,7 +84,7 @@ def load_evals(paths: Sequence[Path]) -> list[tuple[Path, dict]]:
             e = json.loads(Path(p).read_text(encoding="utf-8"))
         except (OSError, json.JSONDecodeError) as err:
             raise CompareError(f"{p}: not a readable eval JSON ({err})") from None
-        if e.get("kind") != "burnqed eval":
+        if e.get("kind") not in ("burnqed eval", "burnqed replay"):  # a replay is an eval's twin
             raise CompareError(f"{p}: not a burnqed eval JSON (kind={e.get('kind')!r})")
         evals.append((Path(p), e))
     evals.sort(key=lambda pe: _order(pe[1].get("label") or pe[0].parent.name))

@@ -49,6 +49,15 @@ A saved state needs the same imports, and Pantograph pickles with it the constan
 states must be rebuilt anyway, a session whose worker restarted first moves to the least-loaded live
 worker when that evens the load (``moves``).
 
+**Adopted states.**  An answer that did not come from this session's REPL — a recorded search's
+tree (``burnqed replay``), the expansion cache — is added with :meth:`ProofSession.adopt` (parent,
+tactic, the printed state): no Lean runs, and the state has no REPL id in any process, exactly like
+a state whose worker restarted.  Its first live use rebuilds it the same way (``goal.load`` of the
+nearest saved ancestor, replay of the tactics below it; a chain of adopted states replays from the
+nearest state the REPL holds), counted as ``rebuilds`` (one per adopted state); a rebuilt state whose
+printed form differs from the adopted one counts as a ``disagreement``, and the live state is what
+later tactics run on.
+
 Requests that were queued behind the one that broke a REPL, or sent to a REPL another session had
 just restarted, never ran: they are retried on the new process without counting as failures
 (``crashes`` counts each broken process once).  Replay requests count towards recycling, so
@@ -111,7 +120,7 @@ from burnqed.lean.errors import (
     ReplTimeoutError,
     StartError,
 )
-from burnqed.lean.goals import Goal, render_goals
+from burnqed.lean.goals import NO_GOALS, Goal, render_goals
 from burnqed.lean.guard import TacticGuard
 from burnqed.lean.verify import Verdict, theorem_file, verify_file, verify_proof
 from burnqed.outcomes import POOL_COUNTERS
@@ -129,13 +138,14 @@ class ProofState:
     """A proof state of one session."""
 
     sid: int  # session-local id (root = 0), stable across worker restarts
-    goals: tuple[Goal, ...]
+    # None for a state adopted from an answer that carried only its text (ProofSession.adopt)
+    goals: tuple[Goal, ...] | None
     text: str  # render_goals(goals): what the policy sees
     depth: int  # tactic steps from the root
 
     @property
     def solved(self) -> bool:
-        return not self.goals
+        return self.text == NO_GOALS if self.goals is None else not self.goals
 
 
 @dataclass(frozen=True)
@@ -154,6 +164,12 @@ class TacticFailure:
 
 
 TacticResult = TacticSuccess | TacticFailure
+
+
+class AdoptedStateError(ReplError):
+    """An adopted state (:meth:`ProofSession.adopt`) could not be rebuilt: Lean rejects a tactic of
+    its path that the answer adopted said succeeded.  Counted as a disagreement; the attempt cannot
+    go on from that state (an infrastructure-class error: ``--resume`` or a live run redoes it)."""
 
 
 MAX_TRIES = 6  # per apply/start: tries, counting retries of requests that never ran
@@ -711,6 +727,7 @@ class ProofSession:
         # sid -> the process in which its last tactic was interrupted: a second interrupt on the
         # same state there restarts the worker (a state that keeps timing out may be poisoned).
         self._timed_out: dict[int, ReplClient] = {}
+        self._adopted: set[int] = set()  # sids added by adopt() and not rebuilt in Lean yet
         self._closed = False
 
     @property
@@ -735,6 +752,37 @@ class ProofSession:
             steps.append(self._tactic[sid])
             sid = self._parent[sid]
         return tuple(reversed(steps))
+
+    def adopt(
+        self,
+        parent: ProofState,
+        tactic: str,
+        text: str,
+        *,
+        goals: tuple[Goal, ...] | None = None,
+        lean_s: float = 0.0,
+    ) -> ProofState:
+        """Add the state ``tactic`` makes from ``parent`` as an answer from elsewhere (a recording,
+        a cache) says — printed as ``text`` — without running Lean (module docstring).
+
+        The state is rebuilt in the REPL on its first live use (``rebuilds``; a different printed
+        form is a ``disagreement``, and the live state wins).  ``goals`` when the answer has them;
+        ``lean_s`` is what the tactic cost where it was answered (the replay-cost estimate that
+        decides saves).  Adopting a step the session already knows returns the known state.
+        """
+        if self._closed:
+            raise ReplError(f"{self.theorem.key}: the proof session is closed")
+        sid = self._own(parent)
+        known = self._children.get((sid, tactic))
+        if known is not None:
+            return self._states[known]
+        if goals is not None and render_goals(goals) != text:
+            raise ValueError(f"{self.theorem.key}: adopted goals do not print as {text!r}")
+        state = ProofState(len(self._states), goals, text, self._states[sid].depth + 1)
+        self._add(state, sid, tactic, (), lean_s)
+        self._adopted.add(state.sid)
+        self._pool._counts["adopted"] += 1
+        return state
 
     def _own(self, state: ProofState) -> int:
         sid = state.sid
@@ -847,11 +895,29 @@ class ProofSession:
             r = await client.goal_tactic(repl_id, self._tactic[child])
             pool._counts["replays"] += 1
             if not isinstance(r, GoalState):
+                if child in self._adopted:  # the answer adopted is not what Lean says here
+                    pool._counts["rebuilds"] += 1
+                    pool._counts["disagreements"] += 1
+                    raise AdoptedStateError(
+                        f"{self.theorem.key}: the adopted state {child} cannot be rebuilt: Lean "
+                        f"rejects {self._tactic[child]!r} ({r.kind}: {r.message})"
+                    )
                 raise ReplError(
                     f"{self.theorem.key}: replaying {self._tactic[child]!r} (state {child}) "
                     f"after a restart failed: {r.kind}: {r.message}"
                 )
-            if render_goals(r.goals) != self._states[child].text:
+            differs = render_goals(r.goals) != self._states[child].text
+            if child in self._adopted:  # first live use of an answer from elsewhere
+                self._adopted.discard(child)
+                pool._counts["rebuilds"] += 1
+                if differs:  # the printed state is a lossy key (⋯, ✝, metavariables)
+                    pool._counts["disagreements"] += 1
+                    log.warning(
+                        "%s: adopted state %d differs from the live one; the live one stands:\n"
+                        "adopted: %s\nlive: %s",
+                        self.theorem.key, child, self._states[child].text, render_goals(r.goals),
+                    )  # fmt: skip
+            elif differs:
                 # Lean is deterministic up to generated names (?m.N, x✝¹), which can differ in a
                 # new process; the session keeps its recorded text.
                 log.warning(
@@ -945,6 +1011,8 @@ class ProofSession:
                     else:
                         async with self._replay_lock:
                             repl_id = await self._materialize(client, sid)
+                except AdoptedStateError:
+                    raise  # Lean's answer, not the REPL's health: no restart would change it
                 except ReplError as e:  # crash, hang or garbage while restoring
                     last = e
                     if pool._failed(w, client, e, f"restoring for {self.theorem.key}: {e}"):
@@ -1049,6 +1117,7 @@ class ProofSession:
 
 
 __all__ = [
+    "AdoptedStateError",
     "LeanPool",
     "ProofSession",
     "ProofState",

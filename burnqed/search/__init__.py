@@ -1,6 +1,7 @@
-"""Best-first proof search (``burnqed.search``): the engine, its tree, the value-model interface,
-and the search stage (``run``, ``burnqed search``).  Importing this package is light; the stage's
-heavy dependencies (policy backends, the Lean pool) load only when ``stage.run`` is called.
+"""Best-first proof search (``burnqed.search``): the engine, its tree, the answer sources (live, a
+recorded tree: ``sources``, ``recorded``), the value-model interface, and the search stage
+(``run``, ``burnqed search``).  Importing this package is light; the stage's heavy dependencies
+(policy backends, the Lean pool, a recording's Parquet) load only when used.
 
 Example::
 
@@ -9,12 +10,16 @@ Example::
     True
 """
 
-from burnqed.search.engine import ProofEnvironment, SearchResult, search_all
+from burnqed.search.engine import ProofEnvironment, SearchResult, search_all, search_from_source
+from burnqed.search.sources import AnswerSource, ExpandRequest, LiveSource
 from burnqed.search.tree import InvariantError, Node, SearchTree
 from burnqed.search.value import ValueModel, priority
 
 __all__ = [
+    "AnswerSource",
+    "ExpandRequest",
     "InvariantError",
+    "LiveSource",
     "Node",
     "ProofEnvironment",
     "SearchResult",
@@ -22,4 +27,5 @@ __all__ = [
     "ValueModel",
     "priority",
     "search_all",
+    "search_from_source",
 ]

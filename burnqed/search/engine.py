@@ -22,6 +22,13 @@ Throughput comes from running ``concurrency`` searches together on one event loo
   sent as soon as the model is idle (scoring is short; holding it back would stall the searches).
 - Lean calls are plain coroutines: while one search waits on Lean, the generator works for others.
 
+Every answer — a node's candidates, a tactic's outcome, a proof's verdict — comes through one
+:class:`~burnqed.search.sources.AnswerSource` (:func:`search_from_source`): live (the policy and
+Lean; :func:`search_all` is that), a recorded search's tree (``burnqed replay``), later the
+expansion cache.  A generation request carries what a recording or cache keys on (theorem, attempt,
+state hash, prompt, per-candidate seeds: :class:`~burnqed.search.sources.ExpandRequest`); the
+source answers what it knows at once, and only the rest is batched to the model.
+
 Determinism and schedule invariance (what makes runs repeat and anytime budgets exact): within a
 search, nodes are popped in priority order (ties by node id, which is creation order), popped nodes
 get consecutive expansion indices, and results are processed in expansion order then candidate order
@@ -55,55 +62,34 @@ from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from burnqed.config import SearchConfig
 from burnqed.data.prompt import STOP, format_prompt
 from burnqed.lean.errors import StartError
 from burnqed.outcomes import END_REASONS, STATUS_OF_END, STATUSES
 from burnqed.policy import Generation, SamplingParams, TacticGenerator, candidate_seeds
+from burnqed.search.sources import (
+    AnswerSource,
+    ExpandRequest,
+    LiveSource,
+    ProofEnvironment,
+    ProofSessionLike,
+    ProofStateLike,
+)
 from burnqed.search.tree import FAILED, PROVED, InvariantError, Node, SearchTree
 from burnqed.search.value import ValueModel, priority
 from burnqed.theorems import Theorem
 
 log = logging.getLogger(__name__)
 
+# Why a solved state carries no verdict (its proof was never checked): recorded in its node's
+# error as "verification: <reason>", and read back by burnqed.search.recorded.
+NOT_VERIFIED_ENDED = "not verified before the attempt ended"
+NOT_VERIFIED_LATER = "not verified: an earlier proof was accepted"
+
 BATCH_TRIES = 3  # tries of a generation or value-model batch before its searches fail
 BATCH_RETRY_S = 0.5  # first back-off between tries (doubling)
-
-
-# --------------------------------------------------------------------------------------------
-# What the engine needs from Lean (burnqed.lean.pool.LeanPool provides it; tests use fakes)
-
-
-class ProofStateLike(Protocol):
-    sid: int
-    text: str  # Lean-printed goals (render_goals), "no goals" when solved
-    depth: int
-
-    @property
-    def solved(self) -> bool: ...
-
-
-class ProofSessionLike(Protocol):
-    root: Any  # ProofStateLike
-
-    async def apply(self, state: Any, tactic: str) -> Any:
-        """``TacticSuccess`` (has ``.state``, ``.lean_time_s``) or ``TacticFailure`` (``.kind``,
-        ``.message``, ``.lean_time_s``)."""
-        ...
-
-    async def close(self) -> None: ...
-
-
-class ProofEnvironment(Protocol):
-    """``LeanPool``'s surface the engine uses; raises ``StartError`` for a bad statement."""
-
-    async def start(self, theorem: Theorem) -> ProofSessionLike: ...
-
-    async def verify(self, theorem: Theorem, tactics: Sequence[str]) -> Any:
-        """A verdict with ``.ok`` and ``.reasons`` (whole-file check in a fresh worker)."""
-        ...
 
 
 # --------------------------------------------------------------------------------------------
@@ -228,7 +214,7 @@ class _Batcher:
 class _Scheduler:
     def __init__(
         self,
-        generator: TacticGenerator,
+        source: AnswerSource,
         sampling: SamplingParams,
         value_model: ValueModel | None,
         cfg: SearchConfig,
@@ -237,15 +223,12 @@ class _Scheduler:
         self.seed = seed  # the run seed every candidate's seed derives from (None: unseeded)
         self.loop = asyncio.get_running_loop()
         self.k = cfg.expansions_per_step
-
-        def generate(items: list[tuple[str, tuple[int, ...] | None]]) -> list[Generation]:
-            prompts = [p for p, _ in items]
-            if items and items[0][1] is None:  # an unseeded run
-                return generator.generate(prompts, sampling)
-            return generator.generate(prompts, sampling, [s for _, s in items])
-
+        self.source = source
         self.sampling = sampling
-        self.gen = _Batcher("generate", generate, cfg.batch_generate_size)
+        # Only the requests the source cannot answer at once reach the model, in batches.
+        self.gen = _Batcher(
+            "generate", lambda reqs: source.generate(reqs, sampling), cfg.batch_generate_size
+        )
         self.value: _Batcher | None = None
         if value_model is not None:
             self.value = _Batcher(
@@ -319,16 +302,23 @@ class _Scheduler:
 
     # -- requests --------------------------------------------------------------------------
 
-    async def generate(
-        self, search: _Search, prompts: list[str], seeds: list[tuple[int, ...] | None]
-    ) -> list[Generation]:
-        futs = [self.gen.submit(item) for item in zip(prompts, seeds, strict=True)]
+    async def generate(self, search: _Search, requests: list[ExpandRequest]) -> list[Generation]:
+        """The candidates of each request: the source's own answer where it has one (a recording,
+        a cache), else the model's, batched with every other search's requests."""
+        out: list[Generation | asyncio.Future] = []
+        for req in requests:
+            known = self.source.lookup(req, self.sampling)
+            out.append(known if known is not None else self.gen.submit(req))
+        futs = [x for x in out if isinstance(x, asyncio.Future)]
+        if not futs:
+            return out  # type: ignore[return-value]  # every answer known: no model, no wait
         self.kick()
         t0 = time.perf_counter()
         try:
-            return list(await asyncio.gather(*futs))
+            await asyncio.gather(*futs)
         finally:
             search.gen_wait_s += time.perf_counter() - t0
+        return [x.result() if isinstance(x, asyncio.Future) else x for x in out]
 
     async def energies(self, pairs: list[tuple[str, str]]) -> list[float]:
         assert self.value is not None
@@ -347,14 +337,14 @@ class _Attempt:
     def __init__(
         self,
         sched: _Scheduler,
-        env: ProofEnvironment,
+        source: AnswerSource,
         cfg: SearchConfig,
         theorem: Theorem,
         attempt: int,
         use_value: bool,
     ) -> None:
         self.sched = sched
-        self.env = env
+        self.source = source
         self.cfg = cfg
         self.theorem = theorem
         self.attempt = attempt
@@ -392,7 +382,7 @@ class _Attempt:
         try:
             # search.timeout_s is a fault backstop (null: none); node budgets bound a search.
             async with asyncio.timeout(self.cfg.timeout_s):
-                session = await self.env.start(self.theorem)
+                session = await self.source.start(self.theorem, self.attempt)
                 ended_by = await self._search(session)
             if ended_by != "proof":
                 reasons.append(self.stop)
@@ -444,7 +434,7 @@ class _Attempt:
             self.tree.abort_expansions(self.in_flight)
             for n in self.unverified:
                 if n.status not in (PROVED, FAILED):
-                    self.tree.mark_rejected(n, "not verified before the attempt ended")
+                    self.tree.mark_rejected(n, NOT_VERIFIED_ENDED)
         self.in_flight = []
         self.unverified = []
 
@@ -477,15 +467,21 @@ class _Attempt:
 
             # Each candidate's seed is keyed by what it samples (theorem, attempt, state), never by
             # the batch it lands in: the tree does not depend on concurrency or timing.
-            seeds = [
-                None
-                if sched.seed is None
-                else candidate_seeds(
-                    sched.seed, self.theorem.key, self.attempt, n.state_hash, sched.sampling.n
+            requests = [
+                ExpandRequest(
+                    theorem=self.theorem.key,
+                    attempt=self.attempt,
+                    state_hash=n.state_hash,
+                    prompt=format_prompt(n.text),
+                    seeds=None
+                    if sched.seed is None
+                    else candidate_seeds(
+                        sched.seed, self.theorem.key, self.attempt, n.state_hash, sched.sampling.n
+                    ),
                 )
                 for n in popped
             ]
-            gens = await sched.generate(self.search, [format_prompt(n.text) for n in popped], seeds)
+            gens = await sched.generate(self.search, requests)
             jobs = [(i, c) for i, g in enumerate(gens) for c in g.candidates]
             results = await asyncio.gather(
                 *(session.apply(popped[i].state, c.text) for i, c in jobs)
@@ -564,7 +560,7 @@ class _Attempt:
             self.unverified = solved
             for child in solved:
                 tactics = [n.tactic for n in tree.proof_path(child)[1:]]
-                verdict = await self.env.verify(self.theorem, tactics)
+                verdict = await self.source.verify(self.theorem, tactics, attempt=self.attempt)
                 if verdict.ok is True:
                     tree.mark_proved(child)
                     self.verified = True
@@ -581,7 +577,7 @@ class _Attempt:
             # Solved states after the accepted one stay unverified: they are not proofs.
             for child in solved:
                 if child.status not in (PROVED, FAILED):
-                    tree.mark_rejected(child, "not verified: an earlier proof was accepted")
+                    tree.mark_rejected(child, NOT_VERIFIED_LATER)
             self.unverified = []
             if self.proof is not None:
                 self.stop = "proof found"
@@ -607,7 +603,8 @@ async def search_all(
     keep_trees: bool = False,
     on_result: Callable[[SearchResult], None] | None = None,
 ) -> list[SearchResult]:
-    """Search every (theorem, attempt) not in ``skip``, ``cfg.concurrency`` at a time.
+    """Search every (theorem, attempt) not in ``skip``, ``cfg.concurrency`` at a time, asking the
+    policy ``generator`` and Lean ``env`` (:class:`~burnqed.search.sources.LiveSource`).
 
     ``writer.add(result)`` (e.g. a :class:`burnqed.trajectory.TrajectoryWriter`) receives each result
     with its tree as soon as it finishes; ``on_result`` is called after it (progress bars).  The
@@ -616,6 +613,38 @@ async def search_all(
     is the run seed every candidate's seed derives from (:func:`burnqed.policy.candidate_seeds`;
     None: unseeded sampling, not reproducible).
     """
+    return await search_from_source(
+        theorems,
+        LiveSource(generator, env),
+        cfg,
+        sampling=sampling,
+        seed=seed,
+        writer=writer,
+        value_model=value_model,
+        attempts=attempts,
+        skip=skip,
+        keep_trees=keep_trees,
+        on_result=on_result,
+    )
+
+
+async def search_from_source(
+    theorems: Iterable[Theorem],
+    source: AnswerSource,
+    cfg: SearchConfig,
+    *,
+    sampling: SamplingParams | None = None,
+    seed: int | None = 0,
+    writer: Any = None,
+    value_model: ValueModel | None = None,
+    attempts: int | None = None,
+    skip: frozenset[tuple[str, int]] | set[tuple[str, int]] = frozenset(),
+    keep_trees: bool = False,
+    on_result: Callable[[SearchResult], None] | None = None,
+) -> list[SearchResult]:
+    """:func:`search_all` with its answers — candidate lists, Lean outcomes, verdicts — from
+    ``source`` (:mod:`burnqed.search.sources`: live, a recorded tree, …); the search itself is the
+    same code whatever answers it."""
     if cfg.expansions_per_step < 1:
         raise ValueError(f"expansions_per_step must be >= 1, got {cfg.expansions_per_step}")
     if sampling is None:
@@ -623,14 +652,14 @@ async def search_all(
         sampling = SamplingParams(n=cfg.num_candidates, temperature=temperature, stop=STOP)
     n_attempts = cfg.attempts if attempts is None else attempts
     work = deque((t, a) for t in theorems for a in range(n_attempts) if (t.key, a) not in skip)
-    sched = _Scheduler(generator, sampling, value_model, cfg, seed)
+    sched = _Scheduler(source, sampling, value_model, cfg, seed)
     results: list[SearchResult] = []
     t0 = time.perf_counter()
 
     async def worker() -> None:
         while work:
             theorem, a = work.popleft()
-            attempt = _Attempt(sched, env, cfg, theorem, a, use_value=value_model is not None)
+            attempt = _Attempt(sched, source, cfg, theorem, a, use_value=value_model is not None)
             result = await attempt.run()
             if writer is not None:
                 writer.add(result)
@@ -676,4 +705,5 @@ __all__ = [
     "ProofStateLike",
     "SearchResult",
     "search_all",
+    "search_from_source",
 ]

@@ -1,0 +1,151 @@
+"""Decision metrics: how often a priority would have popped a node on the proof path.
+
+A **decision** is a recorded pop with at least two open nodes of which at least one lies on the
+attempt's accepted proof path (issue 30 §2); other pops are left out (nothing to choose, or no
+right answer known).  Its *outcome* is the on-path node.  A priority's **frontier top-1** is the
+fraction of decisions where it ranks an on-path node first among the open nodes — ties broken by
+node id, as the search breaks them — reported with a standard error bootstrapped by theorem (the
+theorem is the unit that varies; its decisions are correlated).
+
+The open nodes at a pop are rebuilt from the recorded tree the way the search kept them: a state
+node enters the frontier when the step that created it ends (unless solved, a duplicate, an error
+edge or at ``max_depth``) and leaves it when popped; the pops of one step leave in expansion order.
+
+Example (rows of one tree: the root expanded into an on-path node 1 and an off-path node 2, then
+node 1 popped)::
+
+    >>> rows = [
+    ...     dict(theorem="t", attempt=0, node_id=0, parent_id=None, state="a", solved=False,
+    ...          duplicate_of=None, depth=0, expansion_index=0, step=0, on_proof_path=True,
+    ...          cum_logprob=0.0),
+    ...     dict(theorem="t", attempt=0, node_id=1, parent_id=0, state="b", solved=False,
+    ...          duplicate_of=None, depth=1, expansion_index=1, step=1, on_proof_path=True,
+    ...          cum_logprob=-2.0),
+    ...     dict(theorem="t", attempt=0, node_id=2, parent_id=0, state="c", solved=False,
+    ...          duplicate_of=None, depth=1, expansion_index=None, step=None,
+    ...          on_proof_path=False, cum_logprob=-1.0)]
+    >>> d = find_decisions(rows, max_depth=50, priorities={"logprob": lambda r: r["cum_logprob"]})
+    >>> [(x.expansion, x.open_nodes, x.top1) for x in d]
+    [(1, 2, {'logprob': False})]
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+Row = Mapping[str, Any]  # one node row (burnqed.trajectory.NODE_SCHEMA's columns)
+BOOTSTRAP_SAMPLES = 1000
+BOOTSTRAP_SEED = 0  # fixed: the reported standard error is a function of the data
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One recorded pop that is a decision."""
+
+    theorem: str
+    attempt: int
+    expansion: int  # the pop's expansion index (a run with budget b makes it iff expansion < b)
+    open_nodes: int  # nodes in the frontier at the pop
+    on_path: int  # of which on the accepted proof path
+    top1: dict[str, bool]  # priority name → it ranks an on-path node first
+
+
+def find_decisions(
+    rows: Sequence[Row], *, max_depth: int, priorities: Mapping[str, Callable[[Row], float]]
+) -> list[Decision]:
+    """The decisions of every attempt in ``rows``, each judged by every named priority (a function
+    of a node row, higher popped first)."""
+    by_attempt: dict[tuple[str, int], list[Row]] = {}
+    for r in rows:
+        by_attempt.setdefault((r["theorem"], r["attempt"]), []).append(r)
+    out: list[Decision] = []
+    for (theorem, attempt), nodes in sorted(by_attempt.items()):
+        out.extend(_attempt_decisions(theorem, attempt, nodes, max_depth, priorities))
+    return out
+
+
+def _attempt_decisions(
+    theorem: str,
+    attempt: int,
+    nodes: list[Row],
+    max_depth: int,
+    priorities: Mapping[str, Callable[[Row], float]],
+) -> list[Decision]:
+    by_id = {r["node_id"]: r for r in nodes}
+    # The step whose end brings a node into the frontier: its parent's (the root's: before all).
+    entering: dict[int, list[Row]] = {}
+    for r in nodes:
+        if (
+            r["state"] is None
+            or r["duplicate_of"] is not None
+            or r["solved"]
+            or r["depth"] >= max_depth
+        ):
+            continue
+        step = -1 if r["parent_id"] is None else by_id[r["parent_id"]]["step"]
+        entering.setdefault(step, []).append(r)
+    pops = sorted((r for r in nodes if r["expansion_index"] is not None),
+                  key=lambda r: r["expansion_index"])  # fmt: skip
+    heaps: dict[str, list[tuple[float, int]]] = {name: [] for name in priorities}
+    open_ids: set[int] = set()
+    on_path = 0
+    steps = sorted(entering)
+    next_step = 0  # index into `steps` of the next group to enter
+    out = []
+    for pop in pops:
+        while next_step < len(steps) and steps[next_step] < pop["step"]:
+            for r in entering[steps[next_step]]:
+                open_ids.add(r["node_id"])
+                on_path += bool(r["on_proof_path"])
+                for name, score in priorities.items():
+                    heapq.heappush(heaps[name], (-score(r), r["node_id"]))
+            next_step += 1
+        nid = pop["node_id"]
+        if nid not in open_ids:
+            raise ValueError(f"{theorem}#{attempt}: popped node {nid} was not in the frontier")
+        if len(open_ids) >= 2 and on_path >= 1:
+            top1 = {}
+            for name, heap in heaps.items():
+                while heap[0][1] not in open_ids:  # popped earlier: lazily dropped
+                    heapq.heappop(heap)
+                top1[name] = bool(by_id[heap[0][1]]["on_proof_path"])
+            out.append(
+                Decision(theorem, attempt, pop["expansion_index"], len(open_ids), on_path, top1)
+            )
+        open_ids.discard(nid)
+        on_path -= bool(pop["on_proof_path"])
+    return out
+
+
+def top1_rate(
+    decisions: Sequence[Decision], name: str, *, budget: int | None = None
+) -> dict[str, float | int | None]:
+    """Frontier top-1 of priority ``name`` over the decisions a run with ``budget`` makes (all
+    without one): ``rate``, its bootstrap ``se`` (theorems resampled with replacement,
+    :data:`BOOTSTRAP_SAMPLES` times, fixed seed) and the number of ``decisions``."""
+    chosen = [d for d in decisions if budget is None or d.expansion < budget]
+    if not chosen:
+        return {"rate": None, "se": None, "decisions": 0}
+    per: dict[str, list[int]] = {}
+    for d in chosen:
+        n_hit = per.setdefault(d.theorem, [0, 0])
+        n_hit[0] += 1
+        n_hit[1] += d.top1[name]
+    counts = np.array(list(per.values()), dtype=np.float64)  # (theorems, 2): decisions, hits
+    rate = counts[:, 1].sum() / counts[:, 0].sum()
+    se = None
+    if len(counts) > 1:
+        rng = np.random.default_rng(BOOTSTRAP_SEED)
+        idx = rng.integers(0, len(counts), size=(BOOTSTRAP_SAMPLES, len(counts)))
+        sample = counts[idx]  # (B, theorems, 2)
+        rates = sample[..., 1].sum(axis=1) / sample[..., 0].sum(axis=1)
+        se = float(rates.std(ddof=1))
+    return {"rate": float(rate), "se": se, "decisions": len(chosen)}
+
+
+__all__ = ["BOOTSTRAP_SAMPLES", "Decision", "find_decisions", "top1_rate"]
