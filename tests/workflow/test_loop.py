@@ -2,10 +2,10 @@
 baseline, two iterations (SFT, merge, EBM, search + noise search, pool selection), evals with the
 EBM ablation and the search-longer control, reports and ``results/compare.md``; its Snakemake
 report, also opened in Chromium.  Then the pre-emption story and reproducibility in one second
-run: killed with SIGKILL during iteration 0's search (unlock, the same command), then with Ctrl-C
-during iteration 1's search (the same command again), it finishes without redoing finished jobs
-or attempts and gives the same numbers, proofs, models and EBMs as the first run, to the bit
-(clock-time fields aside).
+run: ``snakemake`` for iteration 1's search killed with SIGKILL during iteration 0's search
+(unlock, the same command), then with Ctrl-C during iteration 1's search (the same command
+again), finishes without redoing finished jobs or attempts, and with the rest of the loop gives
+the same numbers, proofs, models and EBMs as the first run, to the bit (clock-time fields aside).
 
 Two loops in all (the first, and the second killed twice), not one per check: each is minutes
 on 2 cores.  Marked ``slow``; ``.ci/run`` runs it as its own step.
@@ -300,14 +300,16 @@ def _kill_when_checkpointed(proc: subprocess.Popen, shard: Path, sig: int, log: 
 
 @dataclass(frozen=True)
 class Resumed:
-    """A second run of the loop (plus iteration 1's own search), killed twice and resumed: with
-    SIGKILL during iteration 0's search, then, after the README's unlock and the same command,
-    with SIGINT (Ctrl-C) during iteration 1's search; what stood on disk just before the last
-    command finished it."""
+    """A second run of the loop, killed twice and resumed: ``snakemake`` for iteration 1's search
+    (which only a third iteration would need) killed with SIGKILL during iteration 0's search,
+    then, after the README's unlock, the same command killed with SIGINT (Ctrl-C) during
+    iteration 1's search, then the same command again; what stood on disk before that last
+    command; then ``rule all`` for the rest of the loop."""
 
     work: Path
-    targets: tuple[str, ...]
-    rerun: subprocess.CompletedProcess  # the last command, which finished the loop
+    target: str
+    rerun: subprocess.CompletedProcess  # the same command, which finished iteration 1's search
+    rest: subprocess.CompletedProcess  # rule all after it
     done_before: set  # iteration 1's attempts finished before the SIGINT
     parts_before: dict[str, bytes]  # iteration 1's checkpoint parts before the SIGINT
     times_before: dict[Path, int]  # mtimes of jobs finished before the SIGINT
@@ -317,28 +319,27 @@ class Resumed:
 def resumed(loop, tmp_path_factory) -> Resumed:
     """One run stands for the rerun and both kills (each a full loop's time on 2 cores): every
     job outside the two killed searches runs as in a clean second run, and the killed ones must
-    resume to the uninterrupted bytes as well (test_a_run_killed_*)."""
+    resume to the uninterrupted bytes as well (test_a_run_killed_*).  The killed commands target
+    iteration 1's search, so the searches are all they kill (an eval killed beside them would
+    resume too, and record it)."""
     work = _prepare(tmp_path_factory.mktemp("resumed"), SMALL)
-    # The whole loop plus iteration 1's own search (which only a third iteration would need).
-    targets = ("all", "results/iter_1/search/manifest.json")
+    target = "results/iter_1/search/manifest.json"
     logs = tmp_path_factory.mktemp("resumed_logs")  # Snakemake's own output, outside the run
-    log = logs / "first.log"
     # 1. The machine goes away (SIGKILL: no handler runs) while iteration 0's search is half-way,
     #    the noise search beside it; every later job of the loop depends on that search.
     shard0 = work / "results/iter_0/search/shard_0"
-    proc = _start(work, targets, log)
-    _kill_when_checkpointed(proc, shard0, signal.SIGKILL, log)
+    proc = _start(work, (target,), logs / "first.log")
+    _kill_when_checkpointed(proc, shard0, signal.SIGKILL, logs / "first.log")
     assert proc.wait(120) == -signal.SIGKILL
     assert not (shard0 / "manifest.json").exists(), "iteration 0's search finished before the kill"
     # The README's way back: unlock if the lock remains, then the same command.
-    unlock = subprocess.run([*_argv(*targets), "--unlock"], cwd=work, env=_env(),
+    unlock = subprocess.run([*_argv(target), "--unlock"], cwd=work, env=_env(),
                             capture_output=True, text=True, timeout=300)  # fmt: skip
     assert unlock.returncode == 0, unlock.stderr[-3000:]
-    # 2. Ctrl-C (snakemake and its running jobs) while iteration 1's search is half-way.
+    # 2. Ctrl-C (snakemake and its running job) while iteration 1's search is half-way.
     shard1 = work / "results/iter_1/search/shard_0"
-    log = logs / "second.log"
-    proc = _start(work, targets, log)
-    _kill_when_checkpointed(proc, shard1, signal.SIGINT, log)
+    proc = _start(work, (target,), logs / "second.log")
+    _kill_when_checkpointed(proc, shard1, signal.SIGINT, logs / "second.log")
     assert proc.wait(120) != 0
     assert not (shard1 / "manifest.json").exists(), "iteration 1's search finished before Ctrl-C"
     done_before, _ = finished_attempts(shard1)
@@ -350,16 +351,17 @@ def resumed(loop, tmp_path_factory) -> Resumed:
         work / "results/iter_1/search_pool.jsonl",
     ]
     times_before = {p: p.stat().st_mtime_ns for p in finished_jobs}
-    # 3. The same command again.
-    rerun = snakemake(work, *targets)
-    return Resumed(work, targets, rerun, done_before, parts_before, times_before)
+    # 3. The same command again; then the rest of the loop.
+    rerun = snakemake(work, target)
+    rest = snakemake(work, "all", target)
+    return Resumed(work, target, rerun, rest, done_before, parts_before, times_before)
 
 
 def test_a_run_killed_with_sigkill_and_rerun_gives_the_uninterrupted_numbers(loop, resumed):
     """Every eval, proof, adapter, model and EBM of the killed and resumed run (its jobs outside
     the killed searches are a clean second run) is the first run's, to the bit."""
-    r = resumed.rerun
-    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-8000:]
+    for r in (resumed.rerun, resumed.rest):
+        assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-8000:]
     manifest = resumed.work / "results/iter_0/search/shard_0/manifest.json"
     assert json.loads(manifest.read_text())["resumed"] is True
     _same_as(loop, resumed.work)
@@ -381,4 +383,4 @@ def test_a_killed_run_resumes_without_redoing_finished_jobs_or_attempts(resumed)
     assert manifest["resumed"] is True
     log = (work / "logs/search/iter_1_shard_0.log").read_text()
     assert f"{len(pool) - len(resumed.done_before)} to do" in log, log[-3000:]
-    assert "Nothing to be done" in snakemake(work, "-n", *resumed.targets).stdout
+    assert "Nothing to be done" in snakemake(work, "-n", resumed.target).stdout
