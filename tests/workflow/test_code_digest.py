@@ -144,3 +144,34 @@ def test_every_rule_digests_its_own_shim_and_what_its_config_launches():
         # The sections with commands (lean.repl_command, policy.server_command) it passes.
         passed = {s for s in ("lean", "policy") if re.search(rf"^        {s}=", params, re.M)}
         assert set(args[1:]) == passed, f"rule {rule}: code_digest sections {args[1:]}"
+
+
+def test_parsed_imports_are_kept_on_disk_by_content(tree, tmp_path, monkeypatch):
+    """A fresh process (the in-process cache cleared) reads a file's imports from the disk cache
+    without parsing it; an edited file, or an entry that is not a list of names, is parsed again."""
+    from burnqed import provenance
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    provenance._imports.cache_clear()
+    first = code_files("workflow/scripts/step.py", root=tree)
+    entries = sorted((tmp_path / "cache" / "burnqed" / "imports").glob("*.json"))
+    assert len(entries) == len([f for f in first if f.suffix == ".py"])  # one per parsed file
+
+    parsed: list[str] = []
+    real = provenance._parse_imports
+    monkeypatch.setattr(
+        provenance,
+        "_parse_imports",
+        lambda path, name, data: parsed.append(name) or real(path, name, data),
+    )
+    provenance._imports.cache_clear()
+    assert code_files("workflow/scripts/step.py", root=tree) == first
+    assert parsed == []  # every file answered from disk
+
+    (tree / "burnqed/helpers.py").write_text("from burnqed import unused\n", encoding="utf-8")
+    entries[0].write_text('{"not": "a list"}', encoding="utf-8")
+    provenance._imports.cache_clear()
+    assert "burnqed/unused.py" in _names(code_files("workflow/scripts/step.py", root=tree), tree)
+    # Parsed: the edited file, the file it now imports, and the one whose entry was spoilt.
+    assert {"burnqed.helpers", "burnqed.unused"} < set(parsed) and len(parsed) == 3
+    provenance._imports.cache_clear()
