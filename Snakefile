@@ -52,3 +52,4 @@ rule all:
         ),
         "results/report",
         "results/compare.md",
+        "results/summary.json",

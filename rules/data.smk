@@ -11,6 +11,8 @@ rule fetch_benchmark:
         "data/raw/benchmarks/{benchmark}.jsonl",
     log:
         "logs/data/fetch_{benchmark}.log",
+    benchmark:
+        "logs/benchmarks/data/fetch_{benchmark}.tsv"
     conda:
         "../workflow/envs/burnqed.yaml"
     resources:
@@ -29,6 +31,8 @@ rule benchmark_split:
         meta="data/benchmarks/{benchmark}_{split}.meta.json",
     log:
         "logs/data/benchmark_{benchmark}_{split}.log",
+    benchmark:
+        "logs/benchmarks/data/benchmark_{benchmark}_{split}.tsv"
     conda:
         "../workflow/envs/burnqed.yaml"
     params:
@@ -43,6 +47,8 @@ rule proplogic_benchmark_split:
         meta="data/benchmarks/proplogic_{split}.meta.json",
     log:
         "logs/data/benchmark_proplogic_{split}.log",
+    benchmark:
+        "logs/benchmarks/data/benchmark_proplogic_{split}.tsv"
     conda:
         "../workflow/envs/burnqed.yaml"
     params:
@@ -66,6 +72,8 @@ rule tactic_pairs:
         report="data/tactic_pairs/filter_report.json",
     log:
         "logs/data/tactic_pairs.log",
+    benchmark:
+        "logs/benchmarks/data/tactic_pairs.tsv"
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: 1
@@ -88,6 +96,8 @@ rule search_pool:
         report="data/theorems/search_pool.report.json",
     log:
         "logs/data/search_pool.log",
+    benchmark:
+        "logs/benchmarks/data/search_pool.tsv"
     conda:
         "../workflow/envs/burnqed.yaml"
     params:

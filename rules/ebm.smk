@@ -10,6 +10,8 @@ rule ebm_embed:
         "results/iter_{i}/embeddings/manifest.json",
     log:
         "logs/ebm/iter_{i}_embed.log",
+    benchmark:
+        "logs/benchmarks/ebm/iter_{i}_embed.tsv"
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: 2
@@ -37,6 +39,8 @@ if config["sft"]["mode"] == "joint":
             directory("models/iter_{i}/ebm"),
         log:
             "logs/ebm/iter_{i}_export_joint.log",
+        benchmark:
+            "logs/benchmarks/ebm/iter_{i}_export_joint.tsv"
         conda:
             "../workflow/envs/burnqed.yaml"
         threads: 1
@@ -61,6 +65,8 @@ else:
             directory("models/iter_{i}/ebm"),
         log:
             "logs/ebm/iter_{i}_train.log",
+        benchmark:
+            "logs/benchmarks/ebm/iter_{i}_train.tsv"
         conda:
             "../workflow/envs/burnqed.yaml"
         threads: 2
@@ -93,6 +99,8 @@ rule ebm_metrics:
         ),
     log:
         "logs/ebm/iter_{i}_metrics.log",
+    benchmark:
+        "logs/benchmarks/ebm/iter_{i}_metrics.tsv"
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: 2
@@ -118,6 +126,8 @@ rule ebm_embed_config:
         "results/iter_{i}/configs/{c}/embeddings/manifest.json",
     log:
         "logs/ebm/iter_{i}_{c}_embed.log",
+    benchmark:
+        "logs/benchmarks/ebm/iter_{i}_{c}_embed.tsv"
     wildcard_constraints:
         c="A|S",
     conda:
@@ -144,6 +154,8 @@ rule ebm_train_config:
         directory("models/iter_{i}/configs/{c}/ebm"),
     log:
         "logs/ebm/iter_{i}_{c}_train.log",
+    benchmark:
+        "logs/benchmarks/ebm/iter_{i}_{c}_train.tsv"
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: 2
@@ -170,6 +182,8 @@ rule ebm_metrics_config:
         plots=directory("results/iter_{i}/configs/{c}/ebm_plots"),
     log:
         "logs/ebm/iter_{i}_{c}_metrics.log",
+    benchmark:
+        "logs/benchmarks/ebm/iter_{i}_{c}_metrics.tsv"
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: 2

@@ -26,6 +26,8 @@ rule eval_baseline:
         ),
     log:
         "logs/eval/baseline.log",
+    benchmark:
+        "logs/benchmarks/eval/baseline.tsv"
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: lookup(dpath="threads/eval", within=config)
@@ -74,6 +76,8 @@ rule eval:
         ),
     log:
         "logs/eval/iter_{i}.log",
+    benchmark:
+        "logs/benchmarks/eval/iter_{i}.tsv"
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: lookup(dpath="threads/eval", within=config)
@@ -112,6 +116,8 @@ rule eval_longer:
         json="results/iter_{i}/eval_longer.json",
     log:
         "logs/eval/iter_{i}_longer.log",
+    benchmark:
+        "logs/benchmarks/eval/iter_{i}_longer.tsv"
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: lookup(dpath="threads/eval", within=config)
@@ -150,6 +156,8 @@ rule eval_no_ebm:
         json="results/iter_{i}/eval_no_ebm.json",
     log:
         "logs/eval/iter_{i}_no_ebm.log",
+    benchmark:
+        "logs/benchmarks/eval/iter_{i}_no_ebm.tsv"
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: lookup(dpath="threads/eval", within=config)
@@ -187,6 +195,8 @@ rule eval_config:
         json="results/iter_{i}/configs/{c}/eval.json",
     log:
         "logs/eval/iter_{i}_{c}.log",
+    benchmark:
+        "logs/benchmarks/eval/iter_{i}_{c}.tsv"
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: lookup(dpath="threads/eval", within=config)
@@ -221,6 +231,8 @@ rule eval_config_no_ebm:
         json="results/iter_{i}/configs/S/eval_no_ebm.json",
     log:
         "logs/eval/iter_{i}_S_no_ebm.log",
+    benchmark:
+        "logs/benchmarks/eval/iter_{i}_S_no_ebm.tsv"
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: lookup(dpath="threads/eval", within=config)
@@ -259,6 +271,8 @@ rule compare:
         json="results/compare.json",
     log:
         "logs/eval/compare.log",
+    benchmark:
+        "logs/benchmarks/eval/compare.tsv"
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: 1
@@ -267,6 +281,8 @@ rule compare:
         runtime=10,
     params:
         configs=config_sets(config),
+        # Read, not declared (no rule names another job's benchmark file): the jobs before this one.
+        benchmarks="logs/benchmarks",
         code=code_digest("eval_compare"),
     script:
         "../workflow/scripts/eval_compare.py"

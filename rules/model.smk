@@ -17,6 +17,8 @@ rule base_model:
         directory("models/base"),
     log:
         "logs/model/base.log",
+    benchmark:
+        "logs/benchmarks/model/base.tsv"
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: 2
@@ -42,6 +44,8 @@ rule sft:
         directory("models/iter_{i}/adapter"),
     log:
         "logs/model/iter_{i}_sft.log",
+    benchmark:
+        "logs/benchmarks/model/iter_{i}_sft.tsv"
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: 2
@@ -74,6 +78,8 @@ rule sft_only:
         directory("models/iter_{i}/configs/S/adapter"),
     log:
         "logs/model/iter_{i}_sft_only.log",
+    benchmark:
+        "logs/benchmarks/model/iter_{i}_sft_only.tsv"
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: 2
@@ -101,6 +107,8 @@ rule merge:
         directory("models/iter_{i}/merged"),
     log:
         "logs/model/iter_{i}_merge.log",
+    benchmark:
+        "logs/benchmarks/model/iter_{i}_merge.tsv"
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: 2
@@ -123,6 +131,8 @@ rule merge_sft_only:
         directory("models/iter_{i}/configs/S/merged"),
     log:
         "logs/model/iter_{i}_merge_sft_only.log",
+    benchmark:
+        "logs/benchmarks/model/iter_{i}_merge_sft_only.tsv"
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: 2

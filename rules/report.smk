@@ -28,6 +28,8 @@ rule report:
         ),
     log:
         "logs/report/iter_{i}.log",
+    benchmark:
+        "logs/benchmarks/report/iter_{i}.tsv"
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: 1
@@ -72,6 +74,8 @@ rule report_cross:
         ),
     log:
         "logs/report/cross.log",
+    benchmark:
+        "logs/benchmarks/report/cross.tsv"
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: 1
@@ -84,3 +88,35 @@ rule report_cross:
         code=code_digest("report_cross"),
     script:
         "../workflow/scripts/report_cross.py"
+
+
+# Every figure the README and docs/ quote, in one JSON file (burnqed.report.summary): the last job,
+# after every report, so that the peak memory it reads from logs/benchmarks/ covers every other job
+# (those files are read, not declared: no rule names another job's benchmark file).
+# `burnqed report docs results` copies it to docs/summary.json and redraws the README's figure.
+rule summary:
+    input:
+        compare="results/compare.json",
+        pairs_report="data/tactic_pairs/filter_report.json",
+        reports=expand(
+            "results/iter_{i}/report",
+            i=range(lookup(dpath="iterations", within=config)),
+        ),
+        cross="results/report",
+    output:
+        "results/summary.json",
+    log:
+        "logs/report/summary.log",
+    benchmark:
+        "logs/benchmarks/report/summary.tsv"
+    conda:
+        "../workflow/envs/burnqed.yaml"
+    threads: 1
+    resources:
+        mem_mb=1000,
+        runtime=5,
+    params:
+        benchmarks="logs/benchmarks",
+        code=code_digest("report_summary"),
+    script:
+        "../workflow/scripts/report_summary.py"

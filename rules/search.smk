@@ -22,6 +22,8 @@ rule search_shard:
         "results/iter_{i}/search/shard_{shard}/manifest.json",
     log:
         "logs/search/iter_{i}_shard_{shard}.log",
+    benchmark:
+        "logs/benchmarks/search/iter_{i}_shard_{shard}.tsv"
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: lookup(dpath="threads/search", within=config)
@@ -52,6 +54,8 @@ rule search_pool_select:
         meta="results/iter_{i}/search_pool.jsonl.meta.json",
     log:
         "logs/search/iter_{i}_pool.log",
+    benchmark:
+        "logs/benchmarks/search/iter_{i}_pool.tsv"
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: 2
@@ -76,6 +80,8 @@ rule search_noise_shard:
         "results/iter_0/search_noise/shard_{shard}/manifest.json",
     log:
         "logs/search/iter_0_noise_shard_{shard}.log",
+    benchmark:
+        "logs/benchmarks/search/iter_0_noise_shard_{shard}.tsv"
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: lookup(dpath="threads/search", within=config)
@@ -106,6 +112,8 @@ rule search_baseline_shard:
         "results/baseline/search/shard_{shard}/manifest.json",
     log:
         "logs/search/baseline_shard_{shard}.log",
+    benchmark:
+        "logs/benchmarks/search/baseline_shard_{shard}.tsv"
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: lookup(dpath="threads/search", within=config)
@@ -133,6 +141,8 @@ rule search:
         "results/iter_{i}/search/manifest.json",
     log:
         "logs/search/iter_{i}_gather.log",
+    benchmark:
+        "logs/benchmarks/search/iter_{i}_gather.tsv"
     conda:
         "../workflow/envs/burnqed.yaml"
     params:
@@ -151,6 +161,8 @@ rule search_noise:
         "results/iter_0/search_noise/manifest.json",
     log:
         "logs/search/iter_0_noise_gather.log",
+    benchmark:
+        "logs/benchmarks/search/iter_0_noise_gather.tsv"
     conda:
         "../workflow/envs/burnqed.yaml"
     params:
@@ -169,6 +181,8 @@ rule search_baseline:
         "results/baseline/search/manifest.json",
     log:
         "logs/search/baseline_gather.log",
+    benchmark:
+        "logs/benchmarks/search/baseline_gather.tsv"
     conda:
         "../workflow/envs/burnqed.yaml"
     params:

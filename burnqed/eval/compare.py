@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from burnqed.eval.configs import configs_markdown
+from burnqed.eval.memory import memory_markdown, peak_memory
 from burnqed.eval.paired import (
     ALPHA,
     BETTER,
@@ -369,6 +370,7 @@ def compare_markdown(c: Mapping[str, Any]) -> str:
             "",
         ]  # fmt: skip
     out += ended_by_markdown(c)
+    out += memory_markdown(c.get("memory"))
     out += learning_markdown(c.get("learning") or {})
     for section in c.get("configs") or []:
         out += configs_markdown(section)
@@ -387,12 +389,15 @@ def run(
     out_json: Path | None = None,
     controls: Sequence[Path] = (),
     configs: Mapping[int, Mapping[str, Mapping[str, Path]]] | None = None,
+    benchmarks: Path | None = None,
 ) -> dict:
     """Write the comparison of ``evals`` as markdown (and JSON); returns the JSON dict.
     ``controls`` (search-longer evals, ``eval_longer.json``) are shown apart and checked against
     the last iteration, never mixed into the iteration rows, deltas or cumulative counts.
     ``configs``: per iteration, ``{"evals": {key: eval JSON}, "metrics": {config: ebm_metrics}}``
-    of its value-model configurations (:mod:`burnqed.eval.configs`)."""
+    of its value-model configurations (:mod:`burnqed.eval.configs`).  ``benchmarks``: the
+    directory of the run's Snakemake benchmark files, whose peak memory (of the jobs finished so
+    far: every eval and what they rest on) is shown (:mod:`burnqed.eval.memory`)."""
     from burnqed.eval.configs import config_comparisons
     from burnqed.eval.stage import write_json
 
@@ -406,6 +411,9 @@ def run(
         metrics = {k: json.loads(Path(v).read_text(encoding="utf-8"))
                    for k, v in (paths.get("metrics") or {}).items()}  # fmt: skip
         c["configs"].append(config_comparisons(int(i), loaded, metrics))
+    c["memory"] = (
+        peak_memory(Path(benchmarks)) if benchmarks and Path(benchmarks).is_dir() else None
+    )
     Path(out_md).parent.mkdir(parents=True, exist_ok=True)
     Path(out_md).write_text(compare_markdown(c), encoding="utf-8")
     if out_json is not None:

@@ -7,6 +7,8 @@ Example::
         --baseline results/baseline/eval.json --out results/iter_0/report
     burnqed report cross results/baseline/eval.json results/iter_*/eval.json --out results/report
     burnqed tree results/iter_0/eval --theorem KEY --out tree.html
+    burnqed report summary                 # results/summary.json of a finished run
+    burnqed report docs results            # docs/summary.json, the PNG, generated doc text
 
 ``burnqed tree`` (registered here beside ``burnqed report``: it is the report package's) writes one
 attempt's search tree as a self-contained HTML page (:mod:`burnqed.report.tree`).
@@ -47,6 +49,26 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     cr.add_argument("--out", type=Path, required=True, metavar="DIR")
     add_config_arguments(cr)
     cr.set_defaults(func=main_cross)
+
+    su = sub.add_parser("summary", help="results/summary.json: every figure the docs quote")
+    su.add_argument("--compare", type=Path, default=Path("results/compare.json"), metavar="JSON")
+    su.add_argument("--pairs-report", type=Path, default=Path("data/tactic_pairs/filter_report.json"),
+                    metavar="JSON", help="the tactic pairs' filter report (decontamination)")  # fmt: skip
+    su.add_argument("--benchmarks", type=Path, default=Path("logs/benchmarks"), metavar="DIR",
+                    help="the jobs' Snakemake benchmark files (peak memory)")  # fmt: skip
+    su.add_argument("--out", type=Path, default=Path("results/summary.json"), metavar="JSON")
+    su.set_defaults(func=main_summary)
+
+    do = sub.add_parser(
+        "docs",
+        help="refresh docs/summary.json (from RESULTS), the README's figure and table, "
+        "docs/configuration.md",
+    )
+    do.add_argument("results", type=Path, nargs="?", default=None, metavar="RESULTS",
+                    help="a finished run's results/ (its summary.json); without it, regenerate "
+                    "from the committed docs/summary.json")  # fmt: skip
+    do.add_argument("--root", type=Path, default=Path("."), metavar="DIR", help="the checkout")
+    do.set_defaults(func=main_docs)
 
     tr = subparsers.add_parser(
         "tree",
@@ -97,6 +119,21 @@ def main_cross(args: argparse.Namespace) -> int:
         no_ebm=args.no_ebm,
         ebm_metrics=args.ebm_metrics,
     )
+    return 0
+
+
+def main_summary(args: argparse.Namespace) -> int:
+    from burnqed.report.summary import run
+
+    run(compare_json=args.compare, out=args.out, pairs_report=args.pairs_report,
+        benchmarks=args.benchmarks)  # fmt: skip
+    return 0
+
+
+def main_docs(args: argparse.Namespace) -> int:
+    from burnqed.report.docs import refresh
+
+    refresh(args.root, args.results)
     return 0
 
 

@@ -12,4 +12,5 @@ with to_log_file(snakemake.log[0]):
         out_md=Path(snakemake.output.md),
         out_json=Path(snakemake.output.json),
         configs=snakemake.params.configs,  # the value-model configurations of each iteration
+        benchmarks=Path(snakemake.params.benchmarks),  # the jobs' peak memory so far
     )

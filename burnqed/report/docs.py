@@ -1,0 +1,236 @@
+"""The docs' generated parts: ``burnqed report docs [RESULTS]`` refreshes them all.
+
+- ``docs/summary.json``: the run's ``results/summary.json`` (:mod:`burnqed.report.summary`), with
+  the ``manual`` figures of the committed copy carried over where the run has none;
+- ``docs/budget_curves.png``: the README's figure, drawn from the summary alone
+  (:func:`burnqed.report.summary.draw`), so it cannot show other numbers than the summary;
+- the blocks between ``<!-- generated: NAME -->`` and ``<!-- end generated -->`` in README.md and
+  docs/*.md (:data:`BLOCKS`: the solve-rate table);
+- ``docs/configuration.md``: every knob of ``params.yaml`` by stage, from the schema's descriptions
+  and the file's own comments (:func:`configuration_markdown`), with the demo overlay's value.
+
+Without ``RESULTS`` only what depends on the committed files is regenerated (the PNG, the blocks,
+the configuration page); ``tests/workflow/test_docs.py`` fails when any of them is not current.
+
+Example::
+
+    >>> text = "a\\n<!-- generated: x -->\\nold\\n<!-- end generated -->\\nb\\n"
+    >>> replace_blocks(text, {"x": "new"})
+    'a\\n<!-- generated: x -->\\nnew\\n<!-- end generated -->\\nb\\n'
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from burnqed.eval.table import markdown_table, pct
+from burnqed.report.summary import draw
+
+log = logging.getLogger(__name__)
+
+SUMMARY, FIGURE, CONFIGURATION = "summary.json", "budget_curves.png", "configuration.md"
+_BLOCK = re.compile(r"(<!-- generated: (\S+) -->\n)(.*?)(<!-- end generated -->)", re.S)
+
+
+def solve_table(summary: Mapping[str, Any]) -> str:
+    """Solve rate per eval (rows: iterations, then controls) and node budget (columns)."""
+    budgets = summary["budgets"]
+    names = {"baseline": "baseline (untuned base)"}
+    rows = []
+    for label, e in summary["evals"].items():
+        cells = [pct(e["rates"][str(b)]) if e["rates"].get(str(b)) is not None else "–"
+                 for b in budgets]  # fmt: skip
+        rows.append([names.get(label, label), *cells])
+    return markdown_table(["eval", *[f"{b} nodes" for b in budgets]], rows)
+
+
+# Generated blocks by name: the text each is, from the summary.
+BLOCKS: dict[str, Callable[[Mapping[str, Any]], str]] = {"solve-table": solve_table}
+
+
+def replace_blocks(text: str, blocks: Mapping[str, str]) -> str:
+    """``text`` with each generated block's body replaced (unknown names are an error)."""
+
+    def sub(m: re.Match) -> str:
+        if m.group(2) not in blocks:
+            raise KeyError(f"unknown generated block {m.group(2)!r} (known: {sorted(blocks)})")
+        return m.group(1) + blocks[m.group(2)].rstrip("\n") + "\n" + m.group(4)
+
+    return _BLOCK.sub(sub, text)
+
+
+# --------------------------------------------------------------------------------------------
+# configuration.md
+
+
+def key_comments(text: str) -> dict[tuple[str, ...], str]:
+    """Each mapping key of a YAML file (its dotted path) → its comment: the full-line comments
+    right above it and the one after it on its line.  List items are not keys (they are part of
+    their key's value)."""
+    out: dict[tuple[str, ...], str] = {}
+    stack: list[tuple[int, str]] = []  # (indent, key) of the enclosing keys
+    above: list[str] = []
+    in_list: int | None = None  # indent of a list being skipped
+    for line in text.splitlines():
+        stripped = line.strip()
+        if not stripped:
+            above = []
+            continue
+        indent = len(line) - len(line.lstrip())
+        if stripped.startswith("#"):
+            above.append(stripped.lstrip("#").strip())
+            continue
+        if in_list is not None and indent > in_list:
+            above = []
+            continue
+        in_list = None
+        if stripped.startswith("- "):
+            in_list = indent - 1  # the items and what they hold
+            above = []
+            continue
+        m = re.match(r"([A-Za-z_][\w-]*):(.*)$", stripped)
+        if not m:
+            above = []
+            continue
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        stack.append((indent, m.group(1)))
+        rest = m.group(2)
+        inline = rest.split(" #", 1)[1].strip() if " #" in rest else ""
+        out[tuple(k for _, k in stack)] = " ".join([*above, inline]).strip()
+        above = []
+    return out
+
+
+def _resolve(node: Mapping[str, Any], schema: Mapping[str, Any]) -> Mapping[str, Any]:
+    ref = node.get("$ref")
+    if ref and ref.startswith("#/$defs/"):
+        return {
+            **schema["$defs"][ref.split("/")[-1]],
+            **{k: v for k, v in node.items() if k != "$ref"},
+        }
+    return node
+
+
+def _kind(node: Mapping[str, Any], schema: Mapping[str, Any]) -> str:
+    """A short type of a schema node: ``integer ≥ 1``, ``one of a, b``, ``number > 0 or null``."""
+    node = _resolve(node, schema)
+    if "oneOf" in node or "anyOf" in node:
+        return " or ".join(_kind(n, schema) for n in node.get("oneOf") or node["anyOf"])
+    if "enum" in node:
+        return "one of " + ", ".join(f"`{v}`" for v in node["enum"])
+    t = node.get("type", "any")
+    t = " or ".join(t) if isinstance(t, list) else t
+    bounds = [f"{op} {node[k]}" for k, op in (("minimum", "≥"), ("exclusiveMinimum", ">"),
+                                               ("maximum", "≤"), ("exclusiveMaximum", "<"))
+              if k in node]  # fmt: skip
+    return " ".join([t, ", ".join(bounds)]).strip()
+
+
+def _value(v: Any) -> str:
+    return "`" + json.dumps(v, ensure_ascii=False) + "`"
+
+
+def _walk(node, schema, path, values, overlay, comments, lines, depth):
+    node = _resolve(node, schema)
+    for key, sub in (node.get("properties") or {}).items():
+        p = (*path, key)
+        sub = _resolve(sub, schema)
+        name = ".".join(p)
+        has_children = "properties" in sub and isinstance(values.get(key), dict)
+        if depth == 0:
+            lines += [f"## `{name}`", ""]
+            if has_children:  # a scalar's description and comment go on its own line below
+                lines += [(sub.get("description") or "").strip().rstrip(".") + ".", ""]
+                lines += [comments[p], ""] if comments.get(p) else []
+        if has_children:
+            _walk(sub, schema, p, values.get(key) or {}, (overlay or {}).get(key), comments,
+                  lines, depth + 1)  # fmt: skip
+            if depth == 0:
+                lines.append("")
+            continue
+        default = _value(values[key]) if key in values else "(unset)"
+        demo = ""
+        if isinstance(overlay, dict) and key in overlay and overlay[key] != values.get(key):
+            demo = f"; demo {_value(overlay[key])}"
+        desc = (sub.get("description") or "").strip()
+        comment = comments.get(p, "")
+        lines.append(f"- **`{name}`** = {default}{demo} — {_kind(sub, schema)}. {desc}"
+                     + (f" *params.yaml:* {comment}" if comment else ""))  # fmt: skip
+        if depth == 0:
+            lines.append("")
+
+
+def configuration_markdown(root: Path) -> str:
+    """``docs/configuration.md`` of the checkout at ``root``: every key of the schema by section,
+    its default (params.yaml), the demo's value where config/demo.yaml changes it, its type and
+    range, the schema's description and params.yaml's comment."""
+    root = Path(root)
+    schema = yaml.safe_load((root / "burnqed" / "params.schema.yaml").read_text(encoding="utf-8"))
+    text = (root / "params.yaml").read_text(encoding="utf-8")
+    values = yaml.safe_load(text)
+    overlay = yaml.safe_load((root / "config" / "demo.yaml").read_text(encoding="utf-8")) or {}
+    lines = [
+        "# Configuration: every knob of `params.yaml`, by stage",
+        "",
+        "<!-- Generated by `burnqed report docs` from burnqed/params.schema.yaml, params.yaml's comments",
+        "     and config/demo.yaml: edit those, not this file (tests/workflow/test_docs.py checks it). -->",
+        "",
+        "`params.yaml` holds every knob of the science; it is validated against "
+        "`burnqed/params.schema.yaml` when the workflow starts and when the CLI loads it (an unknown "
+        "key, wrong type or out-of-range value fails naming the key). Overlays in `config/` change "
+        "only what differs (`config/demo.yaml` for the CPU demo, `config/a100-7b.yaml` for one 80 GB "
+        "GPU). Machine settings (cores, GPUs, memory) live in the rules and `workflow/profiles/`. "
+        "Each rule receives only its own section (README, How it works). Each entry: the key, its "
+        "default, the demo's value where the demo overlay changes it, its type and range, the "
+        "schema's description and params.yaml's comment.",
+        "",
+    ]
+    _walk(schema, schema, (), values, overlay, key_comments(text), lines, 0)
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).rstrip("\n") + "\n"
+
+
+# --------------------------------------------------------------------------------------------
+
+
+def doc_files(root: Path) -> list[Path]:
+    """README.md and every docs/*.md: the pages the checks cover."""
+    return [Path(root) / "README.md", *sorted((Path(root) / "docs").glob("*.md"))]
+
+
+def refresh(root: Path, results: Path | None = None) -> list[Path]:
+    """Regenerate the docs' generated parts in the checkout ``root`` (module docstring); with
+    ``results``, first take ``results/summary.json`` as the new committed summary.  Returns the
+    files written."""
+    root = Path(root)
+    docs = root / "docs"
+    committed = docs / SUMMARY
+    written = []
+    if results is not None:
+        new = json.loads((Path(results) / SUMMARY).read_text(encoding="utf-8"))
+        old = json.loads(committed.read_text(encoding="utf-8")) if committed.is_file() else {}
+        # Figures measured by hand stay until the run writes them itself.
+        new["manual"] = {**(old.get("manual") or {}), **(new.get("manual") or {})}
+        committed.write_text(json.dumps(new, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        written.append(committed)
+    summary = json.loads(committed.read_text(encoding="utf-8"))
+    draw(summary, docs / FIGURE)
+    written.append(docs / FIGURE)
+    (docs / CONFIGURATION).write_text(configuration_markdown(root), encoding="utf-8")
+    written.append(docs / CONFIGURATION)
+    blocks = {name: make(summary) for name, make in BLOCKS.items()}
+    for page in doc_files(root):
+        text = page.read_text(encoding="utf-8")
+        new_text = replace_blocks(text, blocks)
+        if new_text != text:
+            page.write_text(new_text, encoding="utf-8")
+            written.append(page)
+    log.info("refreshed %s", ", ".join(str(p.relative_to(root)) for p in written))
+    return written

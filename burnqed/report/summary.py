@@ -1,0 +1,183 @@
+"""The demo's summary: every figure the README and docs/ quote, in one small JSON file.
+
+``results/summary.json`` (rule ``summary``, rules/report.smk) is built from what the run already
+wrote — ``results/compare.json`` (solve rates per eval and budget, how unsolved attempts ended, the
+learning check, the value-model configurations), ``data/tactic_pairs/filter_report.json``
+(decontamination) and the jobs' benchmark files (peak memory, :mod:`burnqed.eval.memory`) — so a
+figure in the docs is a key here, never a number copied by hand.  ``docs/summary.json`` is the
+committed copy the docs are checked against (``tests/workflow/test_docs.py``);
+``burnqed report docs results`` (:mod:`burnqed.report.docs`) refreshes it, the budget-curve PNG
+(:func:`draw`, a function of the summary alone) and the generated doc text.
+
+Figures the demo does not write yet (measured by hand: the energy spans of open siblings, the
+energy-weight sweep, the training losses the docs quote) live under ``manual`` in the committed
+copy, each with how it was measured, and a refresh carries them over.
+
+Keys (``SUMMARY_KEYS``): ``kind``, ``benchmark`` (name, split, sha256, theorems), ``pass_n``,
+``budgets``, ``evals`` (label → theorems, rates/solved/ended_by per budget; iterations in order,
+then the controls), ``learning`` (verdict, steps and controls: before, after, budgets, gained,
+lost, p), ``configs`` (per iteration: rates with and without the value head, the paired
+questions, the embedding metrics and their ranges), ``detectable`` (what the benchmark can detect),
+``decontamination``, ``memory``, ``manual``.
+
+Example::
+
+    >>> c = {"budgets": [1, 2], "pass_n": 1, "benchmark": {"name": "b", "split": "test"},
+    ...      "rows": [{"label": "baseline", "theorems": 4, "complete": True,
+    ...                "rates": {"1": 0.25, "2": 0.5}, "solved": {"1": 1, "2": 2},
+    ...                "ended_by": {"1": None, "2": None}}],
+    ...      "controls": [], "learning": {"verdict": "undecided", "steps": [], "controls": []}}
+    >>> s = build(c)
+    >>> s["evals"]["baseline"]["rates"], s["detectable"][0]["gained"]
+    ({'1': 0.25, '2': 0.5}, 6)
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from burnqed.eval.memory import peak_memory
+from burnqed.eval.paired import ALPHA, mcnemar_p
+from burnqed.eval.passk import interval_from_sums
+
+log = logging.getLogger(__name__)
+
+KIND = "burnqed summary"
+SUMMARY_KEYS = ("kind", "benchmark", "pass_n", "budgets", "evals", "learning", "configs",
+                "detectable", "decontamination", "memory", "manual")  # fmt: skip
+# Discordant theorem counts at which the docs say what a paired test can detect.
+DISCORDANT = (6, 20, 40)
+
+
+def _test(t: Mapping[str, Any]) -> dict[str, Any]:
+    keys = ("before", "after", "budget_before", "budget_after", "gained", "lost", "p_value")
+    return {k: t.get(k) for k in keys}
+
+
+def detectable(theorems: int | None, discordant: Sequence[int] = DISCORDANT) -> list[dict]:
+    """For each number of changed theorems, the fewest gained (against the rest lost) that an
+    exact McNemar test at :data:`ALPHA` calls real, and the points that is of ``theorems``."""
+    out = []
+    for d in discordant:
+        g = next((g for g in range(d + 1) if mcnemar_p(g, d - g) < ALPHA and g > d - g), None)
+        out.append({"changed": d, "gained": g, "lost": None if g is None else d - g,
+                    "points": None if g is None or not theorems else (2 * g - d) / theorems})  # fmt: skip
+    return out
+
+
+def _configs(section: Mapping[str, Any]) -> dict[str, Any]:
+    rates = {r["config"]: {"with": (r.get("rate") or {}).get("rate"),
+                           "without": (r.get("rate_no_ebm") or {}).get("rate"),
+                           "ablation": _test(r["ablation"]) if r.get("ablation") else None}
+             for r in section.get("configs") or []}  # fmt: skip
+    emb = {r["config"]: r.get("embeddings") for r in section.get("configs") or []}
+    ranges = {}
+    for key in ("centroid_separation", "probe_balanced_accuracy", "rank1", "rank1_depth_ge4"):
+        for name, which in (("decoupled", ("A", "S", "B")), ("all", ("A", "S", "B", "C"))):
+            xs = [(emb.get(c) or {}).get(key) for c in which]
+            xs = [x for x in xs if x is not None]
+            ranges[f"{key}_{name}"] = [min(xs), max(xs)] if xs else None
+    return {
+        "iteration": section.get("iteration"),
+        "rates": rates,
+        "questions": {
+            f"{q['from']}→{q['to']}": _test(q["test"]) for q in section.get("questions") or []
+        },
+        "embeddings": emb,
+        "embedding_ranges": ranges,
+    }
+
+
+def build(
+    compare: Mapping[str, Any],
+    *,
+    pairs_report: Mapping[str, Any] | None = None,
+    memory: Mapping[str, Any] | None = None,
+    manual: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The summary (module docstring) of ``compare`` (``results/compare.json``), the tactic pairs'
+    ``filter_report.json`` and :func:`burnqed.eval.memory.peak_memory`'s figures."""
+    bench = dict(compare.get("benchmark") or {})
+    rows = [*compare["rows"], *(compare.get("controls") or [])]
+    theorems = max((r["theorems"] for r in rows), default=None)
+    bench["theorems"] = theorems
+    evals = {r["label"]: {"theorems": r["theorems"], "complete": r["complete"],
+                          "rates": r["rates"], "solved": r["solved"], "ended_by": r["ended_by"]}
+             for r in rows}  # fmt: skip
+    lc = compare.get("learning") or {}
+    decontam = (pairs_report or {}).get("decontamination")
+    keep = ("mode", "benchmark_statements", "theorems_checked", "contaminated_theorems",
+            "rows_dropped", "states_checked")  # fmt: skip
+    return {
+        "kind": KIND,
+        "benchmark": bench,
+        "pass_n": compare.get("pass_n"),
+        "budgets": compare["budgets"],
+        "evals": evals,
+        "learning": {
+            "verdict": lc.get("verdict"),
+            "steps": [_test(t) for t in lc.get("steps") or []],
+            "controls": [_test(t) for t in lc.get("controls") or []],
+        },
+        "configs": [_configs(s) for s in compare.get("configs") or []],
+        "detectable": detectable(theorems),
+        "decontamination": {k: decontam.get(k) for k in keep} if decontam else None,
+        "memory": dict(memory) if memory else None,
+        "manual": dict(manual or {}),
+    }
+
+
+def curves(summary: Mapping[str, Any]) -> tuple[dict, dict]:
+    """Step curves and 95 % markers (:func:`burnqed.report.plots.budget_curves`) of every eval's
+    per-budget rates; the interval is the eval's own (Clopper–Pearson over 0/1 per-theorem values,
+    :mod:`burnqed.eval.passk`), recomputed from the solved counts."""
+    lines, markers = {}, {}
+    for label, e in summary["evals"].items():
+        pts = [(int(b), r, e["solved"][b]) for b, r in e["rates"].items() if r is not None]
+        if not pts:
+            continue
+        xs, ys, ks = zip(*sorted(pts), strict=True)
+        lo, hi = interval_from_sums(list(ks), int(e["theorems"]), binary=True)
+        lines[label] = {"x": list(xs), "y": list(ys)}
+        markers[label] = {"x": list(xs), "y": list(ys), "lo": [float(x) for x in lo],
+                          "hi": [float(x) for x in hi]}  # fmt: skip
+    return lines, markers
+
+
+def draw(summary: Mapping[str, Any], out: Path) -> None:
+    """The README's figure: solve rate by node budget of every eval of the summary."""
+    from burnqed.report import plots
+
+    lines, markers = curves(summary)
+    bench = summary.get("benchmark") or {}
+    plots.budget_curves(
+        lines,
+        Path(out),
+        title=f"Solve rate by node budget — {bench.get('name')}_{bench.get('split')}, "
+        f"{bench.get('theorems')} theorems, pass@{summary.get('pass_n')}",
+        markers=markers,
+    )
+
+
+def run(
+    *,
+    compare_json: Path,
+    out: Path,
+    pairs_report: Path | None = None,
+    benchmarks: Path | None = None,
+) -> dict[str, Any]:
+    """Write ``results/summary.json`` (the ``summary`` rule)."""
+    from burnqed.eval.stage import write_json
+
+    def read(p: Path | None) -> dict | None:
+        return json.loads(Path(p).read_text(encoding="utf-8")) if p and Path(p).is_file() else None
+
+    memory = peak_memory(Path(benchmarks)) if benchmarks and Path(benchmarks).is_dir() else None
+    s = build(read(compare_json), pairs_report=read(pairs_report), memory=memory)
+    write_json(Path(out), s)
+    log.info("summary of %d evals → %s", len(s["evals"]), out)
+    return s

@@ -1,0 +1,108 @@
+"""results/summary.json and the peak memory it and compare.md show: built from what a run wrote
+(eval JSONs through compare, Snakemake's benchmark files), the figure drawn from the summary alone."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+from matplotlib.image import imread
+
+from burnqed.eval.compare import run as compare_run
+from burnqed.eval.memory import peak_memory
+from burnqed.eval.paired import mcnemar_p
+from burnqed.report.summary import SUMMARY_KEYS, detectable, draw
+from burnqed.report.summary import run as summary_run
+from tests.eval.conftest import write_benchmark
+from tests.report.conftest import make_eval
+from tests.search.fakes import RandomToyPolicy, toy_theorems
+
+
+@pytest.fixture()
+def bench(tmp_path) -> Path:
+    return write_benchmark(tmp_path, toy_theorems(8, seed=5, low=3, high=12), name="toy")
+
+
+def _bench(root: Path, name: str, s: float, rss: float, end: float) -> None:
+    p = root / name
+    p.parent.mkdir(parents=True, exist_ok=True)
+    # Snakemake's columns (9.x), one row per repeat
+    p.write_text("s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
+                 f"{s}\t0:00:01\t{rss}\t1\t1\t1\t0\t0\t0\t0\n", encoding="utf-8")  # fmt: skip
+    os.utime(p, (end, end))
+
+
+def test_peak_memory_is_the_largest_job_and_the_largest_sum_of_jobs_running_at_once(tmp_path):
+    # a: [0, 100] 300 MB; b: [90, 150] 200 MB; c: [140, 200] 250 MB; d: [300, 310] 400 MB
+    _bench(tmp_path, "data/a.tsv", 100, 300, 100)
+    _bench(tmp_path, "search/b.tsv", 60, 200, 150)
+    _bench(tmp_path, "search/c.tsv", 60, 250, 200)
+    _bench(tmp_path, "eval/d.tsv", 10, 400, 310)
+    (tmp_path / "eval" / "empty.tsv").write_text("s\tmax_rss\n", encoding="utf-8")  # no row yet
+    m = peak_memory(tmp_path)
+    assert m["jobs"] == 4 and m["job_peak_mb"] == 400 and m["job_peak"]["job"] == "eval/d"
+    assert m["run_peak_mb"] == 500  # a + b (b + c = 450; d alone 400): never a + b + c
+    assert m["wall_s"] == 310
+    assert peak_memory(tmp_path / "eval" / "nothing") is None
+
+
+def _evals(tmp_path: Path, bench: Path) -> list[Path]:
+    return [make_eval(tmp_path, bench, label, RandomToyPolicy(seed=s))
+            for label, s in (("baseline", 1), ("iter_0", 2), ("iter_1", 3))]  # fmt: skip
+
+
+def test_summary_holds_the_figures_of_compare_and_memory_and_compare_md_shows_the_peak(
+    tmp_path, bench
+):
+    evals = _evals(tmp_path, bench)
+    benchmarks = tmp_path / "logs" / "benchmarks"
+    _bench(benchmarks, "eval/iter_0.tsv", 50, 123.4, 1000)
+    _bench(benchmarks, "eval/iter_1.tsv", 50, 210.0, 1020)
+    c = compare_run(evals=evals, out_md=tmp_path / "compare.md", out_json=tmp_path / "compare.json",
+                    benchmarks=benchmarks)  # fmt: skip
+    md = (tmp_path / "compare.md").read_text(encoding="utf-8")
+    assert "## Peak memory" in md and "**210 MB**" in md and "**333 MB**" in md
+    pairs = {"decontamination": {"mode": "drop", "theorems_checked": 60, "contaminated_theorems": 2,
+                                 "rows_dropped": 5, "benchmark_statements": 8}}  # fmt: skip
+    (tmp_path / "filter_report.json").write_text(json.dumps(pairs), encoding="utf-8")
+    s = summary_run(compare_json=tmp_path / "compare.json", out=tmp_path / "summary.json",
+                    pairs_report=tmp_path / "filter_report.json", benchmarks=benchmarks)  # fmt: skip
+    assert s == json.loads((tmp_path / "summary.json").read_text(encoding="utf-8"))
+    assert tuple(s) == SUMMARY_KEYS
+    assert list(s["evals"]) == ["baseline", "iter_0", "iter_1"]
+    for row in c["rows"]:
+        assert s["evals"][row["label"]]["rates"] == row["rates"]
+        assert s["evals"][row["label"]]["ended_by"] == row["ended_by"]
+    for got, t in zip(s["learning"]["steps"], c["learning"]["steps"], strict=True):
+        assert (got["gained"], got["lost"], got["p_value"]) == (
+            t["gained"],
+            t["lost"],
+            t["p_value"],
+        )
+    assert s["learning"]["verdict"] == c["learning"]["verdict"]
+    assert s["decontamination"]["contaminated_theorems"] == 2
+    assert s["memory"]["job_peak_mb"] == 210.0 and s["memory"]["run_peak_mb"] == 333.4
+
+
+def test_detectable_is_the_fewest_gains_an_exact_mcnemar_test_calls_real():
+    d = {x["changed"]: x for x in detectable(400)}
+    for n, x in d.items():
+        g = x["gained"]
+        assert mcnemar_p(g, n - g) < 0.05 <= mcnemar_p(g - 1, n - g + 1)
+    assert (d[6]["gained"], d[20]["gained"], d[40]["gained"]) == (6, 15, 27)
+    assert d[40]["points"] == 14 / 400
+
+
+def test_the_figure_is_a_function_of_the_summary(tmp_path):
+    s = json.loads(
+        (Path(__file__).parents[2] / "docs" / "summary.json").read_text(encoding="utf-8")
+    )
+    draw(s, tmp_path / "a.png")
+    draw(s, tmp_path / "b.png")
+    assert np.array_equal(imread(tmp_path / "a.png"), imread(tmp_path / "b.png"))
+    s["evals"]["iter_1"]["rates"]["4"], s["evals"]["iter_1"]["solved"]["4"] = 0.9, 360
+    draw(s, tmp_path / "c.png")
+    assert not np.array_equal(imread(tmp_path / "a.png"), imread(tmp_path / "c.png"))
