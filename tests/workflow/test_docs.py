@@ -1,0 +1,240 @@
+"""The docs' numbers are the committed summary's, and their generated parts are current.
+
+- Every figure the README and docs/ quote about the demo is rendered here from
+  ``docs/summary.json`` (:data:`CLAIMS`: a sentence with ``{name}`` holes filled from
+  :func:`figures`) and must appear in its page as rendered (line breaks count as spaces).  A
+  refreshed summary with other numbers fails this test, naming the sentence to rewrite.
+- Coverage: after the claims and the generated blocks are cut out, no figure-like token (a
+  percentage, a p-value, a gained/lost pair, an "N of M") is left in those pages except the
+  non-results of :data:`NOT_RESULTS` (each with why), so a new number cannot skip the check.
+- The generated parts — the blocks (:data:`burnqed.report.docs.BLOCKS`), docs/configuration.md and
+  the README's PNG (compared pixel by pixel) — equal what ``burnqed report docs`` writes.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from matplotlib.image import imread
+
+from burnqed.eval.paired import format_p
+from burnqed.report.docs import BLOCKS, _BLOCK, configuration_markdown, doc_files, replace_blocks
+from burnqed.report.summary import SUMMARY_KEYS, draw
+from tests.workflow.conftest import REPO
+
+DOCS = REPO / "docs"
+SUMMARY = json.loads((DOCS / "summary.json").read_text(encoding="utf-8"))
+
+
+def _pc(x: float) -> str:
+    return f"{100 * x:.1f}"
+
+
+def figures(s: dict) -> dict[str, str]:
+    """Each quoted figure of the summary, formatted as the docs write it."""
+    ev, lc = s["evals"], s["learning"]
+    f: dict[str, str] = {"theorems": str(s["benchmark"]["theorems"]), "pass_n": str(s["pass_n"])}
+    for label, key in (("baseline", "base"), ("iter_0", "it0"), ("iter_1", "it1")):
+        for b, r in ev[label]["rates"].items():
+            if r is not None:
+                f[f"{key}_{b}"] = _pc(r)
+        for b, split in (ev[label]["ended_by"] or {}).items():
+            if split:
+                f[f"{key}_budget_{b}"] = str(split.get("budget", 0))
+                f[f"{key}_unsolved_{b}"] = str(sum(v for k, v in split.items() if k != "proof"))
+    i0 = ev["iter_0"]
+    f["it0_rise"] = _pc((i0["solved"]["4"] - i0["solved"]["1"]) / i0["theorems"])
+    for i, t in enumerate([*lc["steps"], *lc["controls"]]):
+        f[f"step{i}_g"], f[f"step{i}_l"] = str(t["gained"]), str(t["lost"])
+        f[f"step{i}_p"] = format_p(t["p_value"])
+    f["verdict"] = lc["verdict"]
+    cfg = s["configs"][0]
+    for c, r in cfg["rates"].items():
+        f[f"{c}_with"], f[f"{c}_without"] = _pc(r["with"]), _pc(r["without"])
+    for q, t in cfg["questions"].items():
+        k = q.replace("→", "")
+        f[f"{k}_g"], f[f"{k}_l"], f[f"{k}_p"] = (
+            str(t["gained"]),
+            str(t["lost"]),
+            format_p(t["p_value"]),
+        )
+    rg = cfg["embedding_ranges"]
+    f["centroid"] = f"{rg['centroid_separation_all'][0]:.2f}"
+    assert rg["centroid_separation_all"][0] == rg["centroid_separation_all"][1], "now a range"
+    f["probe"] = "–".join(f"{x:.2f}" for x in rg["probe_balanced_accuracy_all"])
+    f["rank1_dec"] = "–".join(f"{x:.2f}" for x in rg["rank1_decoupled"])
+    f["rank1_deep"] = "–".join(f"{x:.2f}" for x in rg["rank1_depth_ge4_decoupled"])
+    f["rank1_C"] = f"{cfg['embeddings']['C']['rank1']:.2f}"
+    f["chance"] = f"{cfg['embeddings']['C']['chance']:.3f}"
+    for d in s["detectable"]:
+        n = d["changed"]
+        f[f"det{n}_g"], f[f"det{n}_l"] = str(d["gained"]), str(d["lost"])
+        f[f"det{n}_pts"] = _pc(d["points"])
+    dc = s["decontamination"]
+    f["dc_theorems"], f["dc_rows"] = str(dc["contaminated_theorems"]), str(dc["rows_dropped"])
+    f["dc_checked"] = f"{dc['theorems_checked']:,}"
+    m = s["manual"]
+    run = m["run"]
+    f["wall"] = f"{run['wall_s'] // 60} min {run['wall_s'] % 60} s"
+    f["jobs"], f["mem_gb"] = str(run["jobs"]), f"{run['peak_memory_gb']:.1f}"
+    f["pairs"] = f"{m['data']['tactic_pairs']:,}"
+    f["dc_bench"] = str(m["data"]["benchmark_decontam_theorems"])
+    es = m["energy_span_median"]
+    f["span_C"] = f"{es['C']:g}"
+    f["span_dec"] = "–".join(f"{x:.2f}" for x in es["decoupled"])
+    f["span_lp"] = "–".join(f"{x:.1f}" for x in es["logprob_nats"])
+    sw = m["energy_weight_sweep"]
+    f["sweep_w"] = " / ".join(str(w) for w in sw["weights"])
+    f["sweep_r"] = " / ".join(f"{100 * r:.0f}" for r in sw["rates"])
+    f["sweep_n"] = str(sw["theorems"])
+    jh, de = m["joint_head"], m["decoupled_ebm"]
+    f["nce"], f["nce_chance"] = f"{jh['infonce_loss']:.3f}", f"{jh['chance_loss']:.3f}"
+    f["group"], f["temp"], f["jh_steps"] = (
+        str(jh["group_size"]),
+        f"{jh['temperature']:.2f}",
+        str(jh["steps"]),
+    )
+    f["jh_groups"], f["de_steps"], f["de_deep_groups"] = (
+        str(jh["heldout_groups"]),
+        str(de["steps"]),
+        str(de["groups_depth_ge4"]),
+    )
+    return f  # fmt: skip
+
+
+# (page, sentence with {figure} holes): every figure a page quotes about the demo.
+CLAIMS = [
+    ("README.md", "baseline → iteration 0 gains {step0_g} theorems and loses {step0_l} (p = {step0_p})"),
+    ("README.md", "0 → 1 gains {step1_g} and loses {step1_l} (p = {step1_p})"),
+    ("README.md", "iteration 1 gains {step2_g} and loses {step2_l} (p = {step2_p}), so the learning check **{verdict}s**"),
+    ("README.md", "with its value head iteration 1 solves {C_with} %, without it {C_without} %"),
+    ("README.md", "evaluates each on {theorems} held-out deeper theorems"),
+    ("docs/demo.md", "({wall} wall, {jobs} jobs, {mem_gb} GB peak memory"),
+    ("docs/demo.md", "{theorems} held-out theorems of 4–6 steps, pass@{pass_n}"),
+    ("docs/demo.md", "iteration 0 rises {it0_rise} points from 1 to 4 nodes"),
+    ("docs/demo.md", "(iteration 0 at 4 nodes: {it0_budget_4} of {it0_unsolved_4}; iteration 1: {it1_budget_4} of {it1_unsolved_4};"),
+    ("docs/demo.md", "{det6_g} theorems gained and none lost ({det6_pts} points); {det20_g} vs {det20_l} when 20 theorems change; {det40_g} vs {det40_l} ({det40_pts} points) when 40 do"),
+    ("docs/demo.md", "baseline → iteration 0 +{step0_g}/−{step0_l} (p = {step0_p}), iteration 0 → 1 +{step1_g}/−{step1_l} (p = {step1_p})"),
+    ("docs/demo.md", "iteration 1 gains {step2_g} and loses {step2_l} (p = {step2_p}): the learning check **{verdict}s**"),
+    ("docs/value-model.md", "(A {A_with} vs {A_without} %, S {S_with} vs {S_without} %, B {B_with} vs {B_without} %, C {C_with} vs {C_without} %)"),
+    ("docs/value-model.md", "S → B is +{SB_g}/−{SB_l} (p = {SB_p}:"),
+    ("docs/value-model.md", "B → C +{BC_g}/−{BC_l}, and A → C +{AC_g}/−{AC_l} (p = {AC_p})"),
+    ("docs/value-model.md", "energies span a median {span_C} (C; the decoupled EBMs of A, S and B: {span_dec}) while their cumulative log-probabilities span a median {span_lp} nats"),
+    ("docs/value-model.md", "weights {sweep_w} gave {sweep_r} % at 4 nodes on {sweep_n} pool theorems"),
+    ("docs/value-model.md", "InfoNCE loss stayed at chance ({nce} against ln {group} = {nce_chance} for groups of {group}) and its temperature at {temp} over {jh_steps} steps"),
+    ("docs/value-model.md", "held-out rank-1 {rank1_C} (chance {chance}, {jh_groups} groups). The decoupled EBMs ({de_steps} steps"),
+    ("docs/value-model.md", "reach {rank1_dec}, and at depth ≥ 4 ({de_deep_groups} held-out groups) {rank1_deep}"),
+    ("docs/value-model.md", "centroid separation {centroid} in all four configurations"),
+    ("docs/value-model.md", "probe balanced accuracy {probe}"),
+    ("docs/decontamination.md", "On the demo ({dc_checked} generated theorems, {pairs} pairs, against the {theorems} theorems"),
+    ("docs/decontamination.md", "this one finds {dc_theorems} theorems ({dc_rows} pairs), every one at its root, stating {dc_bench} benchmark theorems"),
+]  # fmt: skip
+
+# Figure-like tokens left in a results page that are not results of the demo, and why.
+NOT_RESULTS = {
+    "README.md": {"95 %": "the intervals' confidence level (burnqed.eval.passk)"},
+    "docs/demo.md": {
+        "95 %": "'~95 % of its tactics fail': config/demo.yaml's measurement on the search pool",
+    },
+    "docs/value-model.md": {"≥ 3 points": "the team's goal (params.yaml report)"},
+    "docs/decontamination.md": {},
+}
+_FIGURE = re.compile(
+    r"(?:≥ )?\d+(?:[.,]\d+)?(?: ?%| points)|p = [\d.]+|[+−]\d+/−\d+|\b\d+ of \d+\b"
+)
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _page(name: str) -> str:
+    return (REPO / name).read_text(encoding="utf-8")
+
+
+FIG = figures(SUMMARY)
+
+
+@pytest.mark.parametrize(("page", "claim"), CLAIMS, ids=[f"{p}:{c[:40]}" for p, c in CLAIMS])
+def test_every_quoted_figure_is_the_committed_summarys(page, claim):
+    rendered = claim.format(**FIG)
+    assert _flat(rendered) in _flat(_page(page)), (
+        f"{page} should say, from docs/summary.json:\n  {rendered}\n(the sentence of "
+        "tests/workflow/test_docs.py CLAIMS: rewrite the page, or the claim when the text moved)"
+    )
+
+
+@pytest.mark.parametrize("page", sorted(NOT_RESULTS))
+def test_no_figure_in_a_results_page_escapes_the_check(page):
+    text = _flat(_BLOCK.sub("", _page(page)))
+    for p, claim in CLAIMS:
+        if p == page:
+            text = text.replace(_flat(claim.format(**FIG)), " ")
+    left = sorted(set(_FIGURE.findall(text)) - set(NOT_RESULTS[page]))
+    assert not left, f"{page}: figures not tied to docs/summary.json (add a claim): {left}"
+
+
+def test_a_changed_summary_breaks_the_claims_and_the_table():
+    """The check can fail: one number moved in the summary changes a rendered claim and the table."""
+    moved = json.loads(json.dumps(SUMMARY))
+    moved["learning"]["steps"][0]["gained"] += 1
+    moved["evals"]["iter_1"]["rates"]["4"] = 0.5
+    changed = figures(moved)
+    readme = _flat(_page("README.md"))
+    assert _flat(CLAIMS[0][1].format(**changed)) not in readme
+    assert BLOCKS["solve-table"](moved) not in _page("README.md")
+
+
+def test_the_summary_has_every_key():
+    assert tuple(SUMMARY) == SUMMARY_KEYS and SUMMARY["kind"] == "burnqed summary"
+
+
+def test_generated_blocks_are_current():
+    blocks = {name: make(SUMMARY) for name, make in BLOCKS.items()}
+    seen = set()
+    for page in doc_files(REPO):
+        text = page.read_text(encoding="utf-8")
+        seen |= {m.group(2) for m in _BLOCK.finditer(text)}
+        assert replace_blocks(text, blocks) == text, (
+            f"{page.relative_to(REPO)}: a generated block is stale: run `burnqed report docs`"
+        )
+    assert "solve-table" in seen
+
+
+def test_configuration_page_is_current_and_names_every_knob():
+    page = (DOCS / "configuration.md").read_text(encoding="utf-8")
+    assert page == configuration_markdown(REPO), (
+        "docs/configuration.md is stale: run `burnqed report docs`"
+    )
+    for key in ("search.max_nodes", "sft.joint_lambda", "ebm.negatives", "report", "cpu_isa"):
+        assert f"`{key}" in page
+    # a key's params.yaml comment and the demo's value reach the page
+    assert "Node expansions per theorem attempt" in page and "; demo `6000`" in page
+
+
+def test_the_readme_figure_is_drawn_from_the_summary(tmp_path):
+    draw(SUMMARY, tmp_path / "curves.png")
+    assert np.array_equal(imread(tmp_path / "curves.png"), imread(DOCS / "budget_curves.png")), (
+        "docs/budget_curves.png is not the summary's: run `burnqed report docs`"
+    )
+
+
+def test_readme_is_at_most_10000_characters_and_links_every_docs_page():
+    text = _page("README.md")
+    assert len(text) <= 10_000, len(text)
+    for page in sorted(DOCS.glob("*.md")):
+        assert f"(docs/{page.name})" in text, f"README does not link docs/{page.name}"
+
+
+def test_every_relative_link_of_the_docs_resolves():
+    for page in doc_files(REPO):
+        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", page.read_text(encoding="utf-8")):
+            if "://" in target:
+                continue
+            assert (page.parent / target).exists(), (
+                f"{page.relative_to(REPO)}: broken link {target}"
+            )
