@@ -36,7 +36,7 @@ from burnqed.report.summary import draw
 log = logging.getLogger(__name__)
 
 SUMMARY, FIGURE, CONFIGURATION = "summary.json", "budget_curves.png", "configuration.md"
-_BLOCK = re.compile(r"(<!-- generated: (\S+) -->\n)(.*?)(<!-- end generated -->)", re.S)
+BLOCK_RE = re.compile(r"(<!-- generated: (\S+) -->\n)(.*?)(<!-- end generated -->)", re.S)
 
 
 def solve_table(summary: Mapping[str, Any]) -> str:
@@ -63,7 +63,7 @@ def replace_blocks(text: str, blocks: Mapping[str, str]) -> str:
             raise KeyError(f"unknown generated block {m.group(2)!r} (known: {sorted(blocks)})")
         return m.group(1) + blocks[m.group(2)].rstrip("\n") + "\n" + m.group(4)
 
-    return _BLOCK.sub(sub, text)
+    return BLOCK_RE.sub(sub, text)
 
 
 # --------------------------------------------------------------------------------------------

@@ -3,6 +3,7 @@ apt), run without a sandbox (CI runs as root) and without a network."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -49,6 +50,16 @@ def screenshot(exe: str, url: str, out: Path, size: tuple[int, int] = (1200, 900
     r = _run(exe, f"--screenshot={out}", f"--window-size={size[0]},{size[1]}", url)
     assert out.is_file(), r.stderr[-2000:]
     return np.asarray(Image.open(out).convert("RGB"), dtype=np.float32) / 255.0
+
+
+def keep_screenshot(shot: Path, name: str) -> None:
+    """Copy ``shot`` to ``$BURNQED_SCREENSHOTS/name`` when that is set (relative to the checkout):
+    ``BURNQED_SCREENSHOTS=docs python -m pytest -m browser tests/browser`` writes docs/' screenshots."""
+    where = os.environ.get("BURNQED_SCREENSHOTS")
+    if where:
+        dest = Path(__file__).resolve().parents[2] / where / name
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(shot, dest)
 
 
 def dump_dom(exe: str, url: str) -> str:

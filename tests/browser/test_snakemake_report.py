@@ -22,7 +22,7 @@ from PIL import Image
 
 from burnqed.config import ReportConfig
 from burnqed.report.stage import run_iteration
-from tests.browser.conftest import WALK, dump_dom, screenshot
+from tests.browser.conftest import WALK, dump_dom, keep_screenshot, screenshot
 from tests.eval.conftest import write_benchmark
 from tests.report.conftest import make_eval
 from tests.search.fakes import RandomToyPolicy, toy_theorems
@@ -71,6 +71,7 @@ def test_the_report_embeds_every_plot_as_a_real_png(built_report):
 def test_the_report_opens_in_chromium_with_its_plots(built_report, chromium, tmp_path):
     pixels = screenshot(chromium, built_report.as_uri(), tmp_path / "report.png")
     assert float(pixels.std()) > 0.05, "blank screenshot"
+    keep_screenshot(tmp_path / "report.png", "snakemake-report.png")  # docs/statistics.md shows it
     dom = dump_dom(chromium, built_report.as_uri())
     assert "burnqed: Lean 4 theorem proving by expert iteration." in dom  # workflow.rst rendered
     assert "iteration 0" in dom and "baseline" in dom  # the categories

@@ -10,7 +10,7 @@ import pytest
 
 from burnqed.report.tree import write_tree
 from burnqed.trajectory import read_nodes, read_summary
-from tests.browser.conftest import dump_dom, screenshot
+from tests.browser.conftest import dump_dom, keep_screenshot, screenshot
 from tests.report.test_tree import search
 
 pytestmark = pytest.mark.browser
@@ -30,6 +30,7 @@ def test_the_tree_page_renders_with_its_proof_path(tmp_path, chromium):
     assert pixels.shape == (900, 1200, 3)
     assert float(pixels.std()) > 0.05, "blank screenshot"
     assert (pixels < 0.5).any(axis=-1).mean() > 0.005  # dark pixels: text was drawn
+    keep_screenshot(tmp_path / "shot.png", "tree.png")  # docs/statistics.md shows it
 
     dom = dump_dom(chromium, url)
     shown = {int(m) for m in re.findall(r'class="node proof-path[^"]*" id="node-(\d+)"', dom)}

@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import numpy as np
 import pytest
 from matplotlib.image import imread
 
 from burnqed.eval.paired import format_p
-from burnqed.report.docs import BLOCKS, _BLOCK, configuration_markdown, doc_files, replace_blocks
+from burnqed.report.docs import BLOCK_RE, BLOCKS, configuration_markdown, doc_files, replace_blocks
 from burnqed.report.summary import SUMMARY_KEYS, draw
 from tests.workflow.conftest import REPO
 
@@ -170,7 +169,7 @@ def test_every_quoted_figure_is_the_committed_summarys(page, claim):
 
 @pytest.mark.parametrize("page", sorted(NOT_RESULTS))
 def test_no_figure_in_a_results_page_escapes_the_check(page):
-    text = _flat(_BLOCK.sub("", _page(page)))
+    text = _flat(BLOCK_RE.sub("", _page(page)))
     for p, claim in CLAIMS:
         if p == page:
             text = text.replace(_flat(claim.format(**FIG)), " ")
@@ -198,7 +197,7 @@ def test_generated_blocks_are_current():
     seen = set()
     for page in doc_files(REPO):
         text = page.read_text(encoding="utf-8")
-        seen |= {m.group(2) for m in _BLOCK.finditer(text)}
+        seen |= {m.group(2) for m in BLOCK_RE.finditer(text)}
         assert replace_blocks(text, blocks) == text, (
             f"{page.relative_to(REPO)}: a generated block is stale: run `burnqed report docs`"
         )
