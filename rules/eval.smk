@@ -33,6 +33,8 @@ rule eval_baseline:
         gpu=1,
         mem_mb=32000,
         runtime=720,
+        # The expansion cache: a machine setting like threads (params.yaml `cache`), not a param.
+        expansion_cache=lookup(dpath="cache", within=config),
     params:
         cfg=lookup(dpath="eval", within=config),
         search=lookup(dpath="search", within=config),
@@ -81,6 +83,8 @@ rule eval:
         gpu=1,
         mem_mb=32000,
         runtime=720,
+        # The expansion cache: a machine setting like threads (params.yaml `cache`), not a param.
+        expansion_cache=lookup(dpath="cache", within=config),
     params:
         cfg=lookup(dpath="eval", within=config),
         search=lookup(dpath="search", within=config),
@@ -119,6 +123,8 @@ rule eval_longer:
         gpu=1,
         mem_mb=32000,
         runtime=720,
+        # The expansion cache: a machine setting like threads (params.yaml `cache`), not a param.
+        expansion_cache=lookup(dpath="cache", within=config),
     params:
         cfg=lookup(dpath="eval", within=config),
         search=lookup(dpath="search", within=config),
@@ -157,6 +163,8 @@ rule eval_no_ebm:
         gpu=1,
         mem_mb=32000,
         runtime=720,
+        # The expansion cache: a machine setting like threads (params.yaml `cache`), not a param.
+        expansion_cache=lookup(dpath="cache", within=config),
     params:
         cfg=lookup(dpath="eval", within=config),
         search=lookup(dpath="search", within=config),
@@ -194,6 +202,8 @@ rule eval_config:
         gpu=1,
         mem_mb=32000,
         runtime=720,
+        # The expansion cache: a machine setting like threads (params.yaml `cache`), not a param.
+        expansion_cache=lookup(dpath="cache", within=config),
     params:
         cfg=lookup(dpath="eval", within=config),
         search=lookup(dpath="search", within=config),
@@ -228,6 +238,8 @@ rule eval_config_no_ebm:
         gpu=1,
         mem_mb=32000,
         runtime=720,
+        # The expansion cache: a machine setting like threads (params.yaml `cache`), not a param.
+        expansion_cache=lookup(dpath="cache", within=config),
     params:
         cfg=lookup(dpath="eval", within=config),
         search=lookup(dpath="search", within=config),
