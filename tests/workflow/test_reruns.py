@@ -111,3 +111,25 @@ def test_a_new_lean_toolchain_mathlib_or_pantograph_reruns_every_search_and_eval
     for rule in ("tactic_pairs", "search_pool", "proplogic_benchmark_split", "base_model"):
         assert rule not in plan, plan
     assert plan["sft"] == whole["sft"] - 1  # iteration 1's, which learns from the searches
+
+
+def test_the_expansion_cache_is_a_machine_setting_that_reruns_nothing(touched):
+    """Turning the cache off or moving it (params.yaml ``cache``) plans no job; each search and
+    eval job gets it as its ``expansion_cache`` resource, not as a param."""
+    work, _ = touched
+    overlay = work / "tiny.yaml"
+    before = overlay.read_bytes()
+    try:
+        for value in (None, "elsewhere/cache"):
+            overlay.write_text(yaml.safe_dump({**yaml.safe_load(before), "cache": value}))
+            assert planned(work) == {}, value
+    finally:
+        overlay.write_bytes(before)
+    r = snakemake(
+        work, "-n", "-f", "results/iter_0/eval.json", "results/iter_0/search/shard_0/manifest.json"
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    jobs = re.split(r"\n(?=(?:local)?rule \w+:)", r.stdout)
+    for rule in ("eval", "search_shard"):
+        (block,) = [b for b in jobs if b.startswith(f"rule {rule}:")]
+        assert "expansion_cache=results/cache" in block, block  # config/demo.yaml's
