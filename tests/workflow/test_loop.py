@@ -71,7 +71,15 @@ SMALL = {
     "search": {"max_nodes": 8, "timeout_s": 120, "concurrency": 4, "checkpoint_every": 2},
     "eval": {"budgets": [4, 8]},
     "ebm": {"hidden_sizes": [32, 16], "steps": 10, "batch_size": 8, "save_every": 5},
+    # Run A of issue 31's acceptance: the clean loops without the expansion cache (the demo's is
+    # on); the killed-and-resumed loop runs with it (WITH_CACHE), and all are the same but the
+    # clock fields, per-node Lean times and the `cache` block.
+    "cache": None,
 }
+# The killed-and-resumed loop: the cache on and empty at the start (run B: the miss path), the
+# resume with what B stored (the hit path), and every eval of one model after the first answered
+# from what the first stored (the EBM ablation's twins, the search-longer control, configuration A).
+WITH_CACHE = {**SMALL, "cache": "results/cache"}
 
 
 def _prepare(work: Path, overlay: dict) -> Path:
@@ -232,8 +240,9 @@ def test_the_next_pool_excludes_what_iteration_0_proved(loop):
 
 
 def _evals(work: Path) -> dict[str, dict]:
-    """Every eval JSON of a loop without its clock-time and scheduling fields and its machine block
-    (burnqed.eval.stage.CLOCK_FIELDS, SCHEDULE_FIELDS, MACHINE_FIELDS)."""
+    """Every eval JSON of a loop without its clock-time and scheduling fields, its machine block and
+    its expansion-cache block (burnqed.eval.stage.CLOCK_FIELDS, SCHEDULE_FIELDS, MACHINE_FIELDS,
+    CACHE_FIELDS)."""
     return {
         str(p.relative_to(work)): without_run_specific(json.loads(p.read_text()))
         for p in sorted((work / "results").rglob("eval*.json"))
@@ -282,8 +291,17 @@ def test_a_second_clean_run_gives_the_same_numbers_proofs_and_models(loop, tmp_p
     _same_as(loop, work)
 
 
+def _cache_blocks(work: Path) -> dict[str, dict | None]:
+    return {
+        str(p.relative_to(work)): json.loads(p.read_text()).get("cache")
+        for p in sorted((work / "results").rglob("eval*.json"))
+    }
+
+
 def test_a_run_killed_with_sigkill_and_rerun_gives_the_uninterrupted_numbers(loop, tmp_path):
-    work = _prepare(tmp_path, SMALL)
+    """With the expansion cache, empty at the start: the same numbers, proofs and models as the
+    clean loop without it (issue 31: run A off, run B on and empty, the resume with B's cache)."""
+    work = _prepare(tmp_path, WITH_CACHE)
     # The whole loop plus iteration 1's own search (which only a third iteration would need): the
     # run is killed while that search is half-way, with other jobs of the loop around it.
     targets = ("all", "results/iter_1/search/manifest.json")
@@ -308,6 +326,17 @@ def test_a_run_killed_with_sigkill_and_rerun_gives_the_uninterrupted_numbers(loo
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-8000:]
     assert json.loads((shard / "manifest.json").read_text())["resumed"] is True
     _same_as(loop, work)
+    # The clean loop ran without the cache; here every eval went through it, some answered from
+    # it, and no rebuilt state or repeated answer disagreed.
+    assert set(_cache_blocks(loop).values()) == {None}
+    blocks = _cache_blocks(work)
+    assert len(blocks) >= 9 and None not in blocks.values()
+    assert sum(b["policy"]["candidates"]["hits"] for b in blocks.values()) > 0, blocks
+    assert sum(b["lean"]["hits"] for b in blocks.values()) > 0, blocks
+    for name, b in blocks.items():
+        assert b["states"]["disagreements"] == 0 and b["conflicts"] == 0, (name, b)
+        assert b["policy"]["candidates"]["misses"] + b["policy"]["candidates"]["hits"] > 0, name
+    assert list((work / "results/cache/policy").glob("part-*.parquet"))
 
 
 def test_a_killed_run_resumes_without_redoing_finished_jobs_or_attempts(tmp_path):
