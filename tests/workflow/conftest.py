@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from burnqed import isa
+
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 
@@ -52,31 +54,34 @@ def tiny_env(**extra: str) -> dict[str, str]:
     )
 
 
+def make_repo(dest: Path, **overrides: dict) -> Path:
+    """The workflow's files in ``dest``, a tiny overlay ``tiny.yaml`` (TINY updated section by
+    section with ``overrides``), as a git repository with one commit."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in ("Snakefile", "params.yaml", ".dvcignore"):
+        shutil.copy(REPO / name, dest / name)
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "tmp", "cache", "config.local")
+    for name in ("rules", "workflow", "config", "burnqed", ".dvc"):
+        shutil.copytree(REPO / name, dest / name, ignore=ignore)
+    shutil.copy(REPO / ".gitignore", dest / ".gitignore")
+    tiny = {k: dict(v) for k, v in TINY.items()}
+    for section, values in overrides.items():
+        tiny.setdefault(section, {}).update(values)
+    (dest / "tiny.yaml").write_text(yaml.safe_dump(tiny), encoding="utf-8")
+    for cmd in (["git", "init", "-q"], ["git", "add", "-A"], ["git", "commit", "-qm", "tiny"]):
+        subprocess.run(cmd, cwd=dest, env=tiny_env(), check=True, capture_output=True)
+    return dest
+
+
 @pytest.fixture(scope="module")
 def make_tiny_repo() -> Callable[..., Path]:
-    """``make_tiny_repo(dest, **overrides)``: the workflow's files, a tiny overlay ``tiny.yaml``
-    (TINY updated section by section with ``overrides``), as a git repository with one commit."""
-
-    def make(dest: Path, **overrides: dict) -> Path:
-        dest.mkdir(parents=True, exist_ok=True)
-        for name in ("Snakefile", "params.yaml", ".dvcignore"):
-            shutil.copy(REPO / name, dest / name)
-        ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "tmp", "cache", "config.local")
-        for name in ("rules", "workflow", "config", "burnqed", ".dvc"):
-            shutil.copytree(REPO / name, dest / name, ignore=ignore)
-        shutil.copy(REPO / ".gitignore", dest / ".gitignore")
-        tiny = {k: dict(v) for k, v in TINY.items()}
-        for section, values in overrides.items():
-            tiny.setdefault(section, {}).update(values)
-        (dest / "tiny.yaml").write_text(yaml.safe_dump(tiny), encoding="utf-8")
-        for cmd in (["git", "init", "-q"], ["git", "add", "-A"], ["git", "commit", "-qm", "tiny"]):
-            subprocess.run(cmd, cwd=dest, env=tiny_env(), check=True, capture_output=True)
-        return dest
-
-    return make
+    """``make_tiny_repo(dest, **overrides)``: :func:`make_repo`."""
+    return make_repo
 
 
-def snakemake(workdir: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+def snakemake(
+    workdir: Path, *args: str, env: dict | None = None, timeout: float = 600
+) -> subprocess.CompletedProcess:
     """Snakemake on the tiny overlay (``--configfile`` goes last: it takes several values)."""
     exe = shutil.which("snakemake", path=str(BIN)) or "snakemake"
     return subprocess.run(
@@ -85,10 +90,71 @@ def snakemake(workdir: Path, *args: str, env: dict | None = None) -> subprocess.
         env=env or tiny_env(),
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=timeout,
     )
 
 
 @pytest.fixture(scope="module")
 def run_snakemake() -> Callable[..., subprocess.CompletedProcess]:
     return snakemake
+
+
+# The shrunken demo: the demo overlay with fewer theorems, training steps and search nodes, built
+# through iteration 0's search and noise search.
+DEMO = {
+    "data": {
+        # One depth range for pairs and pool here (the demo holds out deeper theorems): a 400-step
+        # model must prove something in its 8-theorem pool.
+        "proplogic": {
+            "theorems": 400,
+            "max_depth": 3,
+            "test_theorems": 8,
+            "held_out_min_depth": None,
+            "held_out_max_depth": None,
+        },
+        "val_fraction": 0.1,
+    },
+    "lean": {"workers": 1},
+    "model": {
+        # Bounded by steps, not by the clock: on a loaded machine a 60 s cap stopped it after 40
+        # steps, and the model then proved nothing (the proof count must not depend on load).
+        "tiny": {
+            "steps": 400,
+            "max_seconds": 900,
+            "warmup_steps": 10,
+            "eval_pairs": 20,
+            "max_proof_steps": None,  # all the pairs (the demo pretrains on short proofs only)
+        },
+    },
+    "sft": {"max_steps": 6, "eval_steps": 3, "batch_size": 8, "warmup_steps": 1},
+    "search": {"max_nodes": 8, "timeout_s": 60, "concurrency": 4, "checkpoint_every": 3},
+}
+DEMO_TARGETS = ("results/iter_0/search/manifest.json", "results/iter_0/search_noise/manifest.json")
+# What a user may have exported: every variable of the instruction-set pin set below the
+# machine's level (tests/workflow/test_demo_workflow.py checks that the Snakefile's pin wins).
+LOWERED = {
+    "ATEN_CPU_CAPABILITY": "default",
+    "MKL_CBWR": "COMPATIBLE",
+    "ONEDNN_MAX_CPU_ISA": "SSE41",
+}
+
+
+def demo_env() -> dict[str, str]:
+    """The demo's Snakemake environment: :func:`tiny_env` without this test process's pin
+    (tests/conftest.py applies it) and with :data:`LOWERED`."""
+    env = {k: v for k, v in tiny_env().items()
+           if k not in isa.VARIABLES and not k.startswith("BURNQED_")}  # fmt: skip
+    return {**env, **LOWERED}
+
+
+@pytest.fixture(scope="session")
+def demo(tmp_path_factory) -> Path:
+    """The shrunken demo run for real on 2 cores (data → tiny base → SFT → merge → iteration 0's
+    search and noise search), in a git repository made by :func:`make_repo`: minutes on a busy
+    2-core machine, so built once for tests/workflow/test_demo_workflow.py and the DVC round trip
+    of tests/workflow/test_dvc.py (one xdist group, tests/conftest.py).  A test that edits it puts
+    it back."""
+    work = make_repo(tmp_path_factory.mktemp("demo") / "a", **DEMO)
+    r = snakemake(work, "--cores", "2", *DEMO_TARGETS, env=demo_env(), timeout=900)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-8000:]
+    return work

@@ -11,10 +11,7 @@ decide what the jobs compute.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -23,80 +20,18 @@ import yaml
 from burnqed import isa
 from burnqed.policy import salted_seed
 from burnqed.trajectory import read_nodes, read_summary
+from tests.workflow.conftest import DEMO_TARGETS, LOWERED, demo_env
+from tests.workflow.conftest import snakemake as run_tiny
 
-# The module fixture runs a whole shrunken workflow: minutes on a busy 2-core machine.
+# The session fixture ``demo`` (tests/workflow/conftest.py) runs the whole shrunken workflow:
+# minutes on a busy 2-core machine.
 pytestmark = pytest.mark.timeout(900)
 
-REPO = Path(__file__).resolve().parents[2]
-BIN = Path(sys.executable).parent
-SNAKEMAKE = shutil.which("snakemake", path=str(BIN)) or "snakemake"
-TARGETS = ("results/iter_0/search/manifest.json", "results/iter_0/search_noise/manifest.json")
-
-SMALL = {
-    "data": {
-        # One depth range for pairs and pool here (the demo holds out deeper theorems): a 150-step
-        # model must prove something in its 8-theorem pool.
-        "proplogic": {
-            "theorems": 400,
-            "max_depth": 3,
-            "test_theorems": 8,
-            "held_out_min_depth": None,
-            "held_out_max_depth": None,
-        },
-        "val_fraction": 0.1,
-    },
-    "lean": {"workers": 1},
-    "model": {
-        # Bounded by steps, not by the clock: on a loaded machine a 60 s cap stopped it after 40
-        # steps, and the model then proved nothing (the proof count below must not depend on load).
-        "tiny": {
-            "steps": 400,
-            "max_seconds": 900,
-            "warmup_steps": 10,
-            "eval_pairs": 20,
-            "max_proof_steps": None,  # all the pairs (the demo pretrains on short proofs only)
-        },
-    },
-    "sft": {"max_steps": 6, "eval_steps": 3, "batch_size": 8, "warmup_steps": 1},
-    "search": {"max_nodes": 8, "timeout_s": 60, "concurrency": 4, "checkpoint_every": 3},
-}
-
-
-# What a user may have exported: every variable of the pin set below the machine's level.
-LOWERED = {
-    "ATEN_CPU_CAPABILITY": "default",
-    "MKL_CBWR": "COMPATIBLE",
-    "ONEDNN_MAX_CPU_ISA": "SSE41",
-}
+TARGETS = DEMO_TARGETS
 
 
 def snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items()
-           if k not in isa.VARIABLES and not k.startswith("BURNQED_")}  # fmt: skip
-    env.update(LOWERED, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}")
-    return subprocess.run(
-        # --configfile takes several values: it goes last, after the targets.
-        [SNAKEMAKE, "--cores", "2", *args, "--configfile", "config/demo.yaml", "small.yaml"],
-        cwd=workdir,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-
-
-@pytest.fixture(scope="module")
-def demo(tmp_path_factory) -> Path:
-    work = tmp_path_factory.mktemp("demo")
-    for name in ("Snakefile", "params.yaml"):
-        shutil.copy(REPO / name, work / name)
-    for name in ("rules", "workflow", "config"):
-        shutil.copytree(REPO / name, work / name)
-    (work / "burnqed").symlink_to(REPO / "burnqed")  # so rules/common.smk digests the real code
-    (work / "small.yaml").write_text(yaml.safe_dump(SMALL), encoding="utf-8")
-    r = snakemake(work, *TARGETS)
-    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-8000:]
-    return work
+    return run_tiny(workdir, "--cores", "2", *args, env=demo_env(), timeout=900)
 
 
 # Fewest proofs the shrunken demo must find in its 8-theorem pool of 1–3-step theorems: measured 5 in
@@ -161,10 +96,15 @@ def test_model_artifacts_describe_themselves(demo):
 def test_rerun_has_nothing_to_do_and_a_search_knob_reruns_only_search(demo):
     r = snakemake(demo, "-n", *TARGETS)
     assert r.returncode == 0 and "Nothing to be done" in r.stdout + r.stderr, r.stdout + r.stderr
-    small = yaml.safe_load((demo / "small.yaml").read_text(encoding="utf-8"))
+    overlay = demo / "tiny.yaml"
+    before = overlay.read_bytes()
+    small = yaml.safe_load(before)
     small["search"]["max_nodes"] = 9
-    (demo / "small.yaml").write_text(yaml.safe_dump(small), encoding="utf-8")
-    r = snakemake(demo, *TARGETS, "-n", "--quiet", "rules")  # --quiet takes values: targets first
+    overlay.write_text(yaml.safe_dump(small), encoding="utf-8")
+    try:  # --quiet takes values: targets first
+        r = snakemake(demo, *TARGETS, "-n", "--quiet", "rules")
+    finally:  # the DVC tests push this run
+        overlay.write_bytes(before)
     out = r.stdout + r.stderr
     assert r.returncode == 0, out
     assert "search_shard" in out and "search_noise_shard" in out

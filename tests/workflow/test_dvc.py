@@ -1,7 +1,8 @@
-"""DVC round trip with the real ``dvc`` CLI and a local-directory remote: a tiny run on clone A is
-pushed, a fresh clone B pulls it and Snakemake has nothing to do there; a second push uploads
-nothing; a remote missing a file makes the pull name it; after an edit (a shim, the search code)
-the pulled clone plans exactly the jobs the same edit plans on the machine that built them."""
+"""DVC round trip with the real ``dvc`` CLI and a local-directory remote: the shrunken demo's
+run (clone A, tests/workflow/conftest.py) is pushed, a fresh clone B pulls it and Snakemake has
+nothing to do there; a second push uploads nothing; a remote missing a file makes the pull name
+it; after an edit (a shim, the search code) the pulled clone plans exactly the jobs the same edit
+plans on the machine that built them."""
 
 from __future__ import annotations
 
@@ -17,9 +18,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.workflow.conftest import snakemake, tiny_env
+from tests.workflow.conftest import DEMO_TARGETS, snakemake, tiny_env
 
-TARGET = "results/iter_0/search/manifest.json"
+TARGET = DEMO_TARGETS[0]
+# The session fixture ``demo`` runs the shrunken workflow when no test before built it.
+pytestmark = pytest.mark.timeout(900)
 
 
 def burnqed(workdir: Path, *args: str) -> subprocess.CompletedProcess:
@@ -74,17 +77,15 @@ def planned_after_local_edit(a: Path, rel: str) -> dict[str, int]:
 
 
 @pytest.fixture(scope="module")
-def pushed(tmp_path_factory, make_tiny_repo) -> tuple[Path, Path]:
-    """Clone A after a tiny run to the search manifest, pushed and committed; and its remote."""
-    base = tmp_path_factory.mktemp("dvc")
-    remote = base / "remote"
-    a = make_tiny_repo(base / "a")
+def pushed(demo, tmp_path_factory) -> tuple[Path, Path]:
+    """Clone A after the shrunken demo's run (tests/workflow/conftest.py: through iteration 0's
+    search, TARGET among its outputs), pushed and committed; and its remote."""
+    a = demo
+    remote = tmp_path_factory.mktemp("dvc") / "remote"
     subprocess.run(
         [sys.executable, "-m", "dvc", "remote", "add", "-d", "store", str(remote)],
         cwd=a, env=tiny_env(), check=True, capture_output=True,
     )  # fmt: skip
-    r = snakemake(a, "--cores", "2", TARGET)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-6000:]
     r = burnqed(a, "push")
     assert r.returncode == 0, r.stderr
     git(a, "add", "-A")

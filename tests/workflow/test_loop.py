@@ -1,11 +1,14 @@
 """The whole expert-iteration loop as one Snakemake DAG, shrunken, the way a user runs the demo:
 baseline, two iterations (SFT, merge, EBM, search + noise search, pool selection), evals with the
-EBM ablation and the search-longer control, reports and ``results/compare.md``.  Then the
-pre-emption story: kill ``snakemake`` during iteration 1's search and re-run the same command.
-Reproducibility: a second clean run, and a run killed with SIGKILL and resumed, give the same
-numbers, proofs, models and EBMs as the first, to the bit (clock-time fields aside).
+EBM ablation and the search-longer control, reports and ``results/compare.md``; its Snakemake
+report, also opened in Chromium.  Then the pre-emption story and reproducibility in one second
+run: ``snakemake`` for iteration 1's search killed with SIGKILL during iteration 0's search
+(unlock, the same command), then with Ctrl-C during iteration 1's search (the same command
+again), finishes without redoing finished jobs or attempts, and with the rest of the loop gives
+the same numbers, proofs, models and EBMs as the first run, to the bit (clock-time fields aside).
 
-Marked ``slow`` (several minutes on 2 cores); ``.ci/run`` runs it as its own step.
+Two loops in all (the first, and the second killed twice), not one per check: each is minutes
+on 2 cores.  Marked ``slow``; ``.ci/run`` runs it as its own step.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -71,14 +75,15 @@ SMALL = {
     "search": {"max_nodes": 8, "timeout_s": 120, "concurrency": 4, "checkpoint_every": 2},
     "eval": {"budgets": [4, 8]},
     "ebm": {"hidden_sizes": [32, 16], "steps": 10, "batch_size": 8, "save_every": 5},
-    # Run A of issue 31's acceptance: the clean loops without the expansion cache (the demo's is
-    # on); the killed-and-resumed loop runs with it (WITH_CACHE), and all are the same but the
+    # Run A of issue 31's acceptance: the clean loop without the expansion cache (the demo's is
+    # on); the killed-and-resumed loop runs with it (WITH_CACHE), and both are the same but the
     # clock fields, per-node Lean times and the `cache` block.
     "cache": None,
 }
-# The killed-and-resumed loop: the cache on and empty at the start (run B: the miss path), the
-# resume with what B stored (the hit path), and every eval of one model after the first answered
-# from what the first stored (the EBM ablation's twins, the search-longer control, configuration A).
+# The killed-and-resumed loop: the cache on and empty at its start (run B: the miss path), each
+# resume with what the killed commands stored (the hit path), and every eval of one model after
+# the first answered from what the first stored (the EBM ablation's twins, the search-longer
+# control, configuration A).
 WITH_CACHE = {**SMALL, "cache": "results/cache"}
 
 
@@ -284,85 +289,73 @@ def _same_as(loop: Path, work: Path) -> None:
     assert models == _models(work)
 
 
-def test_a_second_clean_run_gives_the_same_numbers_proofs_and_models(loop, tmp_path):
-    work = _prepare(tmp_path, SMALL)
-    r = snakemake(work)
-    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-8000:]
-    _same_as(loop, work)
-
-
-def _cache_blocks(work: Path) -> dict[str, dict | None]:
-    return {
-        str(p.relative_to(work)): json.loads(p.read_text()).get("cache")
-        for p in sorted((work / "results").rglob("eval*.json"))
-    }
-
-
-def test_a_run_killed_with_sigkill_and_rerun_gives_the_uninterrupted_numbers(loop, tmp_path):
-    """With the expansion cache, empty at the start: the same numbers, proofs and models as the
-    clean loop without it (issue 31: run A off, run B on and empty, the resume with B's cache)."""
-    work = _prepare(tmp_path, WITH_CACHE)
-    # The whole loop plus iteration 1's own search (which only a third iteration would need): the
-    # run is killed while that search is half-way, with other jobs of the loop around it.
-    targets = ("all", "results/iter_1/search/manifest.json")
-    shard = work / "results/iter_1/search/shard_0"
-    proc = subprocess.Popen(
-        _argv(*targets), cwd=work, env=_env(), stdout=subprocess.DEVNULL,
-        stderr=(tmp_path / "first.log").open("w"), start_new_session=True,
+def _start(work: Path, targets: tuple[str, ...], log: Path) -> subprocess.Popen:
+    """The loop's command in the background, in its own process group (a terminal's foreground
+    job: a signal to the group reaches Snakemake and its running jobs)."""
+    return subprocess.Popen(
+        _argv(*targets), cwd=work, env=_env(), stdout=subprocess.DEVNULL, stderr=log.open("w"),
+        start_new_session=True,
     )  # fmt: skip
+
+
+def _kill_when_checkpointed(proc: subprocess.Popen, shard: Path, sig: int, log: Path) -> None:
+    """Send ``sig`` to ``proc``'s group once ``shard`` has written its first checkpoint part."""
     deadline = time.monotonic() + 1200
     while not list((shard / "summary").glob("part-*.parquet")):
-        assert proc.poll() is None, (tmp_path / "first.log").read_text()[-4000:]
-        assert time.monotonic() < deadline, "iteration 1's search never wrote a checkpoint"
+        assert proc.poll() is None, log.read_text()[-4000:]
+        assert time.monotonic() < deadline, f"{shard} never wrote a checkpoint"
         time.sleep(0.05)
-    os.killpg(proc.pid, signal.SIGKILL)  # the machine goes away: no handler runs
+    os.killpg(proc.pid, sig)
+
+
+@dataclass(frozen=True)
+class Resumed:
+    """A second run of the loop, killed twice and resumed: ``snakemake`` for iteration 1's search
+    (which only a third iteration would need) killed with SIGKILL during iteration 0's search,
+    then, after the README's unlock, the same command killed with SIGINT (Ctrl-C) during
+    iteration 1's search, then the same command again; what stood on disk before that last
+    command; then ``rule all`` for the rest of the loop."""
+
+    work: Path
+    target: str
+    rerun: subprocess.CompletedProcess  # the same command, which finished iteration 1's search
+    rest: subprocess.CompletedProcess  # rule all after it
+    done_before: set  # iteration 1's attempts finished before the SIGINT
+    parts_before: dict[str, bytes]  # iteration 1's checkpoint parts before the SIGINT
+    times_before: dict[Path, int]  # mtimes of jobs finished before the SIGINT
+
+
+@pytest.fixture(scope="module")
+def resumed(loop, tmp_path_factory) -> Resumed:
+    """One run stands for the rerun and both kills (each a full loop's time on 2 cores): every
+    job outside the two killed searches runs as in a clean second run, and the killed ones must
+    resume to the uninterrupted bytes as well (test_a_run_killed_*).  The killed commands target
+    iteration 1's search, so the searches are all they kill (an eval killed beside them would
+    resume too, and record it)."""
+    # With the expansion cache, empty at the start (issue 31's run B: the miss path); each resumed
+    # command and the rest of the loop answer from what was stored before (the hit path).
+    work = _prepare(tmp_path_factory.mktemp("resumed"), WITH_CACHE)
+    target = "results/iter_1/search/manifest.json"
+    logs = tmp_path_factory.mktemp("resumed_logs")  # Snakemake's own output, outside the run
+    # 1. The machine goes away (SIGKILL: no handler runs) while iteration 0's search is half-way,
+    #    the noise search beside it; every later job of the loop depends on that search.
+    shard0 = work / "results/iter_0/search/shard_0"
+    proc = _start(work, (target,), logs / "first.log")
+    _kill_when_checkpointed(proc, shard0, signal.SIGKILL, logs / "first.log")
     assert proc.wait(120) == -signal.SIGKILL
-    assert not (shard / "manifest.json").exists(), "the search finished before it was killed"
+    assert not (shard0 / "manifest.json").exists(), "iteration 0's search finished before the kill"
     # The README's way back: unlock if the lock remains, then the same command.
-    unlock = subprocess.run([*_argv(*targets), "--unlock"], cwd=work, env=_env(),
+    unlock = subprocess.run([*_argv(target), "--unlock"], cwd=work, env=_env(),
                             capture_output=True, text=True, timeout=300)  # fmt: skip
     assert unlock.returncode == 0, unlock.stderr[-3000:]
-    r = snakemake(work, *targets)
-    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-8000:]
-    assert json.loads((shard / "manifest.json").read_text())["resumed"] is True
-    _same_as(loop, work)
-    # The clean loop ran without the cache; here every eval went through it, some answered from
-    # it, and no rebuilt state or repeated answer disagreed.
-    assert set(_cache_blocks(loop).values()) == {None}
-    blocks = _cache_blocks(work)
-    assert len(blocks) >= 9 and None not in blocks.values()
-    assert sum(b["policy"]["candidates"]["hits"] for b in blocks.values()) > 0, blocks
-    assert sum(b["lean"]["hits"] for b in blocks.values()) > 0, blocks
-    for name, b in blocks.items():
-        assert b["states"]["disagreements"] == 0 and b["conflicts"] == 0, (name, b)
-        assert b["policy"]["candidates"]["misses"] + b["policy"]["candidates"]["hits"] > 0, name
-    assert list((work / "results/cache/policy").glob("part-*.parquet"))
-
-
-def test_a_killed_run_resumes_without_redoing_finished_jobs_or_attempts(tmp_path):
-    work = _prepare(tmp_path, {**SMALL, "data": {**SMALL["data"], "proplogic": {
-        **SMALL["data"]["proplogic"], "test_theorems": 40}}})  # fmt: skip
-    target = "results/iter_1/search/manifest.json"
-    shard = work / "results/iter_1/search/shard_0"
-    proc = subprocess.Popen(
-        _argv(target),
-        cwd=work,
-        env=_env(),
-        stdout=subprocess.DEVNULL,
-        stderr=(tmp_path / "first.log").open("w"),
-        start_new_session=True,  # its own process group, like a terminal's foreground job
-    )
-    deadline = time.monotonic() + 1200
-    while not list((shard / "summary").glob("part-*.parquet")):
-        assert proc.poll() is None, (tmp_path / "first.log").read_text()[-4000:]
-        assert time.monotonic() < deadline, "iteration 1's search never wrote a checkpoint"
-        time.sleep(0.05)
-    os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C: snakemake and its running job
+    # 2. Ctrl-C (snakemake and its running job) while iteration 1's search is half-way.
+    shard1 = work / "results/iter_1/search/shard_0"
+    proc = _start(work, (target,), logs / "second.log")
+    _kill_when_checkpointed(proc, shard1, signal.SIGINT, logs / "second.log")
     assert proc.wait(120) != 0
-    assert not (shard / "manifest.json").exists(), "the search finished before it was killed"
-    done_before, _ = finished_attempts(shard)
-    assert done_before
-    parts_before = {p.name: p.read_bytes() for p in (shard / "summary").glob("part-*.parquet")}
+    assert not (shard1 / "manifest.json").exists(), "iteration 1's search finished before Ctrl-C"
+    done_before, _ = finished_attempts(shard1)
+    parts_before = {p.name: p.read_bytes() for p in (shard1 / "summary").glob("part-*.parquet")}
     finished_jobs = [
         work / "models/iter_1/merged/config.json",
         work / "models/iter_1/ebm/ebm.safetensors",
@@ -370,11 +363,57 @@ def test_a_killed_run_resumes_without_redoing_finished_jobs_or_attempts(tmp_path
         work / "results/iter_1/search_pool.jsonl",
     ]
     times_before = {p: p.stat().st_mtime_ns for p in finished_jobs}
+    # 3. The same command again; then the rest of the loop.
+    rerun = snakemake(work, target)
+    rest = snakemake(work, "all", target)
+    return Resumed(work, target, rerun, rest, done_before, parts_before, times_before)
 
-    r = snakemake(work, target)  # the same command again
+
+def _cache_blocks(work: Path) -> dict[str, dict | None]:
+    """The ``cache`` block of every eval JSON of a loop, by path (null: run without the cache)."""
+    return {
+        str(p.relative_to(work)): json.loads(p.read_text()).get("cache")
+        for p in sorted((work / "results").rglob("eval*.json"))
+    }
+
+
+def test_a_run_killed_with_sigkill_and_rerun_gives_the_uninterrupted_numbers(loop, resumed):
+    """Every eval, proof, adapter, model and EBM of the killed and resumed run (its jobs outside
+    the killed searches are a clean second run) is the first run's, to the bit — and the first
+    ran without the expansion cache, the second with it, empty at its start (issue 31's
+    acceptance: run A off, run B on and empty, the resume with B's cache)."""
+    for r in (resumed.rerun, resumed.rest):
+        assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-8000:]
+    manifest = resumed.work / "results/iter_0/search/shard_0/manifest.json"
+    assert json.loads(manifest.read_text())["resumed"] is True
+    _same_as(loop, resumed.work)
+    # The clean loop ran without the cache; here every eval went through it, some answered from
+    # it, and no rebuilt state or repeated answer disagreed.
+    assert set(_cache_blocks(loop).values()) == {None}
+    blocks = _cache_blocks(resumed.work)
+    assert len(blocks) >= 9 and None not in blocks.values()
+    assert sum(b["policy"]["candidates"]["hits"] for b in blocks.values()) > 0, blocks
+    assert sum(b["lean"]["hits"] for b in blocks.values()) > 0, blocks
+    for name, b in blocks.items():
+        assert b["states"]["disagreements"] == 0 and b["conflicts"] == 0, (name, b)
+        assert b["policy"]["candidates"]["misses"] + b["policy"]["candidates"]["hits"] > 0, name
+    assert list((resumed.work / "results/cache/policy").glob("part-*.parquet"))
+    # The hit path of the resume itself: Ctrl-C flushed what iteration 1's search had asked, and
+    # the same command, redoing the attempts that were under way, answered them from there.
+    manifest = resumed.work / "results/iter_1/search/shard_0/manifest.json"
+    search = json.loads(manifest.read_text())["cache"]
+    assert search["starts"]["hits"] + search["policy"]["candidates"]["hits"] > 0, search
+    assert search["states"]["disagreements"] == 0 and search["conflicts"] == 0, search
+
+
+def test_a_killed_run_resumes_without_redoing_finished_jobs_or_attempts(resumed):
+    work, shard = resumed.work, resumed.work / "results/iter_1/search/shard_0"
+    r = resumed.rerun
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-8000:]
-    assert {p: p.stat().st_mtime_ns for p in finished_jobs} == times_before  # not redone
-    for name, data in parts_before.items():  # the parts written before the kill are kept as is
+    assert resumed.done_before
+    times_after = {p: p.stat().st_mtime_ns for p in resumed.times_before}
+    assert times_after == resumed.times_before  # not redone
+    for name, data in resumed.parts_before.items():  # the parts written before Ctrl-C are kept
         assert (shard / "summary" / name).read_bytes() == data
     pool = [json.loads(line) for line in (work / "results/iter_1/search_pool.jsonl").open()]
     done_after, skipped = finished_attempts(shard)
@@ -382,5 +421,5 @@ def test_a_killed_run_resumes_without_redoing_finished_jobs_or_attempts(tmp_path
     manifest = json.loads((shard / "manifest.json").read_text())
     assert manifest["resumed"] is True
     log = (work / "logs/search/iter_1_shard_0.log").read_text()
-    assert f"{len(pool) - len(done_before)} to do" in log, log[-3000:]
-    assert "Nothing to be done" in snakemake(work, "-n", target).stdout
+    assert f"{len(pool) - len(resumed.done_before)} to do" in log, log[-3000:]
+    assert "Nothing to be done" in snakemake(work, "-n", resumed.target).stdout
