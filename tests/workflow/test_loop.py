@@ -6,6 +6,9 @@ run: ``snakemake`` for iteration 1's search killed with SIGKILL during iteration
 (unlock, the same command), then with Ctrl-C during iteration 1's search (the same command
 again), finishes without redoing finished jobs or attempts, and with the rest of the loop gives
 the same numbers, proofs, models and EBMs as the first run, to the bit (clock-time fields aside).
+The first run is without the expansion cache, the second with it, empty at its start (issue 31's
+acceptance: the cache changes what answers cost, never what is found; compare.md states its hit
+rates).
 
 Two loops in all (the first, and the second killed twice), not one per check: each is minutes
 on 2 cores.  Marked ``slow``; ``.ci/run`` runs it as its own step.
@@ -33,6 +36,7 @@ from PIL import Image
 
 from burnqed.determinism import reproducible_digests
 from burnqed.eval.stage import without_run_specific
+from burnqed.eval.table import pct
 from burnqed.trajectory import finished_attempts, read_summary
 from tests.browser.conftest import WALK, dump_dom, find_chromium, screenshot
 
@@ -404,6 +408,31 @@ def test_a_run_killed_with_sigkill_and_rerun_gives_the_uninterrupted_numbers(loo
     search = json.loads(manifest.read_text())["cache"]
     assert search["starts"]["hits"] + search["policy"]["candidates"]["hits"] > 0, search
     assert search["states"]["disagreements"] == 0 and search["conflicts"] == 0, search
+
+
+def test_compare_states_the_expansion_caches_hit_rates_and_saving_per_eval(resumed):
+    """``results/compare.md`` of the cached run (issue 31 §6): its "Expansion cache" table has a
+    row for every eval — the baseline, both iterations, the search-longer control, the no-EBM
+    twins (iteration 1's, S's) and the configurations A, S, B — with the policy and Lean hit
+    rates and the seconds saved its eval JSON's ``cache`` block holds."""
+    work = resumed.work
+    blocks = _cache_blocks(work)
+    twins_and_configs = {"results/iter_1/eval_no_ebm.json", "results/iter_1/configs/S/eval_no_ebm.json",
+                         "results/iter_0/eval_longer.json",
+                         *(f"results/iter_1/configs/{c}/eval.json" for c in "ASB")}  # fmt: skip
+    assert twins_and_configs <= set(blocks), sorted(blocks)
+    rows = {r["file"]: r for r in json.loads((work / "results/compare.json").read_text())["cache"]}
+    assert set(rows) == set(blocks), (sorted(rows), sorted(blocks))
+    md = (work / "results/compare.md").read_text(encoding="utf-8")
+    assert "## Expansion cache" in md
+    for name, row in rows.items():
+        b = blocks[name]
+        assert row["policy_hit_rate"] == b["policy"]["hit_rate"] is not None, name
+        assert row["lean_hit_rate"] == b["lean"]["hit_rate"] is not None, name
+        assert row["policy_saved_s"] == b["policy"]["saved_s"], name
+        assert row["lean_net_saved_s"] == b["lean"]["net_saved_s"], name
+        assert f"| {name} | {pct(row['policy_hit_rate'])} (" in md, name
+    assert "s of generation and" in md
 
 
 def test_a_killed_run_resumes_without_redoing_finished_jobs_or_attempts(resumed):

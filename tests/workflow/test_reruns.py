@@ -114,8 +114,9 @@ def test_a_new_lean_toolchain_mathlib_or_pantograph_reruns_every_search_and_eval
 
 
 def test_the_expansion_cache_is_a_machine_setting_that_reruns_nothing(touched):
-    """Turning the cache off or moving it (params.yaml ``cache``) plans no job; each search and
-    eval job gets it as its ``expansion_cache`` resource, not as a param."""
+    """Turning the cache off or moving it (params.yaml ``cache``, or the README's ``--config
+    cache=`` for the demo without it) plans no job; each search and eval job gets it as its
+    ``expansion_cache`` resource, not as a param, and without it none."""
     work, _ = touched
     overlay = work / "tiny.yaml"
     before = overlay.read_bytes()
@@ -125,11 +126,17 @@ def test_the_expansion_cache_is_a_machine_setting_that_reruns_nothing(touched):
             assert planned(work) == {}, value
     finally:
         overlay.write_bytes(before)
-    r = snakemake(
-        work, "-n", "-f", "results/iter_0/eval.json", "results/iter_0/search/shard_0/manifest.json"
-    )
-    assert r.returncode == 0, r.stderr[-3000:]
-    jobs = re.split(r"\n(?=(?:local)?rule \w+:)", r.stdout)
-    for rule in ("eval", "search_shard"):
-        (block,) = [b for b in jobs if b.startswith(f"rule {rule}:")]
-        assert "expansion_cache=results/cache" in block, block  # config/demo.yaml's
+    r = snakemake(work, "-n", "--quiet", "rules", "--config", "cache=")
+    assert r.returncode == 0 and job_stats(r.stdout + r.stderr) == {}, r.stdout + r.stderr
+    targets = ("results/iter_0/eval.json", "results/iter_0/search/shard_0/manifest.json")
+    for extra, resource in (((), "expansion_cache=results/cache"),  # config/demo.yaml's
+                            (("--config", "cache="), None)):  # fmt: skip
+        r = snakemake(work, "-n", "-f", *targets, *extra)
+        assert r.returncode == 0, r.stderr[-3000:]
+        jobs = re.split(r"\n(?=(?:local)?rule \w+:)", r.stdout)
+        for rule in ("eval", "search_shard"):
+            (block,) = [b for b in jobs if b.startswith(f"rule {rule}:")]
+            if resource:
+                assert resource in block, block
+            else:
+                assert "expansion_cache" not in block, block
