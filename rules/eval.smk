@@ -142,6 +142,9 @@ rule eval_longer:
 rule eval_no_ebm:
     input:
         model="models/iter_{i}/merged",
+        # Order only (ancient: its date reruns nothing): the twin searches after the eval with the
+        # EBM, so the expansion cache answers what both ask and the twin pays only for what differs.
+        after=ancient("results/iter_{i}/eval.json"),
         benchmark=expand(
             "data/benchmarks/{name}.jsonl",
             name=lookup(dpath="eval/benchmark", within=config),
@@ -219,6 +222,7 @@ rule eval_config:
 rule eval_config_no_ebm:
     input:
         model="models/iter_{i}/configs/S/merged",
+        after=ancient("results/iter_{i}/configs/S/eval.json"),  # order only, as eval_no_ebm
         benchmark=expand(
             "data/benchmarks/{name}.jsonl",
             name=lookup(dpath="eval/benchmark", within=config),

@@ -140,3 +140,16 @@ def test_the_expansion_cache_is_a_machine_setting_that_reruns_nothing(touched):
                 assert resource in block, block
             else:
                 assert "expansion_cache" not in block, block
+
+
+def test_the_no_ebm_twins_search_after_their_ebm_evals(touched):
+    """Each no-EBM twin (iteration i's, and configuration S's) depends on its eval with the EBM
+    (an order-only, ``ancient`` input), so the expansion cache answers what the pair shares and the
+    twin pays only for what differs; the order reruns nothing (the DAG above plans no job)."""
+    work, _ = touched
+    r = snakemake(work, "--dag", "--forceall")
+    assert r.returncode == 0, r.stderr[-3000:]
+    rule_of = dict(re.findall(r"(?m)^\s*(\d+)\[label = \"(\w+)", r.stdout))
+    edges = {(rule_of[a], rule_of[b]) for a, b in re.findall(r"(\d+) -> (\d+)", r.stdout)}
+    assert ("eval", "eval_no_ebm") in edges
+    assert ("eval_config", "eval_config_no_ebm") in edges
