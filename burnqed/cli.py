@@ -19,6 +19,7 @@ Example::
     burnqed eval --model models/iter_0/merged --out results/iter_0/eval.json
     burnqed compare results/*/eval.json --out results/compare.md
     burnqed replay results/iter_0/eval.json --priority oracle --out results/iter_0/replay.json
+    burnqed cache stats --configfile config/demo.yaml
     burnqed doctor --configfile config/demo.yaml
     burnqed tree results/iter_0/eval --theorem KEY --out tree.html
 """
@@ -37,7 +38,11 @@ from burnqed import __version__
 
 # Stage packages with a `command` module, in the order `--help` lists them, then other commands.
 COMMANDS = ("data", "train", "ebm", "search", "eval", "replay", "report", "artifacts")
-COMMAND_MODULES = (*(f"burnqed.{name}.command" for name in COMMANDS), "burnqed.doctor")
+COMMAND_MODULES = (
+    *(f"burnqed.{name}.command" for name in COMMANDS),
+    "burnqed.search.cache_command",  # burnqed cache stats|prune: the expansion cache
+    "burnqed.doctor",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -132,6 +132,30 @@ def add_config_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
+def add_cache_arguments(p: argparse.ArgumentParser) -> None:
+    """``--cache DIR`` / ``--no-cache``: the expansion cache of a search or eval by hand (default:
+    the config's top-level ``cache``, a machine setting: :func:`cache_dir`)."""
+    g = p.add_mutually_exclusive_group()
+    g.add_argument(
+        "--cache",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="expansion cache directory (default: the config's `cache`; results are the same)",
+    )
+    g.add_argument("--no-cache", action="store_true", help="search without the expansion cache")
+
+
+def cache_dir(args: argparse.Namespace, params: Mapping[str, Any]) -> Path | None:
+    """The expansion cache a command uses: ``--cache``, none with ``--no-cache``, else the config's
+    ``cache`` (null: none)."""
+    if getattr(args, "no_cache", False):
+        return None
+    if getattr(args, "cache", None) is not None:
+        return Path(args.cache)
+    return Path(params["cache"]) if params.get("cache") else None
+
+
 def load_config(args: argparse.Namespace) -> dict:
     """The validated, merged parameters named by :func:`add_config_arguments` options."""
     return load_params(args.params, args.configfile)

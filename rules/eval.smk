@@ -35,6 +35,8 @@ rule eval_baseline:
         gpu=1,
         mem_mb=32000,
         runtime=720,
+        # The expansion cache: a machine setting like threads (params.yaml `cache`), not a param.
+        expansion_cache=lookup(dpath="cache", within=config),
     params:
         cfg=lookup(dpath="eval", within=config),
         search=lookup(dpath="search", within=config),
@@ -85,6 +87,8 @@ rule eval:
         gpu=1,
         mem_mb=32000,
         runtime=720,
+        # The expansion cache: a machine setting like threads (params.yaml `cache`), not a param.
+        expansion_cache=lookup(dpath="cache", within=config),
     params:
         cfg=lookup(dpath="eval", within=config),
         search=lookup(dpath="search", within=config),
@@ -125,6 +129,8 @@ rule eval_longer:
         gpu=1,
         mem_mb=32000,
         runtime=720,
+        # The expansion cache: a machine setting like threads (params.yaml `cache`), not a param.
+        expansion_cache=lookup(dpath="cache", within=config),
     params:
         cfg=lookup(dpath="eval", within=config),
         search=lookup(dpath="search", within=config),
@@ -142,6 +148,9 @@ rule eval_longer:
 rule eval_no_ebm:
     input:
         model="models/iter_{i}/merged",
+        # Order only (ancient: its date reruns nothing): the twin searches after the eval with the
+        # EBM, so the expansion cache answers what both ask and the twin pays only for what differs.
+        after=ancient("results/iter_{i}/eval.json"),
         benchmark=expand(
             "data/benchmarks/{name}.jsonl",
             name=lookup(dpath="eval/benchmark", within=config),
@@ -165,6 +174,8 @@ rule eval_no_ebm:
         gpu=1,
         mem_mb=32000,
         runtime=720,
+        # The expansion cache: a machine setting like threads (params.yaml `cache`), not a param.
+        expansion_cache=lookup(dpath="cache", within=config),
     params:
         cfg=lookup(dpath="eval", within=config),
         search=lookup(dpath="search", within=config),
@@ -204,6 +215,8 @@ rule eval_config:
         gpu=1,
         mem_mb=32000,
         runtime=720,
+        # The expansion cache: a machine setting like threads (params.yaml `cache`), not a param.
+        expansion_cache=lookup(dpath="cache", within=config),
     params:
         cfg=lookup(dpath="eval", within=config),
         search=lookup(dpath="search", within=config),
@@ -219,6 +232,7 @@ rule eval_config:
 rule eval_config_no_ebm:
     input:
         model="models/iter_{i}/configs/S/merged",
+        after=ancient("results/iter_{i}/configs/S/eval.json"),  # order only, as eval_no_ebm
         benchmark=expand(
             "data/benchmarks/{name}.jsonl",
             name=lookup(dpath="eval/benchmark", within=config),
@@ -240,6 +254,8 @@ rule eval_config_no_ebm:
         gpu=1,
         mem_mb=32000,
         runtime=720,
+        # The expansion cache: a machine setting like threads (params.yaml `cache`), not a param.
+        expansion_cache=lookup(dpath="cache", within=config),
     params:
         cfg=lookup(dpath="eval", within=config),
         search=lookup(dpath="search", within=config),

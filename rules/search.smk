@@ -31,6 +31,8 @@ rule search_shard:
         gpu=1,
         mem_mb=32000,
         runtime=720,
+        # The expansion cache: a machine setting like threads (params.yaml `cache`), not a param.
+        expansion_cache=lookup(dpath="cache", within=config),
     params:
         search=lookup(dpath="search", within=config),
         lean=lookup(dpath="lean", within=config),
@@ -89,6 +91,8 @@ rule search_noise_shard:
         gpu=1,
         mem_mb=32000,
         runtime=720,
+        # The expansion cache: a machine setting like threads (params.yaml `cache`), not a param.
+        expansion_cache=lookup(dpath="cache", within=config),
     params:
         search=lookup(dpath="search", within=config),
         lean=lookup(dpath="lean", within=config),
@@ -121,6 +125,8 @@ rule search_baseline_shard:
         gpu=1,
         mem_mb=32000,
         runtime=720,
+        # The expansion cache: a machine setting like threads (params.yaml `cache`), not a param.
+        expansion_cache=lookup(dpath="cache", within=config),
     params:
         search=lookup(dpath="search", within=config),
         lean=lookup(dpath="lean", within=config),

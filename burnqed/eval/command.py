@@ -19,7 +19,7 @@ from pathlib import Path
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    from burnqed.config import add_config_arguments
+    from burnqed.config import add_cache_arguments, add_config_arguments
 
     p = subparsers.add_parser(
         "eval",
@@ -56,6 +56,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="only score what --trajectories holds (an unfinished run is reported partial)",
     )
     p.add_argument("--seed", type=int, default=None, help="sampling seed (default: params seed)")
+    add_cache_arguments(p)
     add_config_arguments(p)
     p.set_defaults(func=main_eval)
 
@@ -92,7 +93,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def main_eval(args: argparse.Namespace) -> int:
-    from burnqed.config import load_config
+    from burnqed.config import cache_dir, load_config
     from burnqed.data.benchmarks import BenchmarkError, HashMismatchError
     from burnqed.eval.stage import run
     from burnqed.search.stage import SearchTerminated
@@ -117,6 +118,7 @@ def main_eval(args: argparse.Namespace) -> int:
             temperature=args.temperature,
             resume=args.resume,
             run_search=not args.no_search,
+            cache=cache_dir(args, params),
         )
     except SearchTerminated as e:
         return e.exit_code

@@ -319,6 +319,68 @@ def ended_by_markdown(c: Mapping[str, Any]) -> list[str]:
     ]
 
 
+def cache_rows(evals: Sequence[tuple[Path, Mapping[str, Any]]]) -> list[dict]:
+    """What the expansion cache answered and saved in each eval that ran through it (its ``cache``
+    block: :mod:`burnqed.search.cache`), one row per file, in the order given."""
+    out, seen = [], set()
+    for path, e in evals:
+        block = e.get("cache")
+        if not block or str(path) in seen:
+            continue
+        seen.add(str(path))
+        policy, lean = block.get("policy") or {}, block.get("lean") or {}
+        cands = policy.get("candidates") or {}
+        out.append(
+            {
+                "file": str(path),
+                "label": e.get("label"),
+                "policy_hits": cands.get("hits", 0),
+                "policy_candidates": cands.get("hits", 0) + cands.get("misses", 0),
+                "policy_hit_rate": policy.get("hit_rate"),
+                "expansions_answered": (policy.get("expansions") or {}).get("hits", 0),
+                "lean_hits": lean.get("hits", 0),
+                "lean_questions": lean.get("hits", 0) + lean.get("misses", 0),
+                "lean_hit_rate": lean.get("hit_rate"),
+                "rebuilds": (block.get("states") or {}).get("rebuilds", 0),
+                "disagreements": (block.get("states") or {}).get("disagreements", 0),
+                "policy_saved_s": policy.get("saved_s", 0.0),
+                "lean_net_saved_s": lean.get("net_saved_s", 0.0),
+            }
+        )
+    return out
+
+
+def cache_markdown(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The expansion cache's section of ``compare.md``: hit rates and the time saved per eval."""
+    if not rows:
+        return []
+    table = [
+        [r["file"], f"{pct(r['policy_hit_rate'])} ({r['policy_hits']}/{r['policy_candidates']})",
+         str(r["expansions_answered"]),
+         f"{pct(r['lean_hit_rate'])} ({r['lean_hits']}/{r['lean_questions']})",
+         str(r["rebuilds"]), str(r["disagreements"]), f"{r['policy_saved_s']:.1f}",
+         f"{r['lean_net_saved_s']:.1f}"]
+        for r in rows
+    ]  # fmt: skip
+    saved = sum(r["policy_saved_s"] for r in rows), sum(r["lean_net_saved_s"] for r in rows)
+    headers = ["eval", "policy hits", "expansions answered", "Lean hits", "rebuilds",
+               "disagreements", "policy s saved", "Lean s saved (net)"]  # fmt: skip
+    return [
+        "## Expansion cache",
+        "",
+        "What each eval's answers came from (burnqed.search.cache: the same results with or without "
+        "it): policy candidates and Lean tactic outcomes answered from the cache, expansions that "
+        "needed no model call, states rebuilt in Lean below cached answers, rebuilt states Lean "
+        "printed otherwise (disagreements), and the generation and Lean seconds saved (the cost "
+        "recorded with each answer; Lean net of the rebuilds).",
+        "",
+        markdown_table(headers, table),
+        "",
+        f"In all: {saved[0]:.1f} s of generation and {saved[1]:.1f} s of Lean saved.",
+        "",
+    ]
+
+
 def compare_markdown(c: Mapping[str, Any]) -> str:
     bench = c.get("benchmark") or {}
     head = (
@@ -374,6 +436,7 @@ def compare_markdown(c: Mapping[str, Any]) -> str:
     out += learning_markdown(c.get("learning") or {})
     for section in c.get("configs") or []:
         out += configs_markdown(section)
+    out += cache_markdown(c.get("cache") or [])
     out += ["## Newly solved theorems", ""]
     for r in c["rows"]:
         if r["newly_solved"] is not None:
@@ -403,10 +466,14 @@ def run(
 
     if not evals:
         raise CompareError("no eval JSON given")
-    c = compare(load_evals(evals), load_evals(controls) if controls else [])
+    loaded_evals = load_evals(evals)
+    loaded_controls = load_evals(controls) if controls else []
+    c = compare(loaded_evals, loaded_controls)
     c["configs"] = []
+    every = [*loaded_evals, *loaded_controls]
     for i, paths in sorted((configs or {}).items()):
         by_path = dict(load_evals([Path(v) for v in paths["evals"].values()]))
+        every += list(by_path.items())
         loaded = {k: by_path[Path(v)] for k, v in paths["evals"].items()}
         metrics = {k: json.loads(Path(v).read_text(encoding="utf-8"))
                    for k, v in (paths.get("metrics") or {}).items()}  # fmt: skip
@@ -414,6 +481,7 @@ def run(
     c["memory"] = (
         peak_memory(Path(benchmarks)) if benchmarks and Path(benchmarks).is_dir() else None
     )
+    c["cache"] = cache_rows(every)
     Path(out_md).parent.mkdir(parents=True, exist_ok=True)
     Path(out_md).write_text(compare_markdown(c), encoding="utf-8")
     if out_json is not None:

@@ -14,8 +14,9 @@ except the fields :data:`CLOCK_FIELDS` names, which hold clock time — seconds 
 machine, which a rerun does not repeat — :data:`SCHEDULE_FIELDS`, the Lean pool's counters of
 how the calls were spread over REPL processes, and :data:`MACHINE_FIELDS`, the ``machine`` block
 (:func:`burnqed.determinism.machine`: CPU, kernel level, threads, the instruction-set pin with the
-caller's own variables, accelerator) that says what made the numbers: :func:`without_run_specific`
-drops them, and what is left is identical on a rerun (same kernel level — any AVX2 CPU under the
+caller's own variables, accelerator) that says what made the numbers, and :data:`CACHE_FIELDS`, the
+expansion cache's ``cache`` block (hits, misses, rebuilds, disagreements, time saved per kind:
+:mod:`burnqed.search.cache`; null without the cache): :func:`without_run_specific` drops them, and what is left is identical on a rerun (same kernel level — any AVX2 CPU under the
 default pin — thread count and pinned versions; README).  The paired comparisons read
 ``machine.cpu_capability`` and ``machine.torch_threads`` from the full JSON.
 
@@ -166,17 +167,18 @@ SCHEDULE_FIELDS = frozenset({"lean_pool"})
 # The machine block (at the top and in the search manifest): the same numbers come from callers with
 # different environments under the pin, and from any CPU at the same kernel level; it records which.
 MACHINE_FIELDS = frozenset({"machine"})
+# The expansion cache's block (at the top and in the search manifest): what answered the questions
+# and what that saved, never what was found (burnqed.search.cache: sources change cost, not results).
+CACHE_FIELDS = frozenset({"cache"})
+RUN_SPECIFIC_FIELDS = CLOCK_FIELDS | SCHEDULE_FIELDS | MACHINE_FIELDS | CACHE_FIELDS
 
 
 def without_run_specific(obj: Any) -> Any:
     """``obj`` (an eval JSON, or any part of one) without the :data:`CLOCK_FIELDS`,
-    :data:`SCHEDULE_FIELDS` and :data:`MACHINE_FIELDS`: what a rerun reproduces exactly."""
+    :data:`SCHEDULE_FIELDS`, :data:`MACHINE_FIELDS` and :data:`CACHE_FIELDS`: what a rerun
+    reproduces exactly, with or without the expansion cache."""
     if isinstance(obj, Mapping):
-        return {
-            k: without_run_specific(v)
-            for k, v in obj.items()
-            if k not in CLOCK_FIELDS and k not in SCHEDULE_FIELDS and k not in MACHINE_FIELDS
-        }
+        return {k: without_run_specific(v) for k, v in obj.items() if k not in RUN_SPECIFIC_FIELDS}
     if isinstance(obj, list):
         return [without_run_specific(v) for v in obj]
     return obj
@@ -209,6 +211,7 @@ def run(
     run_search: bool = True,
     log_dir: Path | None = None,
     budget_factor: int = 1,
+    cache: Path | str | None = None,
 ) -> dict:
     """The eval stage (module docstring); returns the JSON written to ``out``.
 
@@ -217,7 +220,9 @@ def run(
     ``budget_factor`` multiplies every budget: the *search-longer control* (an iteration's model
     given more search instead of another round of training; ``eval.control_budget_factor``).
     Every eval samples at ``eval.temperature`` (``temperature`` overrides it, by hand only), so the
-    evals a comparison pairs differ only by model and EBM.
+    evals a comparison pairs differ only by model and EBM.  ``cache``: the expansion cache's
+    directory (a machine setting, :func:`burnqed.search.stage.run`); its ``cache`` block goes
+    into the JSON.
     """
     if budget_factor != 1:
         budgets = [int(b) * int(budget_factor) for b in cfg["budgets"]]
@@ -248,6 +253,7 @@ def run(
             seed=seed,
             log_dir=log_dir,
             kind="eval",
+            cache=cache,
         )
     elif (Path(trajectories) / "manifest.json").is_file():
         search_manifest = json.loads((Path(trajectories) / "manifest.json").read_text())
@@ -302,6 +308,8 @@ def run(
             "versions": package_versions(),
         },
         "machine": machine(),
+        # What the expansion cache answered and saved (this run's; null: no cache).
+        "cache": (search_manifest or {}).get("cache"),
     }
     write_json(Path(out), result)
     log_table(result)

@@ -163,6 +163,16 @@ def dedup_candidates(raw: Iterable[Candidate]) -> Generation:
     )
 
 
+def generation_of(raw: Iterable[Candidate | None]) -> Generation:
+    """The :class:`Generation` of one prompt's raw candidates (a backend's ``raw_candidates``, one
+    per seed; None: an aborted sample, dropped): what ``generate`` returns for that prompt.
+
+    >>> generation_of([Candidate("a", -1.0, 2), None, Candidate(" a", -0.5, 3)]).raw_count
+    2
+    """
+    return dedup_candidates(c for c in raw if c is not None)
+
+
 @runtime_checkable
 class TacticGenerator(Protocol):
     """What search, eval and the EBM need from a policy model. Implementations are synchronous;
@@ -180,6 +190,15 @@ class TacticGenerator(Protocol):
         ``j`` of prompt ``i`` (module docstring); with the same seed a backend returns the same
         candidate whatever else is in the call."""
         ...
+
+    # Every backend also has ``raw_candidates(prompts, params, seeds)``: per prompt, its ``n`` raw
+    # candidates in seed order, before de-duplication (None: a sample the server aborted), so that
+    # ``generate`` is ``[generation_of(raw) for raw in raw_candidates(...)]`` — the per-seed answers
+    # the expansion cache keys one by one (burnqed.search.cache) — and the class attribute
+    # ``candidates_independent_of_n``: whether candidate ``j`` depends on its seed but not on how
+    # many candidates the call asks for (HTTP: one request item per candidate; in process: no,
+    # the ``n`` candidates are one batch whose shape decides the kernels' rounding).  Not part of
+    # the protocol: test fakes need not have them (the cache then leaves the policy alone).
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """``(len(texts), hidden_size)`` float32 embeddings."""

@@ -53,7 +53,7 @@ from burnqed.policy import (
     Generation,
     SamplingParams,
     check_seeds,
-    dedup_candidates,
+    generation_of,
     trim_completion,
 )
 
@@ -195,22 +195,18 @@ def _sum_logprobs(values: Sequence[Any], where: str) -> float:
 def _group(raw: list[list[Candidate | None]], url: str) -> list[Generation]:
     out = []
     for i, samples in enumerate(raw):
-        kept = [c for c in samples if c is not None]
-        if len(kept) < len(samples):
-            log.warning(
-                "%s: %d of %d samples of prompt %d aborted",
-                url,
-                len(samples) - len(kept),
-                len(samples),
-                i,
-            )
-        out.append(dedup_candidates(kept))
+        aborted = sum(c is None for c in samples)
+        if aborted:
+            log.warning("%s: %d of %d samples of prompt %d aborted", url, aborted, len(samples), i)
+        out.append(generation_of(samples))
     return out
 
 
 class SGLangGenerator:
     """:class:`~burnqed.policy.TacticGenerator` over SGLang's native ``/generate`` and ``/encode``:
     one request item per candidate, each with its own ``sampling_seed`` (module docstring)."""
+
+    candidates_independent_of_n = True  # one request item per candidate
 
     def __init__(
         self,
@@ -238,6 +234,15 @@ class SGLangGenerator:
         params: SamplingParams,
         seeds: Sequence[Sequence[int]] | None = None,
     ) -> list[Generation]:
+        return _group(self.raw_candidates(prompts, params, seeds), f"{self.url}/generate")
+
+    def raw_candidates(
+        self,
+        prompts: Sequence[str],
+        params: SamplingParams,
+        seeds: Sequence[Sequence[int]] | None = None,
+    ) -> list[list[Candidate | None]]:
+        """Per prompt, its ``n`` candidates in seed order before de-duplication (None: aborted)."""
         prompts = list(prompts)
         if not prompts:
             return []
@@ -253,7 +258,7 @@ class SGLangGenerator:
         for i in range(len(prompts)):
             cands = [self._candidate(items[i * per + j], params, where) for j in range(per)]
             raw.append(cands * (params.n // per))
-        return _group(raw, where)
+        return raw
 
     @staticmethod
     def payload(
@@ -341,6 +346,8 @@ class OpenAIGenerator:
     when ``/v1/models`` lists it, else the only model listed.
     """
 
+    candidates_independent_of_n = True  # one request per candidate
+
     def __init__(
         self,
         url: str,
@@ -396,6 +403,15 @@ class OpenAIGenerator:
         params: SamplingParams,
         seeds: Sequence[Sequence[int]] | None = None,
     ) -> list[Generation]:
+        return _group(self.raw_candidates(prompts, params, seeds), f"{self.url}/v1/completions")
+
+    def raw_candidates(
+        self,
+        prompts: Sequence[str],
+        params: SamplingParams,
+        seeds: Sequence[Sequence[int]] | None = None,
+    ) -> list[list[Candidate | None]]:
+        """Per prompt, its ``n`` candidates in seed order before de-duplication (None: aborted)."""
         prompts = list(prompts)
         if not prompts:
             return []
@@ -419,7 +435,7 @@ class OpenAIGenerator:
                     ) from e
                 cands.append(self._candidate(choice, params, where))
             raw.append(cands * (params.n // per))
-        return _group(raw, where)
+        return raw
 
     @staticmethod
     def payloads(

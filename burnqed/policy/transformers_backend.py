@@ -59,7 +59,7 @@ from burnqed.policy import (
     Generation,
     SamplingParams,
     check_seeds,
-    dedup_candidates,
+    generation_of,
     trim_completion,
 )
 from burnqed.policy.model_files import check_model_dir, is_path_like
@@ -111,6 +111,10 @@ def _draw(logits: torch.Tensor, temperature: float, top_p: float, u: torch.Tenso
 class TransformersGenerator:
     """:class:`~burnqed.policy.TacticGenerator` over an HF causal LM loaded in this process."""
 
+    # A prompt's n candidates are one batch (n, T): n decides the kernels, so candidate j depends
+    # on n as well as on its seed (an expansion cache keys it with n).
+    candidates_independent_of_n = False
+
     def __init__(
         self,
         model_dir: str | Path,
@@ -154,10 +158,18 @@ class TransformersGenerator:
         params: SamplingParams,
         seeds: Sequence[Sequence[int]] | None = None,
     ) -> list[Generation]:
-        groups = self.sample(prompts, params, seeds)
-        out = []
-        for samples in groups:
-            raw = [
+        return [generation_of(raw) for raw in self.raw_candidates(prompts, params, seeds)]
+
+    def raw_candidates(
+        self,
+        prompts: Sequence[str],
+        params: SamplingParams,
+        seeds: Sequence[Sequence[int]] | None = None,
+    ) -> list[list[Candidate | None]]:
+        """Per prompt, its ``n`` candidates in seed order before de-duplication (``generate`` is
+        their :func:`~burnqed.policy.generation_of`; nothing is ever aborted in process)."""
+        return [
+            [
                 Candidate(
                     text=trim_completion(s.text, params.stop),
                     logprob=sum(s.token_logprobs),
@@ -166,8 +178,8 @@ class TransformersGenerator:
                 )
                 for s in samples
             ]
-            out.append(dedup_candidates(raw))
-        return out
+            for samples in self.sample(prompts, params, seeds)
+        ]
 
     def sample(
         self,

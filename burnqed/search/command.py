@@ -30,7 +30,7 @@ def _shard(text: str) -> tuple[int, int]:
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    from burnqed.config import add_config_arguments
+    from burnqed.config import add_cache_arguments, add_config_arguments
 
     p = subparsers.add_parser(
         "search",
@@ -80,13 +80,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     )
     p.add_argument("--seed", type=int, default=None, help="sampling seed (default: params seed)")
     p.add_argument("--log-dir", type=Path, default=None, help="directory for REPL stderr logs")
+    add_cache_arguments(p)
     add_config_arguments(p)
     p.set_defaults(func=main)
     return p
 
 
 def main(args: argparse.Namespace) -> int:
-    from burnqed.config import load_config, validate_params
+    from burnqed.config import cache_dir, load_config, validate_params
     from burnqed.search.stage import SearchTerminated, TooManyErrors, run
 
     params = load_config(args)
@@ -111,6 +112,7 @@ def main(args: argparse.Namespace) -> int:
             seed=args.seed if args.seed is not None else int(params.get("seed", 0)),
             shard=args.shard,
             log_dir=args.log_dir,
+            cache=cache_dir(args, params),
         )
     except SearchTerminated as e:
         return e.exit_code

@@ -22,12 +22,13 @@ them; :class:`RecordedSource` serves them on the engine's answer-source interfac
   the attempt marked inexact.
 
 **Live state after recorded answers.**  A recorded answer leaves no state in any REPL.  The first
-live question below a chain of recorded answers starts the theorem live and rebuilds the chain:
-with a ``LeanPool`` session by :meth:`~burnqed.lean.pool.ProofSession.adopt` (the pool rebuilds an
-adopted state on first use — ``goal.load`` of a saved ancestor, replay of the tactics below it — and
-counts ``rebuilds`` and ``disagreements``: a rebuilt state Lean prints differently; the live one
-stands); with an environment that cannot adopt (a test fake) by applying the path's tactics itself,
-counted the same way.
+live question below a chain of recorded answers starts the theorem live and rebuilds the chain
+(:mod:`burnqed.search.answered`, shared with the expansion cache): with a ``LeanPool`` session by
+:meth:`~burnqed.lean.pool.ProofSession.adopt` (the pool rebuilds an adopted state on first use —
+``goal.load`` of a saved ancestor, replay of the tactics below it — and counts ``rebuilds`` and
+``disagreements``: a rebuilt state Lean prints differently; the live one stands); with an
+environment that cannot adopt (a test fake) by applying the path's tactics itself, counted the same
+way.
 
 Energies: :class:`RecordedValue` gives back the recording's own energies (a replay with the
 recording's own priority), :class:`OracleValue` ranks the states on a recorded proof path first
@@ -43,7 +44,6 @@ Example::
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 from collections import Counter
@@ -55,10 +55,10 @@ from typing import Any
 import numpy as np
 
 from burnqed.lean.errors import ReplError, StartError
-from burnqed.lean.goals import NO_GOALS
 from burnqed.lean.pool import TacticFailure
 from burnqed.lean.verify import Verdict
 from burnqed.policy import Candidate, Generation, SamplingParams
+from burnqed.search.answered import AnsweredSession, AnsweredState, AnsweredSuccess
 from burnqed.search.engine import NOT_VERIFIED_ENDED, NOT_VERIFIED_LATER
 from burnqed.search.sources import ExpandRequest, LiveSource
 from burnqed.search.tree import state_hash
@@ -236,26 +236,6 @@ def recording_manifest(path: str | Path) -> dict:
 # The source
 
 
-@dataclass(frozen=True)
-class RecordedState:
-    """A state handed out by a :class:`RecordedSession` (the engine's ``ProofStateLike``)."""
-
-    sid: int  # session-local id, root 0
-    text: str  # the printed state, as recorded (or as live printed it, below a live answer)
-    depth: int
-
-    @property
-    def solved(self) -> bool:
-        return self.text == NO_GOALS
-
-
-@dataclass(frozen=True)
-class RecordedSuccess:
-    state: RecordedState
-    messages: tuple[str, ...]
-    lean_time_s: float  # the recording's Lean time for a recorded answer, else live's
-
-
 class RecordedSource:
     """The engine's answer source over a :class:`Recording`, reading through to ``live`` (a
     :class:`~burnqed.search.sources.LiveSource`) where it has no answer (module docstring)."""
@@ -351,37 +331,17 @@ class RecordedSource:
         }
 
 
-class RecordedSession:
-    """One attempt's proof session over the recording (the engine's ``ProofSessionLike``)."""
+class RecordedSession(AnsweredSession):
+    """One attempt's proof session over the recording (the engine's ``ProofSessionLike``): recorded
+    outcomes where the recording has them, live below them (:mod:`burnqed.search.answered`)."""
 
     def __init__(
         self, source: RecordedSource, theorem: Theorem, attempt: int, root: str | None
     ) -> None:
+        super().__init__(theorem, attempt, root, live=source.live, counts=source.counts)
         self.source = source
-        self.theorem = theorem
-        self.attempt = attempt
-        self._states: list[RecordedState] = []
-        self._parent: list[int] = []
-        self._tactic: list[str] = []
-        if root is not None:
-            self._add(-1, "", root)
-        self._live: Any = None  # the live session, started on the first live question
-        self._live_states: dict[int, Any] = {}  # sid → its live state (ProofStateLike)
-        self._live_lock = asyncio.Lock()  # a step's candidates run concurrently
 
-    @property
-    def root(self) -> RecordedState:
-        return self._states[0]
-
-    def _add(self, parent: int, tactic: str, text: str) -> RecordedState:
-        depth = self._states[parent].depth + 1 if parent >= 0 else 0
-        state = RecordedState(len(self._states), text, depth)
-        self._states.append(state)
-        self._parent.append(parent)
-        self._tactic.append(tactic)
-        return state
-
-    async def apply(self, state: RecordedState, tactic: str) -> Any:
+    async def apply(self, state: AnsweredState, tactic: str) -> Any:
         src = self.source
         o = src.recording.outcome(self.theorem.key, self.attempt, state_hash(state.text), tactic)
         if o is not None:
@@ -389,71 +349,13 @@ class RecordedSession:
             if o.text is None:
                 kind, _, message = (o.error or "error: ").partition(": ")
                 return TacticFailure(kind, message, o.lean_s)  # type: ignore[arg-type]
-            return RecordedSuccess(self._add(state.sid, tactic, o.text), (), o.lean_s)
+            return AnsweredSuccess(self.add(state.sid, tactic, o.text, o.lean_s), (), o.lean_s)
         if src.live is None:  # cannot happen for recorded candidates: their outcomes are recorded
             src.counts["lean"]["unanswered"] += 1
             src.inexact.add((self.theorem.key, self.attempt))
             return TacticFailure("error", "no recorded answer (replay with --live)", 0.0)
         src.counts["lean"]["live"] += 1
-        live_state = await self._live_state(state)
-        r = await self._live.apply(live_state, tactic)
-        st = getattr(r, "state", None)
-        if st is None:
-            return r
-        child = self._add(state.sid, tactic, st.text)
-        self._live_states[child.sid] = st
-        return RecordedSuccess(child, tuple(getattr(r, "messages", ())), r.lean_time_s)
-
-    async def start_live(self) -> None:
-        """Start the theorem live (the first live question, or an attempt not recorded)."""
-        src = self.source
-        assert src.live is not None
-        self._live = await src.live.start(self.theorem, self.attempt)
-        src.counts["starts"]["live"] += 1
-        root = self._live.root
-        if not self._states:
-            self._add(-1, "", root.text)
-        elif root.text != self._states[0].text:
-            src.counts["states"]["disagreements"] += 1
-            log.warning("%s: the live root differs from the recorded one", self.theorem.key)
-        self._live_states[0] = root
-
-    async def _live_state(self, state: RecordedState) -> Any:
-        """``state``'s live counterpart: the chain of recorded answers above it, handed to the live
-        session (adopted, rebuilt by the pool on first use; or applied, without ``adopt``)."""
-        async with self._live_lock:
-            if self._live is None:
-                await self.start_live()
-            chain, sid = [], state.sid
-            while sid not in self._live_states:
-                chain.append(sid)
-                sid = self._parent[sid]
-            live = self._live_states[sid]
-            adopt = getattr(self._live, "adopt", None)
-            counts = self.source.counts["states"]
-            for sid in reversed(chain):
-                tactic, text = self._tactic[sid], self._states[sid].text
-                if adopt is not None:
-                    live = adopt(live, tactic, text)
-                    counts["adopted"] += 1
-                else:  # an environment without adopt: rebuild the step now
-                    r = await self._live.apply(live, tactic)
-                    counts["rebuilds"] += 1
-                    if getattr(r, "state", None) is None:
-                        counts["disagreements"] += 1
-                        raise ReplError(
-                            f"{self.theorem.key}: the recorded step {tactic!r} (state {sid}) fails "
-                            f"live: {r.kind}: {r.message}"
-                        )
-                    if r.state.text != text:
-                        counts["disagreements"] += 1
-                    live = r.state
-                self._live_states[sid] = live
-            return live
-
-    async def close(self) -> None:
-        if self._live is not None:
-            await self._live.close()
+        return await self.apply_live(state, tactic)
 
 
 # --------------------------------------------------------------------------------------------

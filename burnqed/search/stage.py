@@ -60,7 +60,9 @@ from burnqed.outcomes import nondeterministic_events
 from burnqed.policy import SamplingParams, TacticGenerator, salted_seed
 from burnqed.progress import Progress
 from burnqed.provenance import code_digest, git_commit, launched_modules, lean_project_versions
-from burnqed.search.engine import ProofEnvironment, SearchResult, search_all
+from burnqed.search.cache import CachedSource, CacheSpec, lean_settings, policy_settings
+from burnqed.search.engine import ProofEnvironment, SearchResult, search_from_source
+from burnqed.search.sources import AnswerSource, LiveSource
 from burnqed.search.value import ValueModel
 from burnqed.theorems import Theorem, read_theorems
 from burnqed.trajectory import (
@@ -334,12 +336,15 @@ async def search_to_dir(
     resume: bool = False,
     provenance: Mapping[str, Any] | None = None,
     machine: Mapping[str, Any] | None = None,
+    cache: CacheSpec | None = None,
 ) -> dict:
     """Search the unfinished attempts of ``theorems`` into ``out``; return the manifest.
 
     Without ``resume`` the directory must not hold trajectory parts already (nothing written is
     ever overwritten).  The manifest is written last, after every attempt is flushed, with the
     ``machine`` block (:func:`burnqed.determinism.machine`; measured here when not given).
+    ``cache``: answer through the expansion cache (:mod:`burnqed.search.cache`) — the same
+    results, its ``cache`` block in the manifest (null without it).
     """
     out = Path(out)
     done: set[tuple[str, int]] = set()
@@ -391,12 +396,13 @@ async def search_to_dir(
         if finished % max(1, len(todo) // 20) == 0 or finished == len(todo):
             log.info("finished %d/%d attempts (%s)", finished, len(todo), dict(counts))
 
+    live = LiveSource(generator, env)
+    source: AnswerSource = live if cache is None else cache.open(live)
     try:
         with TrajectoryWriter(out, checkpoint_every=cfg.checkpoint_every, metadata=meta) as writer:
-            await search_all(
+            await search_from_source(
                 theorems,
-                generator,
-                env,
+                source,
                 cfg,
                 sampling=sampling,
                 seed=seed,
@@ -407,6 +413,8 @@ async def search_to_dir(
             )
     finally:
         bar.close()
+        if isinstance(source, CachedSource):  # the answers not yet written, however it ended
+            source.close()
     read = read_summary(out)
     summary, skipped = read.table, read.skipped
     expected = {(t.key, a) for t in theorems for a in range(cfg.attempts)}
@@ -444,6 +452,8 @@ async def search_to_dir(
         ][:MAX_LISTED_ERRORS],
         "nondeterministic_events": nondeterministic_events(rows),
         "lean_pool": env.stats() if callable(getattr(env, "stats", None)) else None,
+        # What the expansion cache answered and saved in this run (null: no cache).
+        "cache": source.stats() if isinstance(source, CachedSource) else None,
         "node_rows": sum(summary.column("nodes_total").to_pylist()),
         "expansions_per_step": cfg.expansions_per_step,
         "sampling": {
@@ -531,8 +541,14 @@ def run(
     shard: tuple[int, int] | None = None,
     log_dir: Path | None = None,
     kind: str = "search",
+    cache: Path | str | None = None,
 ) -> dict:
     """The search stage (see the module docstring); returns the manifest.
+
+    ``cache``: the expansion cache's directory (:mod:`burnqed.search.cache`; None: no cache) — a
+    machine setting like the thread count, in no fingerprint: the results are the same with it,
+    only the manifest's ``cache`` block and the clock fields differ, and a resume may add or drop
+    it.
 
     ``kind`` (``search`` | ``eval``) goes into the manifest: an eval's trajectories are benchmark
     proofs, which training stages refuse (:func:`burnqed.ebm.groups.eval_output`).
@@ -611,6 +627,13 @@ def run(
             from burnqed.search.value import load_value_model
 
             value_model = load_value_model(Path(ebm), generator)
+        spec = None
+        if cache is not None:
+            spec = CacheSpec(
+                Path(cache),
+                policy=policy_settings(generator, policy_cfg),
+                lean=lean_settings(lean_cfg, repl_version),
+            )
 
         async def main() -> dict:
             pool: AbstractAsyncContextManager = LeanPool(lean_cfg, log_dir=log_dir)
@@ -628,6 +651,7 @@ def run(
                         resume=resume,
                         provenance=provenance,
                         machine=machine,
+                        cache=spec,
                     )
                 finally:  # restarts, replays and moves: where the Lean time went
                     log.info("Lean pool: %s", env.stats())

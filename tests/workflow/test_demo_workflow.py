@@ -3,7 +3,8 @@
 The demo overlay plus a shrinking overlay (fewer theorems, fewer training steps, smaller search)
 builds data → tiny base → SFT → merge → iteration-0 search and noise search on 2 cores; then the
 artifacts are checked (the noise search drawing seeds of its own), a second dry run has nothing to
-do, and a search knob reruns only search.  Snakemake runs with a caller environment that asks for
+do, a search knob reruns only search, and the searches went through the demo's expansion cache (a
+rerun of one is answered from it whole).  Snakemake runs with a caller environment that asks for
 the lowest instruction set (and nothing of this test process's pin): the Snakefile's pin must
 decide what the jobs compute.
 """
@@ -11,7 +12,9 @@ decide what the jobs compute.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -124,3 +127,53 @@ def test_the_jobs_ran_under_the_snakefiles_pin_and_record_the_callers_values(dem
             assert pin["applied"] == isa.PINS["avx2"]
     gathered = json.loads((demo / TARGETS[0]).read_text(encoding="utf-8"))
     assert gathered["machine"] == shard["machine"]  # one shard: the common block
+
+
+def _attempts(shard: Path) -> list[tuple]:
+    """What a search found, attempt by attempt (not how long it took)."""
+    rows = read_summary(shard).table.to_pylist()
+    keys = ("theorem", "attempt", "status", "verified", "nodes_total")
+    return sorted((*(r[k] for k in keys), json.dumps(r["proof"])) for r in rows)
+
+
+def test_the_demo_searches_through_its_expansion_cache_and_a_rerun_is_answered_from_it(
+    demo, tmp_path
+):
+    """config/demo.yaml turns the expansion cache on (issue 31 §6): both searches asked the model
+    and Lean through ``results/cache`` and stored what they answered; ``burnqed cache stats``
+    finds it from the demo's config; and the search run again from scratch (in a copy of the run,
+    by Snakemake, so under the same pin, threads and keys) is answered from it whole — every
+    candidate and every tactic outcome — with the same attempts, statuses and proofs."""
+    for target in TARGETS:
+        shard = demo / Path(target).parent / "shard_0"
+        block = json.loads((shard / "manifest.json").read_text(encoding="utf-8"))["cache"]
+        assert block["dir"] == "results/cache", target
+        assert block["policy"]["cached"] and block["lean"]["cached"], block
+        assert block["policy"]["candidates"]["misses"] > 0 and block["lean"]["misses"] > 0
+        assert block["written"]["policy"] > 0 and block["written"]["lean"] > 0, block
+        assert block["states"]["disagreements"] == 0 and block["conflicts"] == 0, block
+    exe = shutil.which("burnqed", path=str(Path(sys.executable).parent)) or "burnqed"
+    r = subprocess.run(
+        [exe, "cache", "stats", "--json", "--configfile", "config/demo.yaml", "--configfile",
+         "tiny.yaml"],
+        cwd=demo, env=demo_env(), capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-3000:]
+    stats = json.loads(r.stdout)
+    assert stats["runs"] >= 2 and stats["dir"] == "results/cache", stats
+    assert stats["kinds"]["policy"]["rows"] > 0 and stats["kinds"]["lean"]["rows"] > 0, stats
+
+    copy = tmp_path / "again"
+    shutil.copytree(demo, copy, symlinks=True)
+    shutil.rmtree(copy / "results/iter_0/search")
+    r = snakemake(copy, TARGETS[0])
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-8000:]
+    again = json.loads((copy / "results/iter_0/search/shard_0/manifest.json").read_text())
+    block = again["cache"]
+    assert block["policy"]["candidates"]["misses"] == 0 < block["policy"]["candidates"]["hits"]
+    assert block["policy"]["expansions"]["misses"] == 0 and block["policy"]["hit_rate"] == 1.0
+    assert block["lean"]["misses"] == 0 < block["lean"]["hits"], block
+    assert block["starts"]["misses"] == 0 and block["states"]["disagreements"] == 0, block
+    assert block["written"] == {"policy": 0, "lean": 0}, block
+    first = demo / "results/iter_0/search/shard_0"
+    assert _attempts(copy / "results/iter_0/search/shard_0") == _attempts(first)

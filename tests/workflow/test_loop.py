@@ -6,6 +6,9 @@ run: ``snakemake`` for iteration 1's search killed with SIGKILL during iteration
 (unlock, the same command), then with Ctrl-C during iteration 1's search (the same command
 again), finishes without redoing finished jobs or attempts, and with the rest of the loop gives
 the same numbers, proofs, models and EBMs as the first run, to the bit (clock-time fields aside).
+The first run is without the expansion cache, the second with it, empty at its start (issue 31's
+acceptance: the cache changes what answers cost, never what is found; compare.md states its hit
+rates).
 
 Two loops in all (the first, and the second killed twice), not one per check: each is minutes
 on 2 cores.  Marked ``slow``; ``.ci/run`` runs it as its own step.
@@ -33,6 +36,7 @@ from PIL import Image
 
 from burnqed.determinism import reproducible_digests
 from burnqed.eval.stage import without_run_specific
+from burnqed.eval.table import pct
 from burnqed.trajectory import finished_attempts, read_summary
 from tests.browser.conftest import WALK, dump_dom, find_chromium, screenshot
 
@@ -75,7 +79,16 @@ SMALL = {
     "search": {"max_nodes": 8, "timeout_s": 120, "concurrency": 4, "checkpoint_every": 2},
     "eval": {"budgets": [4, 8]},
     "ebm": {"hidden_sizes": [32, 16], "steps": 10, "batch_size": 8, "save_every": 5},
+    # Run A of issue 31's acceptance: the clean loop without the expansion cache (the demo's is
+    # on); the killed-and-resumed loop runs with it (WITH_CACHE), and both are the same but the
+    # clock fields, per-node Lean times and the `cache` block.
+    "cache": None,
 }
+# The killed-and-resumed loop: the cache on and empty at its start (run B: the miss path), each
+# resume with what the killed commands stored (the hit path), and every eval of one model after
+# the first answered from what the first stored (the EBM ablation's twins, the search-longer
+# control, configuration A).
+WITH_CACHE = {**SMALL, "cache": "results/cache"}
 
 
 def _prepare(work: Path, overlay: dict) -> Path:
@@ -236,8 +249,9 @@ def test_the_next_pool_excludes_what_iteration_0_proved(loop):
 
 
 def _evals(work: Path) -> dict[str, dict]:
-    """Every eval JSON of a loop without its clock-time and scheduling fields and its machine block
-    (burnqed.eval.stage.CLOCK_FIELDS, SCHEDULE_FIELDS, MACHINE_FIELDS)."""
+    """Every eval JSON of a loop without its clock-time and scheduling fields, its machine block and
+    its expansion-cache block (burnqed.eval.stage.CLOCK_FIELDS, SCHEDULE_FIELDS, MACHINE_FIELDS,
+    CACHE_FIELDS)."""
     return {
         str(p.relative_to(work)): without_run_specific(json.loads(p.read_text()))
         for p in sorted((work / "results").rglob("eval*.json"))
@@ -322,7 +336,9 @@ def resumed(loop, tmp_path_factory) -> Resumed:
     resume to the uninterrupted bytes as well (test_a_run_killed_*).  The killed commands target
     iteration 1's search, so the searches are all they kill (an eval killed beside them would
     resume too, and record it)."""
-    work = _prepare(tmp_path_factory.mktemp("resumed"), SMALL)
+    # With the expansion cache, empty at the start (issue 31's run B: the miss path); each resumed
+    # command and the rest of the loop answer from what was stored before (the hit path).
+    work = _prepare(tmp_path_factory.mktemp("resumed"), WITH_CACHE)
     target = "results/iter_1/search/manifest.json"
     logs = tmp_path_factory.mktemp("resumed_logs")  # Snakemake's own output, outside the run
     # 1. The machine goes away (SIGKILL: no handler runs) while iteration 0's search is half-way,
@@ -357,14 +373,66 @@ def resumed(loop, tmp_path_factory) -> Resumed:
     return Resumed(work, target, rerun, rest, done_before, parts_before, times_before)
 
 
+def _cache_blocks(work: Path) -> dict[str, dict | None]:
+    """The ``cache`` block of every eval JSON of a loop, by path (null: run without the cache)."""
+    return {
+        str(p.relative_to(work)): json.loads(p.read_text()).get("cache")
+        for p in sorted((work / "results").rglob("eval*.json"))
+    }
+
+
 def test_a_run_killed_with_sigkill_and_rerun_gives_the_uninterrupted_numbers(loop, resumed):
     """Every eval, proof, adapter, model and EBM of the killed and resumed run (its jobs outside
-    the killed searches are a clean second run) is the first run's, to the bit."""
+    the killed searches are a clean second run) is the first run's, to the bit — and the first
+    ran without the expansion cache, the second with it, empty at its start (issue 31's
+    acceptance: run A off, run B on and empty, the resume with B's cache)."""
     for r in (resumed.rerun, resumed.rest):
         assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-8000:]
     manifest = resumed.work / "results/iter_0/search/shard_0/manifest.json"
     assert json.loads(manifest.read_text())["resumed"] is True
     _same_as(loop, resumed.work)
+    # The clean loop ran without the cache; here every eval went through it, some answered from
+    # it, and no rebuilt state or repeated answer disagreed.
+    assert set(_cache_blocks(loop).values()) == {None}
+    blocks = _cache_blocks(resumed.work)
+    assert len(blocks) >= 9 and None not in blocks.values()
+    assert sum(b["policy"]["candidates"]["hits"] for b in blocks.values()) > 0, blocks
+    assert sum(b["lean"]["hits"] for b in blocks.values()) > 0, blocks
+    for name, b in blocks.items():
+        assert b["states"]["disagreements"] == 0 and b["conflicts"] == 0, (name, b)
+        assert b["policy"]["candidates"]["misses"] + b["policy"]["candidates"]["hits"] > 0, name
+    assert list((resumed.work / "results/cache/policy").glob("part-*.parquet"))
+    # The hit path of the resume itself: Ctrl-C flushed what iteration 1's search had asked, and
+    # the same command, redoing the attempts that were under way, answered them from there.
+    manifest = resumed.work / "results/iter_1/search/shard_0/manifest.json"
+    search = json.loads(manifest.read_text())["cache"]
+    assert search["starts"]["hits"] + search["policy"]["candidates"]["hits"] > 0, search
+    assert search["states"]["disagreements"] == 0 and search["conflicts"] == 0, search
+
+
+def test_compare_states_the_expansion_caches_hit_rates_and_saving_per_eval(resumed):
+    """``results/compare.md`` of the cached run (issue 31 §6): its "Expansion cache" table has a
+    row for every eval — the baseline, both iterations, the search-longer control, the no-EBM
+    twins (iteration 1's, S's) and the configurations A, S, B — with the policy and Lean hit
+    rates and the seconds saved its eval JSON's ``cache`` block holds."""
+    work = resumed.work
+    blocks = _cache_blocks(work)
+    twins_and_configs = {"results/iter_1/eval_no_ebm.json", "results/iter_1/configs/S/eval_no_ebm.json",
+                         "results/iter_0/eval_longer.json",
+                         *(f"results/iter_1/configs/{c}/eval.json" for c in "ASB")}  # fmt: skip
+    assert twins_and_configs <= set(blocks), sorted(blocks)
+    rows = {r["file"]: r for r in json.loads((work / "results/compare.json").read_text())["cache"]}
+    assert set(rows) == set(blocks), (sorted(rows), sorted(blocks))
+    md = (work / "results/compare.md").read_text(encoding="utf-8")
+    assert "## Expansion cache" in md
+    for name, row in rows.items():
+        b = blocks[name]
+        assert row["policy_hit_rate"] == b["policy"]["hit_rate"] is not None, name
+        assert row["lean_hit_rate"] == b["lean"]["hit_rate"] is not None, name
+        assert row["policy_saved_s"] == b["policy"]["saved_s"], name
+        assert row["lean_net_saved_s"] == b["lean"]["net_saved_s"], name
+        assert f"| {name} | {pct(row['policy_hit_rate'])} (" in md, name
+    assert "s of generation and" in md
 
 
 def test_a_killed_run_resumes_without_redoing_finished_jobs_or_attempts(resumed):

@@ -111,3 +111,45 @@ def test_a_new_lean_toolchain_mathlib_or_pantograph_reruns_every_search_and_eval
     for rule in ("tactic_pairs", "search_pool", "proplogic_benchmark_split", "base_model"):
         assert rule not in plan, plan
     assert plan["sft"] == whole["sft"] - 1  # iteration 1's, which learns from the searches
+
+
+def test_the_expansion_cache_is_a_machine_setting_that_reruns_nothing(touched):
+    """Turning the cache off or moving it (params.yaml ``cache``, or the README's ``--config
+    cache=`` for the demo without it) plans no job; each search and eval job gets it as its
+    ``expansion_cache`` resource, not as a param, and without it none."""
+    work, _ = touched
+    overlay = work / "tiny.yaml"
+    before = overlay.read_bytes()
+    try:
+        for value in (None, "elsewhere/cache"):
+            overlay.write_text(yaml.safe_dump({**yaml.safe_load(before), "cache": value}))
+            assert planned(work) == {}, value
+    finally:
+        overlay.write_bytes(before)
+    r = snakemake(work, "-n", "--quiet", "rules", "--config", "cache=")
+    assert r.returncode == 0 and job_stats(r.stdout + r.stderr) == {}, r.stdout + r.stderr
+    targets = ("results/iter_0/eval.json", "results/iter_0/search/shard_0/manifest.json")
+    for extra, resource in (((), "expansion_cache=results/cache"),  # config/demo.yaml's
+                            (("--config", "cache="), None)):  # fmt: skip
+        r = snakemake(work, "-n", "-f", *targets, *extra)
+        assert r.returncode == 0, r.stderr[-3000:]
+        jobs = re.split(r"\n(?=(?:local)?rule \w+:)", r.stdout)
+        for rule in ("eval", "search_shard"):
+            (block,) = [b for b in jobs if b.startswith(f"rule {rule}:")]
+            if resource:
+                assert resource in block, block
+            else:
+                assert "expansion_cache" not in block, block
+
+
+def test_the_no_ebm_twins_search_after_their_ebm_evals(touched):
+    """Each no-EBM twin (iteration i's, and configuration S's) depends on its eval with the EBM
+    (an order-only, ``ancient`` input), so the expansion cache answers what the pair shares and the
+    twin pays only for what differs; the order reruns nothing (the DAG above plans no job)."""
+    work, _ = touched
+    r = snakemake(work, "--dag", "--forceall")
+    assert r.returncode == 0, r.stderr[-3000:]
+    rule_of = dict(re.findall(r"(?m)^\s*(\d+)\[label = \"(\w+)", r.stdout))
+    edges = {(rule_of[a], rule_of[b]) for a, b in re.findall(r"(\d+) -> (\d+)", r.stdout)}
+    assert ("eval", "eval_no_ebm") in edges
+    assert ("eval_config", "eval_config_no_ebm") in edges

@@ -22,4 +22,5 @@ with to_log_file(snakemake.log[0]):
         resume="auto",  # a killed job's finished attempts are kept; a changed job starts afresh
         shard=(int(snakemake.wildcards.shard), p.search["shards"]),
         log_dir=Path(snakemake.log[0]).with_suffix(".repl"),  # this job's REPL stderr logs
+        cache=snakemake.resources.get("expansion_cache"),  # a machine setting: rules/common.smk
     )
