@@ -232,13 +232,11 @@ def run_train(
             "groups_sha256": groups_digest(groups),
             "data_hash": data_hash,
             "trajectories": _search_hashes(dirs),
-            "groups": len(groups),
-            "train_groups": int((~groups.heldout).sum()),
-            "heldout_groups": int(groups.heldout.sum()),
+            # groups, train/held-out groups, dropped positives, negatives by kind
+            **groups.counts(),
             "heldout_theorems": sorted(
                 set(t for t, h in zip(groups.theorem, groups.heldout, strict=True) if h)
             ),
-            "negatives_by_kind": groups.kind_counts,
             "decontamination": decontamination_check,
         },
         "train": result.train,

@@ -47,8 +47,9 @@ policy's, so the contrastive signal keeps the embeddings apart while SFT teaches
 Data: the SFT stream is :func:`burnqed.train.sft.build_mix`'s (a seeded subsample of the base pairs
 plus the earlier searches' verified proof steps, upsampled; decontaminated), and the contrastive
 stream is :func:`burnqed.ebm.groups.build_groups` over the same searches' trees — positives on
-verified proof paths; sibling, dead-end, same-theorem and other-theorem negatives; split by
-theorem (the held-out theorems' groups are monitored, never trained on).
+verified proof paths against open siblings, the rest of the frontier, dead ends and off-path states
+of the same theorem (at most one other theorem's); split by theorem (the held-out theorems' groups
+are monitored, never trained on).
 
 Checkpoint selection is :mod:`.sft`'s (``sft.select_by`` over the base-pair and trajectory
 validation losses, measured every ``sft.eval_steps``); the head of the chosen step is kept with its
