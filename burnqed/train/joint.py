@@ -12,9 +12,12 @@ policy's, so the contrastive signal keeps the embeddings apart while SFT teaches
 - **two losses**: the SFT cross-entropy on the completion tokens only (``lm_head`` runs on the SFT
   rows alone: the group sequences need hidden states, not logits), plus λ·InfoNCE of the
   goal-conditioned energy head over the groups' embeddings, pooled from that same forward pass by
-  the function search's scorer uses (:func:`burnqed.policy.transformers_backend.pool_hidden`, at
-  each sequence's own last token — padding never enters a real token's attention, so the
-  embedding is the scorer's, up to floating-point rounding);
+  the function search's scorer uses (:func:`burnqed.policy.embedding.pool_hidden`, at each
+  sequence's own last token — padding never enters a real token's attention), from the token ids
+  the scorer embeds (:func:`burnqed.data.prompt.state_ids`: the state's prompt, the tokenizer's
+  BOS, cut at the model's context), so the embedding is the scorer's up to floating-point rounding;
+  a group with a sequence longer than ``sft.joint_state_max_length`` tokens is left out of the
+  stream (counted) rather than cut shorter than the scorer would cut it;
 - InfoNCE has **no temperature of its own**: ``-energies`` are the logits, and the head's learnable
   temperature (which divides the energy) is the only one (the reproduced system's "temperature
   double-dip" gotcha);
@@ -165,7 +168,7 @@ def joint_forward(model: Any, head: Any, batch: Batch, pooling: str) -> dict[str
     import torch
     import torch.nn.functional as F
 
-    from burnqed.policy.transformers_backend import pool_hidden
+    from burnqed.policy.embedding import pool_hidden
 
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     decoder, lm_head = base.model, base.lm_head
@@ -231,15 +234,17 @@ class GroupTexts:
 
 
 def group_texts(
-    groups: Any, texts: Mapping[str, str], tokenizer: Any, max_length: int
+    groups: Any, texts: Mapping[str, str], tokenizer: Any, limit: int | None
 ) -> GroupTexts:
-    """Tokenise the raw state and goal texts of ``groups`` (what the scorer embeds: the state as
-    Lean prints it, no prompt around it), each once."""
+    """Tokenise the states and goals of ``groups`` as the scorer embeds them — each state's prompt,
+    cut at the model's context ``limit`` (:func:`burnqed.data.prompt.state_ids`) — each once."""
+    from burnqed.data.prompt import state_ids
+
     cache: dict[str, list[int]] = {}
 
     def ids(h: str) -> list[int]:
         if h not in cache:
-            cache[h] = tokenizer(texts[h], truncation=True, max_length=max_length).input_ids
+            cache[h] = state_ids(tokenizer, texts[h], limit)
         return cache[h]
 
     return GroupTexts(
@@ -249,6 +254,31 @@ def group_texts(
         goal_hashes=list(groups.goals),
         ids=cache,
     )
+
+
+def _short_groups(
+    groups: Any, texts: Mapping[str, str], tokenizer: Any, model: Any, max_length: int
+) -> tuple[GroupTexts, Any]:
+    """The groups whose every sequence fits ``max_length`` tokens (a memory bound on one batch),
+    tokenised as the scorer embeds them; the others are left out and counted."""
+    from burnqed.policy.embedding import context_limit
+
+    limit = context_limit(model.get_base_model().config)
+    gt = group_texts(groups, texts, tokenizer, limit)
+    fits = [
+        max(len(r) for r in (*rows, goal)) <= max_length
+        for rows, goal in zip(gt.states, gt.goals, strict=True)
+    ]
+    if all(fits):
+        return gt, groups
+    import numpy as np
+
+    log.warning(
+        "joint training: %d of %d groups left out, a state or goal longer than "
+        "sft.joint_state_max_length (%d tokens)", fits.count(False), len(fits), max_length,
+    )  # fmt: skip
+    groups = groups.subset(np.asarray(fits, dtype=bool))
+    return group_texts(groups, texts, tokenizer, limit), groups
 
 
 def order(n: int, seed: int, epoch: int) -> list[int]:
@@ -320,9 +350,11 @@ def train_joint(
     eval_benchmarks: Sequence[Path] = (),
     decontamination: str = "refuse",
     seed: int,
+    warm_head: Path | None = None,
 ) -> dict:
-    """Train the adapter of iteration ``iteration`` jointly with an energy head (module docstring);
-    return the training summary."""
+    """Train the adapter of iteration ``iteration`` jointly with an energy head (module docstring),
+    the head warm-started from ``warm_head`` (configuration A's EBM) when given; return the
+    training summary."""
     import torch
 
     from burnqed.ebm.groups import build_groups, load_states, trajectory_dirs
@@ -388,7 +420,7 @@ def train_joint(
         }
         log.info("warm start from %s: %s", plan.warm_start, warm_start)
     hidden_size = model.get_base_model().config.hidden_size
-    gt = group_texts(groups, states.texts, tokenizer, sft.joint_state_max_length)
+    gt, groups = _short_groups(groups, states.texts, tokenizer, model, sft.joint_state_max_length)
     held = [i for i, h in enumerate(groups.heldout) if h]
     train_groups = [i for i, h in enumerate(groups.heldout) if not h]
     if not train_groups:
@@ -412,20 +444,18 @@ def train_joint(
     job = resume_key(
         sft=sft, ebm=ebm_cfg, pooling=pooling, iteration=iteration, seed=seed, base=base,
         warm_start=plan.warm_start, sft_rows=sft_rows, val_rows=val_rows, groups=groups, gt=gt,
+        warm_head=warm_head,
     )  # fmt: skip
-    trainable = [p for p in model.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(
-        [
-            {"params": trainable, "lr": plan.learning_rate, "name": "lora"},
-            {"params": list(head.parameters()), "lr": sft.joint_head_learning_rate, "name": "head"},
-        ]
-    )
-    from transformers import get_cosine_schedule_with_warmup
-
-    schedule = get_cosine_schedule_with_warmup(opt, sft.warmup_steps, plan.max_steps)
+    opt, schedule = optimizer(model, head, sft, plan)
     scales = LossScales()
     start = _resume(work, job, model, head, opt, schedule, scales)
-    if start == 0:
+    if start == 0 and warm_head is not None:
+        # Configuration A's EBM, trained on the embeddings of the model this training starts from:
+        # its weights and its input standardisation (the scorer's) both carry over.
+        warm = _load_warm_head(warm_head, ebm_cfg, hidden_size)
+        head.load_state_dict(warm.state_dict())
+        log.info("joint head warm-started from %s", warm_head)
+    elif start == 0:
         # Standardise the head's inputs with the starting embeddings of the training states (kept
         # fixed, in the head's buffers: the scorer applies the same).
         sample = [s for i in train_groups[:64] for s in gt.states[i]] + [
@@ -496,7 +526,7 @@ def train_joint(
                 raise JointTrainingError(
                     f"joint step {done}: loss is not finite (sft {sft_v}, nce {nce_v})"
                 )
-            grad_lora = _grad_norm(trainable)
+            grad_lora = _grad_norm(opt.param_groups[0]["params"])
             grad_head = _grad_norm(list(head.parameters()))
             opt.step()
             schedule.step()
@@ -505,7 +535,7 @@ def train_joint(
                 "nce_weight": scales.weight(sft.joint_lambda), "scale_sft": scales.sft,
                 "scale_nce": scales.nce, "grad_norm_lora": grad_lora, "grad_norm_head": grad_head,
                 "temperature": float(head.temperature.detach()), "lr_lora": schedule.get_last_lr()[0],
-                "lr_head": schedule.get_last_lr()[1],
+                "lr_head": schedule.get_last_lr()[1], "lr_head_scale": schedule.get_last_lr()[2],
             }  # fmt: skip
             _check_temperature(head, ebm_cfg, done, work)
             ceiling = sft.joint_sft_loss_ceiling
@@ -573,7 +603,9 @@ def train_joint(
             {"sft": sft.to_dict(), "ebm": ebm_cfg.to_dict(), "iteration": iteration,
              "effective": {"learning_rate": plan.learning_rate, "max_steps": plan.max_steps,
                            "warm_start": str(plan.warm_start) if plan.warm_start else None,
-                           "head_learning_rate": sft.joint_head_learning_rate},
+                           "head_learning_rate": sft.joint_head_learning_rate,
+                           "scale_learning_rate": sft.joint_scale_learning_rate,
+                           "warm_head": str(warm_head) if warm_head else None},
              "pooling": pooling, "seed": seed},
         )  # fmt: skip
         (staging / HEAD_META).write_text(
@@ -591,6 +623,70 @@ def train_joint(
 
 # --------------------------------------------------------------------------------------------
 # Pieces of the loop
+
+
+def head_param_groups(head: Any) -> tuple[list[Any], list[Any]]:
+    """The head's spectral-normed layer weights (``layers.…``) and its scale parameters (the rest:
+    ``log_temperature``, any output scale or bias): the scale gets its own constant rate."""
+    layers, scale = [], []
+    for name, p in head.named_parameters():
+        (layers if name.startswith("layers.") else scale).append(p)
+    return layers, scale
+
+
+def cosine_with_warmup(step: int, warmup: int, total: int) -> float:
+    """The LoRA's and the head layers' learning-rate factor at ``step`` (transformers'
+    ``get_cosine_schedule_with_warmup``: linear warm-up, then half a cosine to 0).
+
+    >>> [round(cosine_with_warmup(s, 2, 10), 3) for s in (0, 1, 2, 6, 10)]
+    [0.0, 0.5, 1.0, 0.5, 0.0]
+    """
+    if step < warmup:
+        return step / max(1, warmup)
+    progress = (step - warmup) / max(1, total - warmup)
+    return max(0.0, 0.5 * (1.0 + math.cos(math.pi * progress)))
+
+
+def optimizer(model: Any, head: Any, sft: SFTConfig, plan: Any) -> tuple[Any, Any]:
+    """AdamW over three groups — the LoRA weights (``plan.learning_rate``), the head's layers
+    (``sft.joint_head_learning_rate``), both on the cosine schedule, and the head's scale
+    (``sft.joint_scale_learning_rate``, constant: under the cosine at the head's rate the
+    temperature could not move, issue 30 §3) — and its schedule."""
+    import functools
+
+    import torch
+
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    layers, scale = head_param_groups(head)
+    opt = torch.optim.AdamW(
+        [
+            {"params": trainable, "lr": plan.learning_rate, "name": "lora"},
+            {"params": layers, "lr": sft.joint_head_learning_rate, "name": "head"},
+            {"params": scale, "lr": sft.joint_scale_learning_rate, "name": "head_scale"},
+        ]
+    )
+    cosine = functools.partial(cosine_with_warmup, warmup=sft.warmup_steps, total=plan.max_steps)
+    schedule = torch.optim.lr_scheduler.LambdaLR(opt, [cosine, cosine, _constant])
+    return opt, schedule
+
+
+def _constant(step: int) -> float:
+    return 1.0
+
+
+def _load_warm_head(path: Path, ebm: EBMConfig, dim: int) -> Any:
+    """The EBM at ``path`` (configuration A's) as the joint head's start; its architecture must be
+    the one ``ebm`` builds at width ``dim``."""
+    from burnqed.ebm.scorer import load_ebm
+
+    head, meta = load_ebm(Path(path), device="cpu")
+    theirs = EBMConfig.from_dict(meta["config"])
+    if int(meta["dim"]) != dim or theirs.hidden_sizes != ebm.hidden_sizes:
+        raise ValueError(
+            f"{path}: an EBM of width {meta['dim']} and layers {list(theirs.hidden_sizes)} cannot "
+            f"warm-start a joint head of width {dim} and layers {list(ebm.hidden_sizes)}"
+        )
+    return head
 
 
 def _with_adapter(model: Any, sft: SFTConfig, plan: Any) -> Any:
@@ -627,7 +723,7 @@ def embed_rows(
     """``(N, d)`` embeddings of token-id rows, one forward per row (the scorer's rule), no grad."""
     import torch
 
-    from burnqed.policy.transformers_backend import pool_hidden
+    from burnqed.policy.embedding import pool_hidden
 
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     was = base.training
@@ -685,7 +781,7 @@ def monitor(
     xs = x[: len(keys)].cpu().numpy().astype(np.float64)
     l2, separation = centroid_separation(xs, y)
     probe = linear_probe(xs, y, seed=0)
-    rank1, ties = [], 0
+    rank1, spans, ties = [], [], 0
     was = head.training
     head.eval()
     with torch.no_grad():
@@ -693,6 +789,7 @@ def monitor(
             z = x[[row[h] for h in gt.state_hashes[i]]]  # (1+K, d)
             g = x[row[gt.goal_hashes[i]]]  # (d,)
             e = head(z.unsqueeze(0), g.view(1, 1, -1))[0]  # (1+K,)
+            spans.append(float(e.max() - e.min()))
             best = e.min()
             tied = int((e == best).sum())
             ties += tied > 1
@@ -707,6 +804,9 @@ def monitor(
         "probe_majority_baseline": probe.get("majority_baseline"),
         "rank1": float(np.mean(rank1)) if rank1 else None,
         "tie_rate": ties / len(rank1) if rank1 else None,
+        # median spread of a group's energies (in nats: -energy is InfoNCE's logit), beside the
+        # log-prob's span it must reach to change the search's choice (issue 30 §3)
+        "energy_span": float(np.median(spans)) if spans else None,
         "groups": len(rank1),
         "temperature": float(head.temperature.detach()),
     }
@@ -826,7 +926,7 @@ def _content_digest(value: Any) -> str:
 def resume_key(
     *, sft: SFTConfig, ebm: EBMConfig, pooling: str, iteration: int, seed: int, base: Path,
     warm_start: Path | None, sft_rows: Sequence, val_rows: Mapping[str, Sequence], groups: Any,
-    gt: GroupTexts,
+    gt: GroupTexts, warm_head: Path | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """What a resume checkpoint must have been made by to be continued: the config and seed, the
     weights it starts from (base model and warm-start adapter, :func:`weights_digest`), the data by
@@ -840,6 +940,7 @@ def resume_key(
         "iteration": iteration, "seed": seed,
         "base": weights_digest(base),
         "warm_start": weights_digest(warm_start) if warm_start is not None else None,
+        "warm_head": weights_digest(warm_head) if warm_head is not None else None,
         "examples": _content_digest(list(sft_rows)), "validation": _content_digest(val_rows),
         "groups": _content_digest(
             [gt.states, gt.goals, [bool(h) for h in groups.heldout], list(groups.theorem)]
@@ -925,6 +1026,7 @@ def train_adapter(
     eval_benchmarks: Sequence[Path] = (),
     decontamination: str = "refuse",
     seed: int,
+    warm_head: Path | None = None,
 ) -> None:
     """The adapter of iteration ``iteration`` as ``sft.mode`` says: joint training from iteration 1
     on (there are trees to learn the value from), SFT at iteration 0 and with ``mode: sft``."""
@@ -935,6 +1037,7 @@ def train_adapter(
             base=base, train=train, val=val, out=out, cfg=cfg, ebm=ebm, pooling=pooling,
             iteration=iteration, previous_adapter=previous_adapter, trajectories=trajectories,
             eval_benchmarks=eval_benchmarks, decontamination=decontamination, seed=seed,
+            warm_head=warm_head,
         )  # fmt: skip
         return
     train_sft(
