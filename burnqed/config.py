@@ -633,6 +633,7 @@ class SFTConfig(Section):
     mode: str = "joint"
     joint_lambda: float = 0.1
     joint_head_learning_rate: float = 3.0e-5
+    joint_scale_learning_rate: float = 1.0e-2
     joint_groups_per_step: int = 4
     joint_state_max_length: int = 512
     joint_monitor_every: int = 50

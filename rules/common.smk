@@ -58,6 +58,14 @@ def sft_warm_start(wildcards):
     }
 
 
+def joint_warm_head(wildcards):
+    """Joint training's head starts from configuration A's EBM (trained on the embeddings of the
+    model joint training starts from, models/iter_{i-1}/merged)."""
+    if config["sft"]["mode"] != "joint" or int(wildcards.i) == 0:
+        return {}
+    return {"warm_head": f"models/iter_{wildcards.i}/configs/A/ebm"}
+
+
 def eval_benchmark_files(config):
     """The evaluation benchmark file(s) (eval.benchmark): what training data is decontaminated against."""
     names = config["eval"]["benchmark"]

@@ -34,6 +34,7 @@ from safetensors.torch import load_file, save_file
 from torch.nn.utils import parametrize
 
 from burnqed.config import EBMConfig
+from burnqed.data.prompt import embed_states
 from burnqed.ebm.embeddings import embedding_model_digest
 from burnqed.ebm.head import GoalConditionedEnergyHead
 from burnqed.ebm.train import build_head, resolve_device
@@ -80,8 +81,9 @@ class EBMValueModel:
         self.embedded = 0  # states embedded so far (for benchmarks and tests)
 
     def _embed(self, texts: list[str]) -> np.ndarray:
+        """The states' embeddings, each as the policy's prompt for it (burnqed.policy.embedding)."""
         out = [
-            np.asarray(self.generator.embed(texts[i : i + self.batch_size]), dtype=np.float32)
+            embed_states(self.generator, texts[i : i + self.batch_size])
             for i in range(0, len(texts), self.batch_size)
         ]
         self.embedded += len(texts)

@@ -29,12 +29,14 @@ import platform
 import shutil
 import time
 from collections.abc import Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from burnqed.config import EBMConfig, PolicyConfig
+from burnqed.data.prompt import embed_states
 from burnqed.determinism import deterministic_training, write_run_info
 from burnqed.ebm.embeddings import (
     EmbeddingError,
@@ -144,7 +146,7 @@ def run_embed(
         digest = embedding_model_digest(gen)
         settings = embedding_settings(gen, policy)
         key = embedding_key(settings)
-        stats = precompute(data.texts, gen.embed, out, key=key,
+        stats = precompute(data.texts, partial(embed_states, gen), out, key=key,
                            checkpoint_every=ebm_cfg.checkpoint_every,
                            batch_size=ebm_cfg.embed_batch_size)  # fmt: skip
     manifest = {
@@ -232,13 +234,11 @@ def run_train(
             "groups_sha256": groups_digest(groups),
             "data_hash": data_hash,
             "trajectories": _search_hashes(dirs),
-            "groups": len(groups),
-            "train_groups": int((~groups.heldout).sum()),
-            "heldout_groups": int(groups.heldout.sum()),
+            # groups, train/held-out groups, dropped positives, negatives by kind
+            **groups.counts(),
             "heldout_theorems": sorted(
                 set(t for t, h in zip(groups.theorem, groups.heldout, strict=True) if h)
             ),
-            "negatives_by_kind": groups.kind_counts,
             "decontamination": decontamination_check,
         },
         "train": result.train,

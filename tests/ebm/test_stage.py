@@ -156,6 +156,8 @@ def test_train_writes_weights_hyperparameters_hashes_and_curve(trained):
     assert meta["embedding_model_digest"] == trained["emb"]["embedding_model_digest"]
     assert len(meta["data"]["groups_sha256"]) == 16 and len(meta["data"]["trajectories"]) == 2
     assert sum(meta["data"]["negatives_by_kind"].values()) == 3 * meta["data"]["groups"]
+    assert meta["data"]["dropped"] >= 0
+    assert meta["data"]["negatives_by_kind"]["other_theorem"] <= meta["data"]["groups"]
     assert meta["chance"] == 0.25 and meta["heldout"]["groups"] == meta["data"]["heldout_groups"]
     assert meta["heldout"]["tie_rate"] == 0.0 and meta["heldout"]["rank1_by_depth"]
     assert all("tie_rate" in v for v in meta["heldout"]["rank1_by_depth"].values())
