@@ -637,6 +637,7 @@ class EBMConfig(Section):
     steps: int = 1500
     batch_size: int = 128
     learning_rate: float = 1.0e-4
+    temperature_learning_rate: float = 0.05
     temperature_init: float = 1.0
     temperature_min: float = 0.05
     temperature_max: float = 20.0
