@@ -34,12 +34,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-import numpy as np
-
-from burnqed.value.frontier import Row, choice_sets
-
-BOOTSTRAP_SAMPLES = 1000
-BOOTSTRAP_SEED = 0  # fixed: the reported standard error is a function of the data
+from burnqed.value.frontier import BOOTSTRAP_SAMPLES, Row, choice_sets
+from burnqed.value.frontier import top1_rate as frontier_top1
 
 
 @dataclass(frozen=True)
@@ -74,26 +70,10 @@ def top1_rate(
     decisions: Sequence[Decision], name: str, *, budget: int | None = None
 ) -> dict[str, float | int | None]:
     """Frontier top-1 of priority ``name`` over the decisions a run with ``budget`` makes (all
-    without one): ``rate``, its bootstrap ``se`` (theorems resampled with replacement,
-    :data:`BOOTSTRAP_SAMPLES` times, fixed seed) and the number of ``decisions``."""
+    without one): ``rate``, its bootstrap ``se`` (:func:`burnqed.value.frontier.top1_rate`) and
+    the number of ``decisions``."""
     chosen = [d for d in decisions if budget is None or d.expansion < budget]
-    if not chosen:
-        return {"rate": None, "se": None, "decisions": 0}
-    per: dict[str, list[int]] = {}
-    for d in chosen:
-        n_hit = per.setdefault(d.theorem, [0, 0])
-        n_hit[0] += 1
-        n_hit[1] += d.top1[name]
-    counts = np.array(list(per.values()), dtype=np.float64)  # (theorems, 2): decisions, hits
-    rate = counts[:, 1].sum() / counts[:, 0].sum()
-    se = None
-    if len(counts) > 1:
-        rng = np.random.default_rng(BOOTSTRAP_SEED)
-        idx = rng.integers(0, len(counts), size=(BOOTSTRAP_SAMPLES, len(counts)))
-        sample = counts[idx]  # (B, theorems, 2)
-        rates = sample[..., 1].sum(axis=1) / sample[..., 0].sum(axis=1)
-        se = float(rates.std(ddof=1))
-    return {"rate": float(rate), "se": se, "decisions": len(chosen)}
+    return frontier_top1([d.top1[name] for d in chosen], [d.theorem for d in chosen])
 
 
 __all__ = ["BOOTSTRAP_SAMPLES", "Decision", "find_decisions", "top1_rate"]

@@ -61,7 +61,7 @@ from burnqed.policy import SamplingParams, TacticGenerator, salted_seed
 from burnqed.progress import Progress
 from burnqed.provenance import code_digest, git_commit, launched_modules, lean_project_versions
 from burnqed.search.engine import ProofEnvironment, SearchResult, search_all
-from burnqed.search.value import ValueModel
+from burnqed.search.value import ValueModel, resolve_energy_weight, value_meta
 from burnqed.theorems import Theorem, read_theorems
 from burnqed.trajectory import (
     MANIFEST,
@@ -611,6 +611,11 @@ def run(
             from burnqed.search.value import load_value_model
 
             value_model = load_value_model(Path(ebm), generator)
+            # The weight this search gives the energy (search.energy_weight: fitted or a number).
+            provenance["energy_weight"] = resolve_energy_weight(
+                search_cfg.energy_weight, value_meta(value_model),
+                logprob_weight=search_cfg.logprob_weight,
+            )  # fmt: skip
 
         async def main() -> dict:
             pool: AbstractAsyncContextManager = LeanPool(lean_cfg, log_dir=log_dir)

@@ -47,19 +47,22 @@ class ChoiceSet:
         return [bool(r["on_proof_path"]) for r in self.open]
 
 
-def choice_sets(rows: Sequence[Row], *, max_depth: int) -> list[ChoiceSet]:
-    """The decisions of every attempt in ``rows``, in (theorem, attempt, expansion) order."""
+def choice_sets(
+    rows: Sequence[Row], *, max_depth: int, on_path_only: bool = True
+) -> list[ChoiceSet]:
+    """The decisions of every attempt in ``rows``, in (theorem, attempt, expansion) order (with
+    ``on_path_only=False``: every pop with at least two open nodes)."""
     by_attempt: dict[tuple[str, int], list[Row]] = {}
     for r in rows:
         by_attempt.setdefault((r["theorem"], r["attempt"]), []).append(r)
     out: list[ChoiceSet] = []
     for (theorem, attempt), nodes in sorted(by_attempt.items()):
-        out.extend(_attempt_sets(theorem, attempt, nodes, max_depth))
+        out.extend(_attempt_sets(theorem, attempt, nodes, max_depth, on_path_only))
     return out
 
 
 def _attempt_sets(
-    theorem: str, attempt: int, nodes: list[Row], max_depth: int
+    theorem: str, attempt: int, nodes: list[Row], max_depth: int, on_path_only: bool
 ) -> Iterator[ChoiceSet]:
     by_id = {r["node_id"]: r for r in nodes}
     # The step whose end brings a node into the frontier: its parent's (the root's: before all).
@@ -86,10 +89,52 @@ def _attempt_sets(
         nid = pop["node_id"]
         if nid not in open_nodes:
             raise ValueError(f"{theorem}#{attempt}: popped node {nid} was not in the frontier")
-        if len(open_nodes) >= 2 and any(r["on_proof_path"] for r in open_nodes.values()):
+        if len(open_nodes) >= 2 and (
+            not on_path_only or any(r["on_proof_path"] for r in open_nodes.values())
+        ):
             yield ChoiceSet(theorem, attempt, pop["expansion_index"],
                             tuple(open_nodes[i] for i in sorted(open_nodes)), nid)  # fmt: skip
         del open_nodes[nid]
 
 
-__all__ = ["ChoiceSet", "Row", "choice_sets"]
+BOOTSTRAP_SAMPLES = 1000
+BOOTSTRAP_SEED = 0  # fixed: the reported standard error is a function of the data
+
+
+def top1_rate(hits: Sequence[bool], theorems: Sequence[str]) -> dict[str, float | int | None]:
+    """The fraction of decisions a priority got right (``hits``), with a standard error
+    bootstrapped by theorem (theorems resampled with replacement, :data:`BOOTSTRAP_SAMPLES`
+    times, fixed seed): the theorem is the unit that varies, its decisions are correlated.
+
+    >>> top1_rate([True, False, True, True], ["a", "a", "b", "c"])["rate"]
+    0.75
+    """
+    import numpy as np
+
+    if not hits:
+        return {"rate": None, "se": None, "decisions": 0}
+    per: dict[str, list[int]] = {}
+    for hit, t in zip(hits, theorems, strict=True):
+        n_hit = per.setdefault(t, [0, 0])
+        n_hit[0] += 1
+        n_hit[1] += bool(hit)
+    counts = np.array(list(per.values()), dtype=np.float64)  # (theorems, 2): decisions, hits
+    rate = counts[:, 1].sum() / counts[:, 0].sum()
+    se = None
+    if len(counts) > 1:
+        rng = np.random.default_rng(BOOTSTRAP_SEED)
+        idx = rng.integers(0, len(counts), size=(BOOTSTRAP_SAMPLES, len(counts)))
+        sample = counts[idx]  # (B, theorems, 2)
+        rates = sample[..., 1].sum(axis=1) / sample[..., 0].sum(axis=1)
+        se = float(rates.std(ddof=1))
+    return {"rate": float(rate), "se": se, "decisions": len(hits)}
+
+
+def top1_hit(choice: ChoiceSet, scores: Sequence[float]) -> bool:
+    """Whether the open node with the highest score (ties: the lowest node id, as the search
+    breaks them) lies on the proof path."""
+    best = max(range(len(choice.open)), key=lambda j: (scores[j], -choice.open[j]["node_id"]))
+    return bool(choice.open[best]["on_proof_path"])
+
+
+__all__ = ["ChoiceSet", "Row", "choice_sets", "top1_hit", "top1_rate"]
