@@ -72,8 +72,16 @@ def load_ebm(path: Path, device: str = "cpu") -> tuple[GoalConditionedEnergyHead
 class EBMValueModel:
     """:class:`~burnqed.search.value.ValueModel` over a policy backend's ``embed`` and a head."""
 
-    def __init__(self, head: GoalConditionedEnergyHead, generator: Any, *, batch_size: int = 64):
+    def __init__(
+        self,
+        head: GoalConditionedEnergyHead,
+        generator: Any,
+        *,
+        batch_size: int = 64,
+        meta: Mapping[str, Any] | None = None,
+    ):
         self.head = head.eval()
+        self.meta = dict(meta or {})  # ebm.json: the fitted energy weight among it
         self.generator = generator
         self.batch_size = batch_size
         self.device = next(head.parameters()).device
@@ -129,5 +137,5 @@ def load_value_model(path: Path, generator: Any, *, device: str = "auto") -> EBM
         head.temperature.item(),
     )
     return EBMValueModel(
-        head, generator, batch_size=int(meta["config"].get("embed_batch_size", 64))
+        head, generator, batch_size=int(meta["config"].get("embed_batch_size", 64)), meta=meta
     )

@@ -4,7 +4,8 @@
   iterations ``< i`` → ``results/iter_{i}/embeddings/`` (append-only cache, see
   :mod:`burnqed.ebm.embeddings`; ``manifest.json`` written last).
 - :func:`run_train`: InfoNCE groups from the same trajectories, the head trained on them →
-  ``models/iter_{i}/ebm/`` (checkpoints in ``ebm.partial/`` until it is done), under
+  ``models/iter_{i}/ebm/``, with the energy's weight fitted on the searches' decisions
+  (:mod:`burnqed.ebm.fit`, ``ebm.json``'s ``energy_weight``) (checkpoints in ``ebm.partial/`` until it is done), under
   :func:`burnqed.determinism.deterministic_training`: a rerun (or a resumed run) writes the same
   ``ebm.safetensors`` and ``ebm.json``; throughput and whether it resumed go to ``run_info.json``.
 - :func:`run_metrics`: embedding-quality metrics + plots → ``results/iter_{i}/ebm_metrics.json`` and
@@ -201,6 +202,7 @@ def run_train(
 
     Every state of the searches is checked against ``eval_benchmarks`` (up to renaming); a theorem
     with a benchmark goal among its states is refused or dropped (``decontamination``)."""
+    from burnqed.ebm.fit import fit_energy_weight
     from burnqed.ebm.scorer import save_ebm
     from burnqed.ebm.train import groups_digest, resolve_device, train_head
 
@@ -223,6 +225,9 @@ def run_train(
     with deterministic_training(seed=seed, device=resolve_device(device).type) as determinism:
         result = train_head(vectors, groups, ebm_cfg, work_dir=work, seed=seed, device=device,
                             data_hash=data_hash)  # fmt: skip
+        # search.energy_weight: fitted — out-of-fold energies on the pool's decisions.
+        weight = fit_energy_weight(vectors, data, groups, ebm_cfg, dirs=dirs, work=work / "folds",
+                                   seed=seed, device=device)  # fmt: skip
     meta = {
         "config": ebm_cfg.to_dict(),
         "seed": seed,
@@ -245,6 +250,7 @@ def run_train(
         "heldout": result.heldout,
         "chance": result.chance,
         "temperature": result.temperature,
+        "energy_weight": weight,
         "determinism": determinism,
         **_provenance(),
     }

@@ -153,6 +153,12 @@ def test_train_writes_weights_hyperparameters_hashes_and_curve(trained):
     assert not ebm.with_name("ebm.partial").exists()
     meta = json.loads((ebm / "ebm.json").read_text())
     assert meta["config"] == EBM and meta["seed"] == 0
+    # search.energy_weight: fitted — out-of-fold energies on the toy searches' decisions.
+    fit = meta["energy_weight"]
+    assert fit["folds"] == 5 and fit["decisions"] == fit["fit"]["decisions"] > 20
+    assert fit["per_logprob_weight"] >= 0 and fit["fit"]["log_likelihood"] < 0
+    assert set(fit["heldout_frontier_top1"]) == {"logprob", "energy", "sum"}
+    assert fit["heldout_log_likelihood"] <= fit["fit"]["log_likelihood"]
     assert meta["embedding_model_digest"] == trained["emb"]["embedding_model_digest"]
     assert len(meta["data"]["groups_sha256"]) == 16 and len(meta["data"]["trajectories"]) == 2
     assert sum(meta["data"]["negatives_by_kind"].values()) == 3 * meta["data"]["groups"]
