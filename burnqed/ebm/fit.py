@@ -75,6 +75,24 @@ def pool_decisions(dirs: Sequence[Path], theorems: set[str]) -> tuple[list, dict
     return sets, {"depth_normalisation": float(next(iter(k), 0.0))}
 
 
+def score_states(
+    head: Any, vectors: Mapping[str, np.ndarray], data: Any, need: set[tuple[str, str]]
+) -> dict[tuple[str, str], float]:
+    """``head``'s energy of each (theorem, state hash) in ``need``, against the theorem's goal."""
+    head = head.eval()
+    dev = next(head.parameters()).device
+    order = sorted(need)
+    out: dict[tuple[str, str], float] = {}
+    with torch.no_grad():
+        for i in range(0, len(order), 512):
+            chunk = order[i : i + 512]
+            zs = torch.from_numpy(np.stack([vectors[h] for _, h in chunk])).float().to(dev)
+            zg = torch.from_numpy(np.stack([vectors[data.goal[t]] for t, _ in chunk]))
+            es = head(zs, zg.float().to(dev)).float().cpu().numpy()
+            out.update(zip(chunk, es.tolist(), strict=True))
+    return out
+
+
 def fit_energy_weight(
     vectors: Mapping[str, np.ndarray],
     data: Any,
@@ -93,10 +111,8 @@ def fit_energy_weight(
     sets, settings = pool_decisions(dirs, set(data.goal))
     theorems = sorted({c.theorem for c in sets})
     if len(theorems) < cfg.fit_folds:
-        log.warning("energy weight: %d theorems with decisions, fewer than ebm.fit_folds %d: no fit",
-                    len(theorems), cfg.fit_folds)  # fmt: skip
-        return {"per_logprob_weight": None, "decisions": len(sets), "theorems": len(theorems),
-                "reason": f"fewer theorems with decisions than ebm.fit_folds ({cfg.fit_folds})"}  # fmt: skip
+        return _no_fit(sets, theorems,
+                       f"fewer theorems with decisions than ebm.fit_folds ({cfg.fit_folds})")  # fmt: skip
     folds = theorem_folds(theorems, cfg.fit_folds, seed=seed)
     k = settings["depth_normalisation"]
     energies: dict[tuple, float] = {}  # (theorem, state hash) → out-of-fold energy
@@ -107,18 +123,26 @@ def fit_energy_weight(
         fold_groups = replace(groups, heldout=in_fold)  # the fold: measured, never trained on
         r = train_head(vectors, fold_groups, cfg, work_dir=work / f"fold_{f}", seed=seed,
                        device=device)  # fmt: skip
-        head = r.head.eval()
-        dev = next(head.parameters()).device
-        need = sorted({(c.theorem, n["state_hash"]) for c in sets if folds[c.theorem] == f
-                       for n in c.open})  # fmt: skip
-        with torch.no_grad():
-            for i in range(0, len(need), 512):
-                chunk = need[i : i + 512]
-                zs = torch.from_numpy(np.stack([vectors[h] for _, h in chunk])).float().to(dev)
-                zg = torch.from_numpy(np.stack([vectors[data.goal[t]] for t, _ in chunk]))
-                es = head(zs, zg.float().to(dev)).float().cpu().numpy()
-                energies.update(zip(chunk, es.tolist(), strict=True))
+        need = {(c.theorem, n["state_hash"]) for c in sets if folds[c.theorem] == f
+                for n in c.open}  # fmt: skip
+        energies.update(score_states(r.head, vectors, data, need))
     shutil.rmtree(work, ignore_errors=True)
+    return fitted_block(
+        sets, energies, folds, depth_normalisation=k,
+        scheme="energies of each fold of theorems from a head trained without them; held-out "
+        "figures from weights fitted without them; the weight used: the fit on all",
+    )  # fmt: skip
+
+
+def fitted_block(
+    sets: Sequence, energies: Mapping[tuple, float], folds: Mapping[str, int], *,
+    depth_normalisation: float, scheme: str,
+) -> dict:  # fmt: skip
+    """The ``energy_weight`` block from decisions ``sets`` and each open node's energy
+    (``energies[theorem, state hash]``, scored by a head that never trained on that theorem): the
+    conditional logit on every decision (the weight used) and cross-fitted by ``folds`` (the
+    held-out log-likelihood and frontier top-1)."""
+    k = depth_normalisation
 
     def x(c) -> np.ndarray:
         return np.array([[n["cum_logprob"] / max(n["depth"], 1) ** k if k else n["cum_logprob"],
@@ -142,20 +166,51 @@ def fit_energy_weight(
         "heldout_log_likelihood": cf.heldout_log_likelihood,
         "heldout_log_likelihood_per_decision": cf.heldout_log_likelihood / len(sets),
         "heldout_frontier_top1": {n: top1_rate(h, names) for n, h in held.items()},
-        "folds": cfg.fit_folds,
+        "folds": max(folds.values()) + 1,
         "decisions": len(sets),
-        "theorems": len(theorems),
+        "theorems": len(set(names)),
         "depth_normalisation": k,
-        "scheme": "energies of each fold of theorems from a head trained without them; "
-        "held-out figures from weights fitted without them; the weight used: the fit on all",
+        "scheme": scheme,
     }
     log.info(
         "energy weight %.3f per unit of logprob_weight (%d decisions, %d theorems); held-out "
         "frontier top-1: log-prob %.3f, energy %.3f, fitted sum %.3f",
-        ratio, len(sets), len(theorems), *(block["heldout_frontier_top1"][n]["rate"]
-                                           for n in ("logprob", "energy", "sum")),
+        ratio, len(sets), block["theorems"], *(block["heldout_frontier_top1"][n]["rate"]
+                                               for n in ("logprob", "energy", "sum")),
     )  # fmt: skip
     return block
 
 
-__all__ = ["FEATURES", "fit_energy_weight", "pool_decisions"]
+def _no_fit(sets: Sequence, theorems: Sequence[str], why: str) -> dict:
+    log.warning("energy weight: %s: no fit", why)
+    return {"per_logprob_weight": None, "decisions": len(sets), "theorems": len(theorems),
+            "reason": why}  # fmt: skip
+
+
+def fit_heldout_energy_weight(
+    head: Any, vectors: Mapping[str, np.ndarray], data: Any, cfg: EBMConfig, *,
+    dirs: Sequence[Path], heldout: set[str], seed: int = 0,
+) -> dict:  # fmt: skip
+    """The ``energy_weight`` block of a head that cannot be re-trained per fold (the joint head:
+    one joint training per fold would be the whole adapter again): only the decisions of
+    ``heldout`` theorems — those the head never trained on — are scored by ``head``; the weight is
+    the conditional logit on them, its held-out figures cross-fitted by theorem among them."""
+    sets, settings = pool_decisions(dirs, set(data.goal) & set(heldout))
+    theorems = sorted({c.theorem for c in sets})
+    if len(theorems) < cfg.fit_folds:
+        return _no_fit(sets, theorems, f"{len(theorems)} held-out theorems with decisions, "
+                       f"fewer than ebm.fit_folds ({cfg.fit_folds})")  # fmt: skip
+    energies = score_states(head, vectors, data, {(c.theorem, n["state_hash"]) for c in sets
+                                                  for n in c.open})  # fmt: skip
+    block = fitted_block(
+        sets, energies, theorem_folds(theorems, cfg.fit_folds, seed=seed),
+        depth_normalisation=settings["depth_normalisation"],
+        scheme="energies by the exported head, only on theorems it never trained on (held out of "
+        "its training and of its warm start's); held-out figures from weights fitted without "
+        "each fold of those theorems; the weight used: the fit on all of them",
+    )  # fmt: skip
+    return {**block, "heldout_theorems": theorems}
+
+
+__all__ = ["FEATURES", "fit_energy_weight", "fit_heldout_energy_weight", "fitted_block",
+           "pool_decisions"]  # fmt: skip

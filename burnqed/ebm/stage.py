@@ -271,6 +271,54 @@ def run_train(
     return meta
 
 
+def joint_energy_weight(
+    head: Any, head_meta: Mapping[str, Any], *, searches: Sequence[str | Path], embeddings: Path,
+    embedding_model_digest: str, warm_head: Path | None, seed: int,
+    eval_benchmarks: Sequence[str | Path] = (), decontamination: str = "refuse",
+) -> dict:  # fmt: skip
+    """``search.energy_weight: fitted`` for the head joint training exported (configuration C).
+
+    Fold heads would each be a joint training of the whole adapter, so instead the head scores only
+    the pool decisions of theorems it never trained on: held out of joint training
+    (``heldout_theorems`` of its meta) and of its warm start's training (configuration A's EBM,
+    ``data.heldout_theorems`` of its ``ebm.json``) — both split with the same seed over the same
+    searches, so normally one set.  Those states are embedded by the merged joint model
+    (``embeddings``, checked by digest) as the scorer will embed them
+    (:func:`burnqed.ebm.fit.fit_heldout_energy_weight`).
+    """
+    from burnqed.ebm.fit import fit_heldout_energy_weight
+    from burnqed.ebm.scorer import META
+
+    if head_meta.get("heldout_theorems") is None:
+        why = "the joint head's meta does not list its held-out theorems (an older adapter)"
+        log.warning("energy weight: %s: no fit", why)
+        return {"per_logprob_weight": None, "reason": why}
+    joint_held = set(head_meta["heldout_theorems"])
+    held, warm_held = joint_held, None
+    if warm_head is not None:
+        warm_meta = json.loads((Path(warm_head) / META).read_text(encoding="utf-8"))
+        warm_held = set(warm_meta["data"]["heldout_theorems"])
+        held = joint_held & warm_held
+    dirs = _dirs(searches)
+    data, _ = decontaminated(load_states(dirs), eval_benchmarks, decontamination, dirs)
+    vectors, manifest = _vectors_for(Path(embeddings), data)
+    if manifest["embedding_model_digest"] != embedding_model_digest:
+        # Another model's vectors would give the head energies it never gives in search.
+        why = (f"{embeddings} holds embeddings of model digest "
+               f"{manifest['embedding_model_digest']}, the head is exported for "
+               f"{embedding_model_digest}")  # fmt: skip
+        log.warning("energy weight: %s: no fit", why)
+        return {"per_logprob_weight": None, "reason": why}
+    block = fit_heldout_energy_weight(head, vectors, data, EBMConfig.from_dict(head_meta["config"]),
+                                      dirs=dirs, heldout=held, seed=seed)  # fmt: skip
+    block["heldout_sets"] = {
+        "joint_training": len(joint_held),
+        "warm_start": None if warm_held is None else len(warm_held),
+        "both": len(held),
+    }
+    return block
+
+
 def _rank1_where(credit, tied, mask) -> dict:
     """Rank-1 credit and tie rate over the held-out groups ``mask`` selects."""
     n = int(mask.sum())

@@ -277,8 +277,12 @@ def train_joint(
                       "warm_head": str(warm_head) if warm_head else None},
         "pooling": pooling, "seed": seed,
     }  # fmt: skip
+    # The theorems the head never trained on: its energy weight is fitted on their decisions alone
+    # (burnqed.ebm.stage.joint_energy_weight).
+    held_theorems = sorted({t for t, h in zip(groups.theorem, groups.heldout, strict=True) if h})
     head_meta = {"config": ebm_cfg.to_dict(), "dim": hidden_size, "pooling": pooling,
-                 "step": chosen.step, "heldout": final, "seed": seed}  # fmt: skip
+                 "step": chosen.step, "heldout": final, "seed": seed,
+                 "heldout_theorems": held_theorems}  # fmt: skip
     _publish(out, model, tokenizer, selection, chosen, metrics_path, summary=summary,
              hyperparameters=hyperparameters, head_meta=head_meta, started=started)  # fmt: skip
     shutil.rmtree(work, ignore_errors=True)
@@ -1169,10 +1173,17 @@ def train_adapter(
     )  # fmt: skip
 
 
-def export_joint_ebm(*, adapter: Path, merged: Path, out: Path, pooling: str) -> dict:
+def export_joint_ebm(
+    *, adapter: Path, merged: Path, out: Path, pooling: str,
+    searches: Sequence[Path] = (), embeddings: Path | None = None, warm_head: Path | None = None,
+    eval_benchmarks: Sequence[Path] = (), decontamination: str = "refuse", seed: int = 0,
+) -> dict:  # fmt: skip
     """The joint head of ``adapter`` as an EBM directory (``burnqed.ebm.scorer`` format) for the
-    merged model ``merged``: its weights, its config, and the merged model's embedding digest (what
-    :func:`burnqed.ebm.scorer.load_value_model` checks against the policy in use)."""
+    merged model ``merged``: its weights, its config, the merged model's embedding digest (what
+    :func:`burnqed.ebm.scorer.load_value_model` checks against the policy in use) and, given the
+    pool ``searches`` and their ``embeddings`` by the merged model, its fitted energy weight
+    (:func:`burnqed.ebm.stage.joint_energy_weight`: on the theorems neither it nor its warm start
+    ``warm_head`` trained on)."""
     from safetensors.torch import load_file
 
     from burnqed.ebm.embeddings import model_digest
@@ -1192,12 +1203,24 @@ def export_joint_ebm(*, adapter: Path, merged: Path, out: Path, pooling: str) ->
     cfg = EBMConfig.from_dict(meta["config"])
     head = build_head(int(meta["dim"]), cfg)
     head.load_state_dict(load_file(str(adapter / HEAD_WEIGHTS)))
+    digest = model_digest(merged, pooling)
+    if searches and embeddings is not None:
+        from burnqed.ebm.stage import joint_energy_weight
+
+        weight = joint_energy_weight(
+            head, meta, searches=searches, embeddings=embeddings, embedding_model_digest=digest,
+            warm_head=warm_head, seed=seed, eval_benchmarks=eval_benchmarks,
+            decontamination=decontamination,
+        )  # fmt: skip
+    else:
+        weight = {"per_logprob_weight": None, "reason": "exported without the pool searches"}
     ebm_meta = {
         **meta,
         "kind": "joint",
         "embedding_model": str(merged),
-        "embedding_model_digest": model_digest(merged, pooling),
+        "embedding_model_digest": digest,
         "adapter": str(adapter),
+        "energy_weight": weight,
     }
     with staged_dir(out) as staging:
         save_ebm(staging, head, ebm_meta)

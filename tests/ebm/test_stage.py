@@ -264,3 +264,43 @@ def test_cli_runs_the_three_subcommands(searches, tmp_path, repo_root, fake_back
                      "--out", str(tmp_path / "m.json"), "--plots", str(tmp_path / "plots")]) == 0  # fmt: skip
     assert json.loads((tmp_path / "m.json").read_text())["ebm"]["path"] == str(tmp_path / "ebm")
     assert Path(tmp_path / "ebm" / "ebm.safetensors").stat().st_size > 0
+
+
+def test_a_head_without_fold_heads_is_fitted_on_the_theorems_it_never_trained_on(
+    trained, searches, tmp_path
+):
+    """The joint head's energy weight (configuration C): only the decisions of theorems held out
+    of its training and of its warm start's are scored and fitted."""
+    from burnqed.ebm.fit import pool_decisions
+    from burnqed.ebm.groups import load_states
+    from burnqed.ebm.stage import _dirs, joint_energy_weight
+
+    head, meta = load_ebm(trained["root"] / "ebm")
+    dirs = _dirs(searches)
+    sets, _ = pool_decisions(dirs, set(load_states(dirs).goal))
+    theorems = sorted({c.theorem for c in sets})
+    assert len(theorems) >= 8
+    joint_held, warm_held = [*theorems[:7], "never-searched"], theorems[1:8]
+    (tmp_path / "A").mkdir()
+    (tmp_path / "A" / "ebm.json").write_text(json.dumps({"data": {"heldout_theorems": warm_held}}))
+    digest = trained["emb"]["embedding_model_digest"]
+
+    def fit(held, warm=tmp_path / "A", model_digest=digest):
+        return joint_energy_weight(
+            head, {"config": meta["config"], "heldout_theorems": held}, searches=searches,
+            embeddings=trained["root"] / "embeddings", embedding_model_digest=model_digest,
+            warm_head=warm, seed=0,
+        )  # fmt: skip
+
+    block = fit(joint_held)
+    both = theorems[1:7]  # held out of both: the only theorems scored
+    assert block["heldout_theorems"] == both and block["theorems"] == 6
+    assert block["decisions"] == sum(c.theorem in both for c in sets)
+    assert block["heldout_sets"] == {"joint_training": 8, "warm_start": 7, "both": 6}
+    assert block["per_logprob_weight"] is not None and block["folds"] == 5
+    assert set(block["heldout_frontier_top1"]) == {"logprob", "energy", "sum"}
+    assert fit(joint_held, warm=None)["heldout_theorems"] == theorems[:7]
+    # Too few theorems for the folds, a head without the list, another model's embeddings: no fit.
+    assert "fewer than ebm.fit_folds" in fit(theorems[:4])["reason"]
+    assert fit(None)["per_logprob_weight"] is None
+    assert "model digest" in fit(joint_held, model_digest="0" * 16)["reason"]

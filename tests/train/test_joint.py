@@ -208,6 +208,16 @@ def test_joint_training_writes_the_adapter_the_head_and_what_it_measured(joint_r
     assert not joint_run.with_name(joint_run.name + ".work").exists()  # removed when done
 
 
+def test_the_joint_head_lists_the_theorems_it_never_trained_on(joint_run, searches, tmp_path):
+    """What its energy weight is fitted on (burnqed.ebm.stage.joint_energy_weight)."""
+    _, groups = joint.read_groups(searches, EBMConfig.from_dict(EBM), iteration=1, seed=0,
+                                  eval_benchmarks=(), decontamination="refuse")  # fmt: skip
+    held = {t for t, h in zip(groups.theorem, groups.heldout, strict=True) if h}
+    trained = {t for t, h in zip(groups.theorem, groups.heldout, strict=True) if not h}
+    meta = json.loads((joint_run / joint.HEAD_META).read_text())
+    assert held and set(meta["heldout_theorems"]) == held and not held & trained
+
+
 def test_a_killed_run_resumes_to_the_same_weights(
     joint_run, tiny_base, lora_adapter, pairs, searches, tmp_path, monkeypatch
 ):
@@ -276,6 +286,8 @@ def test_the_joint_head_becomes_the_iterations_ebm(joint_run, tiny_base, tmp_pat
     merge_adapter(base=tiny_base, adapter=joint_run, out=merged)
     meta = export_joint_ebm(adapter=joint_run, merged=merged, out=tmp_path / "ebm", pooling="last")
     assert meta["kind"] == "joint"
+    assert meta["energy_weight"] == {"per_logprob_weight": None,
+                                     "reason": "exported without the pool searches"}  # fmt: skip
     value = load_value_model(tmp_path / "ebm", TransformersGenerator(merged), device="cpu")
     e = value.energies(STATES[:2], [GOAL] * 2)
     assert e.shape == (2,) and np.isfinite(e).all()
