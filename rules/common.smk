@@ -134,6 +134,15 @@ def config_embeddings(wildcards):
     return f"results/iter_{wildcards.i}/configs/{wildcards.c}/embeddings/manifest.json"
 
 
+def features_label(wildcards):
+    """``iter_1 features``: how reports name iteration {i}'s eval with the feature value."""
+    return f"iter_{wildcards.i} features"
+
+
+def features_replay_label(wildcards):
+    return f"iter_{wildcards.i} features (replay)"
+
+
 def config_evals(config):
     """Every configuration eval of every iteration >= 1 (compare and rule all)."""
     out = []
@@ -181,6 +190,9 @@ def config_sets(config):
         )
         if "B" in evals:
             evals["B0"] = evals["C0"]
+        # The feature value (the EBM's control), paired with C0, and its replay prediction.
+        evals["F"] = f"results/iter_{i}/eval_features.json"
+        evals["F_replay"] = f"results/iter_{i}/replay_features.json"
         if "S" in evals:
             evals["S0"] = f"results/iter_{i}/configs/S/eval_no_ebm.json"
         out[i] = {"iteration": i, "evals": evals, "metrics": metrics}

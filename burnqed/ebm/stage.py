@@ -319,6 +319,33 @@ def joint_energy_weight(
     return block
 
 
+def run_fit_features(
+    *, searches: Sequence[str | Path], model: str | Path, out: Path, cfg: Mapping[str, Any],
+    seed: int = 0, eval_benchmarks: Sequence[str | Path] = (), decontamination: str = "refuse",
+) -> dict:  # fmt: skip
+    """The feature value of iteration ``i`` (:mod:`burnqed.value.features`): its weights fitted on
+    the pool ``searches``' decisions (decontaminated as the EBM's data), tokens counted by
+    ``model``'s tokenizer (the policy it will search with), cross-fitted in ``ebm.fit_folds`` folds
+    of theorems → ``out/features.json``."""
+    from transformers import AutoTokenizer
+
+    from burnqed.ebm.fit import pool_decisions
+    from burnqed.value.features import fit_features, token_counter, write_feature_value
+
+    ebm_cfg = EBMConfig.from_dict(cfg)
+    dirs = _dirs(searches)
+    data, check = decontaminated(load_states(dirs), eval_benchmarks, decontamination, dirs)
+    sets, settings = pool_decisions(dirs, set(data.goal))
+    tokenizer = AutoTokenizer.from_pretrained(str(model), local_files_only=True)
+    block = fit_features(sets, token_counter(tokenizer), folds=ebm_cfg.fit_folds, seed=seed,
+                        depth_normalisation=settings["depth_normalisation"])  # fmt: skip
+    meta = write_feature_value(Path(out), {**block, "seed": seed, "trajectories":
+                               _search_hashes(dirs), "decontamination": check}, model=model)  # fmt: skip
+    log.info("feature value → %s: weights %s, held-out frontier top-1 %s", out, block["weights"],
+             {k: v["rate"] for k, v in block["energy_weight"]["heldout_frontier_top1"].items()})  # fmt: skip
+    return meta
+
+
 def _rank1_where(credit, tied, mask) -> dict:
     """Rank-1 credit and tie rate over the held-out groups ``mask`` selects."""
     n = int(mask.sum())

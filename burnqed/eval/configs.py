@@ -82,7 +82,22 @@ def config_comparisons(
         if a in evals and b in evals:
             questions.append({"from": a, "to": b, "question": why,
                               "test": paired_test(evals[a], evals[b], varies=varies)})  # fmt: skip
-    return {"iteration": iteration, "configs": rows, "questions": questions}
+    return {"iteration": iteration, "configs": rows, "questions": questions,
+            "features": feature_comparison(evals)}  # fmt: skip
+
+
+def feature_comparison(evals: Mapping[str, Mapping[str, Any]]) -> dict[str, Any] | None:
+    """The feature value (``F``, the EBM's control) against the main line's policy without a value
+    model (``C0``), live and as its replay predicted it (``F_replay``: replayed over ``C0``'s trees
+    before the live eval ran); None when neither was evaluated."""
+    base = evals.get("C0")
+    out: dict[str, Any] = {}
+    for key, name in (("F", "live"), ("F_replay", "replay")):
+        e = evals.get(key)
+        if e is not None:
+            out[name] = {"label": e.get("label"), "rate": _top_rate(e),
+                         "test": paired_test(base, e, varies="value model") if base else None}  # fmt: skip
+    return out or None
 
 
 def _top_rate(e: Mapping[str, Any]) -> dict[str, Any]:
@@ -155,6 +170,25 @@ def configs_markdown(section: Mapping[str, Any]) -> list[str]:
                 [[n, q["question"], *table_cells(q["test"])]
                  for (n, _), q in zip(named, section["questions"], strict=True)],
             ),
+            "",
+        ]  # fmt: skip
+    feats = section.get("features") or {}
+    if feats:
+        cells = []
+        for name in ("live", "replay"):
+            f = feats.get(name)
+            t = (f or {}).get("test") or {}
+            cells += ["–"] if f is None else [
+                f"{pct(f['rate']['rate'])} ({f['rate']['budget']}); "
+                + (f"+{t['gained']}/−{t['lost']}, p {format_p(t['p_value'])}"
+                   if t.get("gained") is not None else "undecided")
+            ]  # fmt: skip
+        out += [
+            "The feature value (goals, hypotheses, tokens; fitted on the pool) against C's policy "
+            "without a value model, and its replay prediction over that eval's trees:",
+            "",
+            markdown_table(["value", "live (paired vs none)", "replay prediction"],
+                           [["features", *cells]]),
             "",
         ]  # fmt: skip
     lines = [f"- {n}: undecided — {r}" for n, t in [*ablations, *named] for r in t["reasons"]]

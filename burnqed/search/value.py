@@ -101,7 +101,13 @@ def resolve_energy_weight(
 
 
 def load_value_model(path: Path, generator: TacticGenerator) -> ValueModel:
-    """The trained EBM at ``path``, embedding states with ``generator`` (``burnqed.ebm``)."""
+    """The value model at ``path``: the feature value when it is one (``features.json``,
+    :mod:`burnqed.value.features`: its kind is its artifact's, so ``--ebm`` and the rules take
+    either), else the trained EBM, embedding states with ``generator`` (``burnqed.ebm``)."""
+    from burnqed.value.features import is_feature_value, load_feature_value
+
+    if is_feature_value(Path(path)):
+        return load_feature_value(Path(path), generator)
     try:
         from burnqed.ebm import load_value_model as load_ebm
     except ImportError as e:

@@ -96,3 +96,24 @@ def test_an_ablation_whose_twin_differs_beyond_the_value_model_is_undecided_nami
     )
     (q,) = c["configs"][0]["questions"]  # A → C varies the model: decided
     assert (q["from"], q["to"], q["test"]["verdict"]) == ("A", "C", "no measurable effect")
+
+
+def test_the_feature_value_is_paired_with_c0_beside_its_replay_prediction(tmp_path):
+    ev = {
+        "C0": synthetic_eval("iter_1 no EBM", {64: NAMES[:12]}, 40, 40, theorems=NAMES),
+        "C": synthetic_eval("iter_1", {64: NAMES[:14]}, 40, 40, theorems=NAMES),
+        # live: +6 / −1; the replay predicted +4 / −0
+        "F": synthetic_eval("iter_1 features", {64: NAMES[1:18]}, 40, 40, theorems=NAMES),
+        "F_replay": synthetic_eval(
+            "iter_1 features (replay)", {64: NAMES[:16]}, 40, 40, theorems=NAMES
+        ),
+    }
+    paths = dict(zip(ev, _write(tmp_path, ev), strict=True))
+    c = run(evals=[paths["C"]], out_md=tmp_path / "c.md",
+            configs={1: {"evals": paths, "metrics": {}}})  # fmt: skip
+    f = c["configs"][0]["features"]
+    assert (f["live"]["test"]["gained"], f["live"]["test"]["lost"]) == (6, 1)
+    assert (f["replay"]["test"]["gained"], f["replay"]["test"]["lost"]) == (4, 0)
+    assert f["live"]["rate"]["solved"] == 17 and f["replay"]["rate"]["solved"] == 16
+    md = (tmp_path / "c.md").read_text()
+    assert "| features | 42.5% (64); +6/−1, p 0.125 | 40.0% (64); +4/−0, p 0.125 |" in md

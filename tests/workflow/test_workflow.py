@@ -231,6 +231,10 @@ def test_dry_run_plans_the_whole_loop(overlay, tmp_path):
         "ebm_metrics_config": 3 * (n - 1),
         "eval_config": 3 * (n - 1),
         "eval_config_no_ebm": n - 1,
+        # the feature value (the EBM's control): fitted, replayed over eval_no_ebm, evaluated
+        "value_features": n - 1,
+        "replay_features": n - 1,
+        "eval_features": n - 1,
     }
     assert {k: jobs.get(k) for k in expected} == expected, out[-3000:]
 
@@ -244,7 +248,9 @@ def test_the_last_iterations_eval_needs_every_stage_before_it(tmp_path):
     jobs = _job_counts(out)
     assert jobs["eval_baseline"] == 1 and jobs["eval"] == 3
     assert jobs["sft"] == jobs["merge"] == 3 and jobs["ebm_export_joint"] == 2
-    assert "ebm_embed" not in jobs  # the joint head needs no frozen embeddings (metrics and B do)
+    # the joint head's energy weight is fitted on its held-out theorems' states, embedded by the
+    # joint model (the embeddings metrics and B use too)
+    assert jobs["ebm_embed"] == 2
     assert jobs["search_shard"] == 2 and jobs["search_noise_shard"] == 1
 
 
