@@ -25,6 +25,9 @@ between the two evals leaves it undecided, the field named):
 - **B → C** (the value model): did live gradients help the head (same policy, same searches)?
 - **A → C** (the model): the whole effect of one iteration with joint training;
 - and for each configuration, its value head against none (the EBM ablation: the value model).
+  **C against its no-EBM twin is the primary comparison**, declared before the run (issue 30 §7);
+  the four ablations together are also reported with Holm's correction (``p_holm``), since looking
+  at four and reporting the best would otherwise overstate it.
 
 Beside them, the embedding metrics of each configuration's EBM data (``ebm_metrics.json``): the
 scale-free centroid separation, the linear probe's balanced accuracy, and the EBM's held-out rank-1
@@ -36,13 +39,14 @@ the section then holds A → main and the two ablations.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from burnqed.eval.paired import format_p, notes_lines, paired_test, table_cells, table_headers
 from burnqed.eval.table import markdown_table, pct
 
 CONFIGS = ("A", "S", "B", "C")
+PRIMARY = "C"  # the pre-declared comparison: C against its no-EBM twin at the largest budget
 # (from, to, question, the factor the pair varies: burnqed.eval.paired.FACTORS)
 QUESTIONS = (
     ("S", "B", "did the joint loss protect the embeddings?", "model"),
@@ -77,6 +81,9 @@ def config_comparisons(
                 "embeddings": embedding_summary(metrics.get(c)),
             }
         )
+    for r, p in zip(rows, holm([(r["ablation"] or {}).get("p_value") for r in rows]), strict=True):
+        if r["ablation"] is not None:
+            r["ablation"] = {**r["ablation"], "p_holm": p, "primary": r["config"] == PRIMARY}
     questions = []
     for a, b, why, varies in QUESTIONS:
         if a in evals and b in evals:
@@ -84,6 +91,21 @@ def config_comparisons(
                               "test": paired_test(evals[a], evals[b], varies=varies)})  # fmt: skip
     return {"iteration": iteration, "configs": rows, "questions": questions,
             "features": feature_comparison(evals)}  # fmt: skip
+
+
+def holm(p_values: Sequence[float | None]) -> list[float | None]:
+    """Holm's step-down adjustment of ``p_values`` (None: no test, left out of the family).
+
+    >>> holm([0.01, 0.04, None, 0.03])
+    [0.03, 0.06, None, 0.06]
+    """
+    present = sorted((p, i) for i, p in enumerate(p_values) if p is not None)
+    out: list[float | None] = [None] * len(p_values)
+    m, running = len(present), 0.0
+    for k, (p, i) in enumerate(present):
+        running = max(running, min(1.0, (m - k) * p))
+        out[i] = round(running, 12)
+    return out
 
 
 def feature_comparison(evals: Mapping[str, Mapping[str, Any]]) -> dict[str, Any] | None:
@@ -143,8 +165,10 @@ def configs_markdown(section: Mapping[str, Any]) -> list[str]:
         rows.append([
             r["config"], r["label"] or "", f"{pct(r['rate']['rate'])} ({r['rate']['budget']})",
             pct(r["rate_no_ebm"]["rate"]) if r["rate_no_ebm"] else "–",
-            "–" if ab is None else f"+{ab['gained']}/−{ab['lost']}, p {format_p(ab['p_value'])}, "
-            f"{ab['verdict']}" if ab["gained"] is not None else ab["verdict"],
+            "–" if ab is None else f"+{ab['gained']}/−{ab['lost']}, p {format_p(ab['p_value'])}"
+            + ("" if ab.get("p_holm") is None else f" (Holm {format_p(ab['p_holm'])})")
+            + (" **primary**" if ab.get("primary") else "") + f", {ab['verdict']}"
+            if ab["gained"] is not None else ab["verdict"],
             _f(emb.get("centroid_separation")), _f(emb.get("probe_balanced_accuracy")),
             _f(emb.get("rank1")), f"{_f(emb.get('rank1_depth_ge4'))} ({emb.get('groups_depth_ge4', 0)})"
             if emb else "–",

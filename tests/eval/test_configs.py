@@ -63,7 +63,16 @@ def test_the_three_questions_and_the_ablations_are_paired_tests(tmp_path):
     md = (tmp_path / "c.md").read_text()
     assert "## Value-model configurations, iteration 1" in md
     assert "| B → C | did live gradients help the head? | 64 | 12 | 0 |" in md
-    assert "| S | iter_1 S | 30.0% (64) | 30.0% | +0/−0, p 1.000, no measurable effect |" in md
+    assert (
+        "| S | iter_1 S | 30.0% (64) | 30.0% | +0/−0, p 1.000 (Holm 1.000), no measurable effect |"
+        in md
+    )
+    # C's ablation is the pre-declared primary comparison; all four also get Holm's correction
+    # (C's p 2/2**13 is the smallest of four: times 4; the others' 1.0 stay 1.0).
+    assert rows["C"]["ablation"]["primary"] and not rows["A"]["ablation"]["primary"]
+    assert rows["C"]["ablation"]["p_holm"] == round(4 * 2 / 2**13, 12)
+    assert {rows[c]["ablation"]["p_holm"] for c in "ASB"} == {1.0}
+    assert "(Holm 0.00098) **primary**, better" in md
 
 
 def test_an_ablation_whose_twin_differs_beyond_the_value_model_is_undecided_naming_it(tmp_path):
