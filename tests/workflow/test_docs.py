@@ -63,7 +63,8 @@ def figures(s: dict) -> dict[str, str]:
         )
     rg = cfg["embedding_ranges"]
     f["centroid"] = f"{rg['centroid_separation_all'][0]:.2f}"
-    assert rg["centroid_separation_all"][0] == rg["centroid_separation_all"][1], "now a range"
+    lo, hi = (f"{x:.2f}" for x in rg["centroid_separation_all"])
+    assert lo == hi, "now a range at the docs' two decimals"
     f["probe"] = "–".join(f"{x:.2f}" for x in rg["probe_balanced_accuracy_all"])
     f["rank1_dec"] = "–".join(f"{x:.2f}" for x in rg["rank1_decoupled"])
     f["rank1_deep"] = "–".join(f"{x:.2f}" for x in rg["rank1_depth_ge4_decoupled"])
