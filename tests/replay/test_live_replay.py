@@ -14,7 +14,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from burnqed.config import LeanConfig, SearchConfig
-from burnqed.data.prompt import format_prompt
 from burnqed.data.proplogic import generate_theorems
 from burnqed.lean.pool import LeanPool
 from burnqed.policy import Candidate, Generation, SamplingParams, check_seeds, dedup_candidates
@@ -23,6 +22,7 @@ from burnqed.search.recorded import RecordedSource, Recording
 from burnqed.search.sources import LiveSource
 from burnqed.search.stage import search_to_dir
 from tests.replay.test_replay import rows
+from tests.search.test_proplogic_pool import trace_steps
 
 WRONG = ("assumption", "constructor", "left", "right", "intro h9", "intro h8", "exact foo", "sorry")
 
@@ -74,14 +74,7 @@ def test_live_replay_under_another_priority_equals_the_live_search(tmp_path):
 
     async def main():
         async with LeanPool(lean) as pool:
-            steps = {}
-            for t in theorems:  # trace the known proofs: state → next tactic
-                s = await pool.start(t)
-                state = s.root
-                for tactic in t.proof:
-                    steps[format_prompt(state.text)] = tactic
-                    state = (await s.apply(state, tactic)).state
-                await s.close()
+            steps = await trace_steps(pool, theorems)
             policy = SeededTracedPolicy(steps)
             await search_to_dir(theorems, policy, pool, cfg, tmp_path / "rec", sampling=sampling,
                                 seed=7)  # fmt: skip

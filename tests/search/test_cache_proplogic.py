@@ -12,7 +12,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from burnqed.config import LeanConfig, PolicyConfig, SearchConfig
-from burnqed.data.prompt import format_prompt
 from burnqed.data.proplogic import generate_theorems
 from burnqed.lean.pool import LeanPool
 from burnqed.policy import Candidate, SamplingParams, generation_of
@@ -20,6 +19,7 @@ from burnqed.search.cache import CacheSpec, lean_settings, policy_settings
 from burnqed.search.stage import search_to_dir
 from tests.replay.test_live_replay import WRONG, SeededTracedPolicy
 from tests.replay.test_replay import rows
+from tests.search.test_proplogic_pool import trace_steps
 
 
 @dataclass
@@ -51,14 +51,7 @@ def test_a_state_rebuilt_after_a_chain_of_cache_hits_equals_the_live_one(tmp_pat
 
     async def main():
         async with LeanPool(lean) as pool:
-            steps = {}
-            for t in theorems:  # trace the known proofs: state → next tactic
-                s = await pool.start(t)
-                state = s.root
-                for tactic in t.proof:
-                    steps[format_prompt(state.text)] = tactic
-                    state = (await s.apply(state, tactic)).state
-                await s.close()
+            steps = await trace_steps(pool, theorems)
             policy = RawTracedPolicy(steps)
             spec = CacheSpec(
                 tmp_path / "cache",

@@ -69,6 +69,20 @@ class TracedPolicy:
         pass
 
 
+async def trace_steps(pool, theorems) -> dict[str, str]:
+    """The known proofs of ``theorems`` traced through ``pool``: prompt of each state → the proof's
+    next tactic (what the traced policies propose)."""
+    steps: dict[str, str] = {}
+    for t in theorems:
+        s = await pool.start(t)
+        state = s.root
+        for tactic in t.proof:
+            steps[format_prompt(state.text)] = tactic
+            state = (await s.apply(state, tactic)).state
+        await s.close()
+    return steps
+
+
 def test_search_over_the_propositional_repl_finds_only_verifying_proofs():
     theorems = generate_theorems(12, seed=3, min_depth=2, max_depth=5)
     lean = LeanConfig(
@@ -78,14 +92,7 @@ def test_search_over_the_propositional_repl_finds_only_verifying_proofs():
 
     async def main():
         async with LeanPool(lean) as pool:
-            steps: dict[str, str] = {}
-            for t in theorems:  # trace the recorded proofs: state text → next tactic
-                s = await pool.start(t)
-                state = s.root
-                for tactic in t.proof:
-                    steps[format_prompt(state.text)] = tactic
-                    state = (await s.apply(state, tactic)).state
-                await s.close()
+            steps = await trace_steps(pool, theorems)
             policy = TracedPolicy(steps)
             results = await search_all(
                 theorems,

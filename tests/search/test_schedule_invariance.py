@@ -22,12 +22,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from burnqed.config import LeanConfig, SearchConfig
-from burnqed.data.prompt import format_prompt
 from burnqed.data.proplogic import generate_theorems
 from burnqed.lean.pool import LeanPool
 from burnqed.policy import Candidate, Generation, SamplingParams, check_seeds, dedup_candidates
 from burnqed.search import search_all
-from tests.search.test_proplogic_pool import WRONG
+from tests.search.test_proplogic_pool import WRONG, trace_steps
 
 # Everything a node records except timings (which are wall-clock and differ by design).
 TIMINGS = {"created_s", "lean_s", "expand_wall_s", "expand_lean_s", "state"}
@@ -86,16 +85,8 @@ class TextValue:
 
 def _trace(theorems, lean: LeanConfig) -> dict[str, str]:
     async def main():
-        steps: dict[str, str] = {}
         async with LeanPool(lean) as pool:
-            for t in theorems:
-                s = await pool.start(t)
-                state = s.root
-                for tactic in t.proof:
-                    steps[format_prompt(state.text)] = tactic
-                    state = (await s.apply(state, tactic)).state
-                await s.close()
-        return steps
+            return await trace_steps(pool, theorems)
 
     return asyncio.run(main())
 
