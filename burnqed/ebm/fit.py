@@ -35,7 +35,7 @@ import torch
 from burnqed.config import EBMConfig
 from burnqed.trajectory import MANIFEST, read_nodes
 from burnqed.value.fit import cross_fit, energy_weight, theorem_folds
-from burnqed.value.frontier import choice_sets, top1_hit, top1_rate
+from burnqed.value.frontier import choice_sets, top1_gain, top1_hit, top1_rate
 
 log = logging.getLogger(__name__)
 
@@ -166,6 +166,8 @@ def fitted_block(
         "heldout_log_likelihood": cf.heldout_log_likelihood,
         "heldout_log_likelihood_per_decision": cf.heldout_log_likelihood / len(sets),
         "heldout_frontier_top1": {n: top1_rate(h, names) for n, h in held.items()},
+        # The fitted sum against log-prob alone, paired by decision (SE of the difference).
+        "heldout_sum_gain": top1_gain(held["sum"], held["logprob"], names),
         "folds": max(folds.values()) + 1,
         "decisions": len(sets),
         "theorems": len(set(names)),

@@ -38,7 +38,7 @@ import numpy as np
 
 from burnqed.lean.goals import NO_GOALS
 from burnqed.value.fit import cross_fit, theorem_folds
-from burnqed.value.frontier import top1_hit, top1_rate
+from burnqed.value.frontier import top1_gain, top1_hit, top1_rate
 
 log = logging.getLogger(__name__)
 
@@ -129,6 +129,8 @@ def fit_features(sets: Sequence, count_tokens: Callable[[str], int], *, depth_no
             "heldout_log_likelihood": cf.heldout_log_likelihood,
             "heldout_log_likelihood_per_decision": cf.heldout_log_likelihood / len(sets),
             "heldout_frontier_top1": {n: top1_rate(h, names) for n, h in held.items()},
+            # The fitted sum against log-prob alone, paired by decision.
+            "heldout_sum_gain": top1_gain(held["sum"], held["logprob"], names),
             "folds": folds,
             "decisions": len(sets),
             "theorems": len(theorems),

@@ -15,6 +15,7 @@ import torch
 import burnqed.policy.backend
 from burnqed.cli import main as cli_main
 from burnqed.config import SearchConfig
+from burnqed.data.prompt import embedding_text
 from burnqed.ebm.embeddings import embedding_model_digest
 from burnqed.ebm.scorer import IncompatibleEmbeddings, load_ebm
 from burnqed.ebm.stage import run_embed, run_metrics, run_train
@@ -110,7 +111,7 @@ def test_editing_the_pooling_function_embeds_every_state_again(
 
     first = _embed(searches, tmp_path / "emb")
     assert first["embedded_this_run"] == first["states"] > 0
-    backend = "burnqed/policy/transformers_backend.py"
+    backend = "burnqed/policy/embedding.py"
     pooled = "return torch.nn.functional.normalize(hidden[-1], dim=-1)"  # in pool_hidden
     same = edited_checkout(tmp_path / "copy", backend, pooled, pooled)
     monkeypatch.setattr(burnqed.provenance, "SOURCE_ROOT", same)
@@ -212,14 +213,17 @@ def test_value_model_scores_batches_and_caches_goal_embeddings(trained):
     goal = "x : Nat\n⊢ reach 9"
     e = value.energies(states, [goal] * 3)
     assert e.shape == (3,) and e.dtype == np.float32 and e[0] == e[2]
-    assert gen.embedded.count(goal) == 1 and len(gen.embedded) == 3  # 2 unique states + the goal
+    # States and goals are embedded as the policy's prompt for them (issue 30 §5).
+    goal_text = embedding_text(goal)
+    assert gen.embedded.count(goal_text) == 1 and len(gen.embedded) == 3  # 2 states + the goal
     value.energies(states[:1], [goal])
-    assert gen.embedded.count(goal) == 1  # cached per goal
+    assert gen.embedded.count(goal_text) == 1  # cached per goal
     head, _ = load_ebm(trained["root"] / "ebm")
     from tests.ebm.fakes import toy_vector
 
     with torch.no_grad():
-        want = head(torch.from_numpy(toy_vector(states[1])), torch.from_numpy(toy_vector(goal)))
+        want = head(torch.from_numpy(toy_vector(embedding_text(states[1]))),
+                    torch.from_numpy(toy_vector(goal_text)))  # fmt: skip
     assert e[1] == pytest.approx(want.item(), rel=1e-5)
 
 
