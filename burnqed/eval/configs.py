@@ -29,6 +29,13 @@ between the two evals leaves it undecided, the field named):
   the four ablations together are also reported with Holm's correction (``p_holm``), since looking
   at four and reporting the best would otherwise overstate it.
 
+Beside each live figure, the **replay prediction** (issue 30 §7; key ``{c}_replay``,
+:mod:`burnqed.replay.stage`): the configuration's EBM searching its no-EBM twin's recorded trees
+again, with the same paired test against the twin; it is marked inexact when the replay needed
+expansions the recording never made (its ``replay`` block's unexpanded pops and inexact attempts at
+the top budget), since those attempts' outcomes are then not what a live search would have got.
+The feature value (``F``, the EBM's control) is shown the same way against C's twin.
+
 Beside them, the embedding metrics of each configuration's EBM data (``ebm_metrics.json``): the
 scale-free centroid separation, the linear probe's balanced accuracy, and the EBM's held-out rank-1
 (tie-corrected) overall and on states at depth ≥ 4, where the reproduced system measured it.
@@ -62,9 +69,10 @@ def config_comparisons(
 ) -> dict[str, Any]:
     """The configurations section of iteration ``iteration`` as a JSON-able dict.
 
-    ``evals``: eval JSONs keyed ``A``, ``S``, ``B``, ``C`` (with the value head) and ``A0``, ``S0``,
-    ``B0``, ``C0`` (without); ``metrics``: ``ebm_metrics.json`` of each of ``A``…``C``.  A missing
-    configuration is left out of every comparison that needs it.
+    ``evals``: eval JSONs keyed ``A``, ``S``, ``B``, ``C`` (with the value head), ``A0``, ``S0``,
+    ``B0``, ``C0`` (without), ``A_replay``…``C_replay`` (the head's replay over the twin's trees)
+    and ``F``, ``F_replay`` (the feature value); ``metrics``: ``ebm_metrics.json`` of each of
+    ``A``…``C``.  A missing configuration is left out of every comparison that needs it.
     """
     rows = []
     for c in CONFIGS:
@@ -78,6 +86,7 @@ def config_comparisons(
                 "rate": _top_rate(e),
                 "rate_no_ebm": _top_rate(e0) if e0 else None,
                 "ablation": paired_test(e0, e, varies="value model") if e0 else None,
+                "replay": replay_prediction(evals.get(f"{c}_replay"), e0),
                 "embeddings": embedding_summary(metrics.get(c)),
             }
         )
@@ -114,12 +123,69 @@ def feature_comparison(evals: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]
     before the live eval ran); None when neither was evaluated."""
     base = evals.get("C0")
     out: dict[str, Any] = {}
-    for key, name in (("F", "live"), ("F_replay", "replay")):
-        e = evals.get(key)
-        if e is not None:
-            out[name] = {"label": e.get("label"), "rate": _top_rate(e),
-                         "test": paired_test(base, e, varies="value model") if base else None}  # fmt: skip
+    live = evals.get("F")
+    if live is not None:
+        out["live"] = {"label": live.get("label"), "rate": _top_rate(live),
+                       "test": paired_test(base, live, varies="value model") if base else None}  # fmt: skip
+    replay = replay_prediction(evals.get("F_replay"), base)
+    if replay is not None:
+        out["replay"] = replay
     return out or None
+
+
+def replay_prediction(
+    replay: Mapping[str, Any] | None, twin: Mapping[str, Any] | None
+) -> dict[str, Any] | None:
+    """A replay's prediction at its top budget: its rate, its paired test against the ``twin``
+    whose trees it replayed (None without a twin), and how far it is exact — ``unexpanded`` pops
+    and ``inexact_attempts`` at that budget from its ``replay`` block (None when it has none);
+    ``exact`` is False when either is non-zero.  None without a replay.
+
+    >>> e = {"label": "iter_1 C (replay)", "budgets": [4], "by_budget": [{"budget": 4,
+    ...      "rate": 0.25, "solved": 10}], "replay": {"by_budget": [{"budget": 4,
+    ...      "unexpanded": 3, "inexact_attempts": 2}]}}
+    >>> p = replay_prediction(e, None)
+    >>> p["rate"]["solved"], p["unexpanded"], p["inexact_attempts"], p["exact"], p["test"]
+    (10, 3, 2, False, None)
+    """
+    if replay is None:
+        return None
+    rate = _top_rate(replay)
+    block = (replay.get("replay") or {}).get("by_budget") or []
+    top = next((b for b in block if b["budget"] == rate["budget"]), {})
+    unexpanded, inexact = top.get("unexpanded"), top.get("inexact_attempts")
+    return {
+        "label": replay.get("label"),
+        "rate": rate,
+        "test": paired_test(twin, replay, varies="value model") if twin else None,
+        "unexpanded": unexpanded,
+        "inexact_attempts": inexact,
+        "exact": None if not top else not (unexpanded or inexact),
+    }
+
+
+def paired_cell(p: Mapping[str, Any] | None, *, budget: bool = False, p_value: bool = False) -> str:
+    """A live eval's or a replay prediction's rate and paired test as a table cell: ``rate;
+    +gained/−lost`` (``undecided`` when the test is), and for a replay that made answers up
+    ``inexact (N unexpanded, M attempts)``.
+
+    >>> t = {"gained": 4, "lost": 1, "p_value": 0.375}
+    >>> paired_cell({"rate": {"rate": 0.3, "budget": 8}, "test": t, "exact": False,
+    ...              "unexpanded": 3, "inexact_attempts": 2})
+    '30.0%; +4/−1; inexact (3 unexpanded, 2 attempts)'
+    """
+    if p is None:
+        return "–"
+    t = p.get("test") or {}
+    cell = pct(p["rate"]["rate"]) + (f" ({p['rate']['budget']})" if budget else "") + "; "
+    if t.get("gained") is None:
+        cell += "undecided"
+    else:
+        cell += f"+{t['gained']}/−{t['lost']}"
+        cell += f", p {format_p(t['p_value'])}" if p_value else ""
+    if p.get("exact") is False:
+        cell += f"; inexact ({p['unexpanded']} unexpanded, {p['inexact_attempts']} attempts)"
+    return cell
 
 
 def _top_rate(e: Mapping[str, Any]) -> dict[str, Any]:
@@ -164,6 +230,7 @@ def configs_markdown(section: Mapping[str, Any]) -> list[str]:
         ab = r["ablation"]
         rows.append([
             r["config"], r["label"] or "", f"{pct(r['rate']['rate'])} ({r['rate']['budget']})",
+            paired_cell(r.get("replay")),
             pct(r["rate_no_ebm"]["rate"]) if r["rate_no_ebm"] else "–",
             "–" if ab is None else f"+{ab['gained']}/−{ab['lost']}, p {format_p(ab['p_value'])}"
             + ("" if ab.get("p_holm") is None else f" (Holm {format_p(ab['p_holm'])})")
@@ -175,10 +242,14 @@ def configs_markdown(section: Mapping[str, Any]) -> list[str]:
         ])  # fmt: skip
     out += [
         markdown_table(
-            ["config", "eval", "with EBM", "without", "EBM vs none (paired)", "centroid sep.",
-             "probe bal. acc.", "EBM rank-1", "rank-1 depth ≥ 4 (groups)"],
+            ["config", "eval", "with EBM", "replay prediction", "without", "EBM vs none (paired)",
+             "centroid sep.", "probe bal. acc.", "EBM rank-1", "rank-1 depth ≥ 4 (groups)"],
             rows,
         ),
+        "",
+        "Replay prediction: the EBM searching the no-EBM twin's recorded trees again (`burnqed "
+        "replay`), paired with the twin; inexact: the replay needed expansions the twin never "
+        "made (unexpanded pops), so those attempts are not what a live search would get.",
         "",
         "Rank-1 counts a tie among t candidates as 1/t; chance is "
         f"{_f((section['configs'][0]['embeddings'] or {}).get('chance'))}.",
@@ -198,15 +269,8 @@ def configs_markdown(section: Mapping[str, Any]) -> list[str]:
         ]  # fmt: skip
     feats = section.get("features") or {}
     if feats:
-        cells = []
-        for name in ("live", "replay"):
-            f = feats.get(name)
-            t = (f or {}).get("test") or {}
-            cells += ["–"] if f is None else [
-                f"{pct(f['rate']['rate'])} ({f['rate']['budget']}); "
-                + (f"+{t['gained']}/−{t['lost']}, p {format_p(t['p_value'])}"
-                   if t.get("gained") is not None else "undecided")
-            ]  # fmt: skip
+        cells = [paired_cell(feats.get(name), budget=True, p_value=True)
+                 for name in ("live", "replay")]  # fmt: skip
         out += [
             "The feature value (goals, hypotheses, tokens; fitted on the pool) against C's policy "
             "without a value model, and its replay prediction over that eval's trees:",

@@ -64,7 +64,7 @@ def test_the_three_questions_and_the_ablations_are_paired_tests(tmp_path):
     assert "## Value-model configurations, iteration 1" in md
     assert "| B → C | did live gradients help the head? | 64 | 12 | 0 |" in md
     assert (
-        "| S | iter_1 S | 30.0% (64) | 30.0% | +0/−0, p 1.000 (Holm 1.000), no measurable effect |"
+        "| S | iter_1 S | 30.0% (64) | – | 30.0% | +0/−0, p 1.000 (Holm 1.000), no measurable effect |"
         in md
     )
     # C's ablation is the pre-declared primary comparison; all four also get Holm's correction
@@ -126,3 +126,54 @@ def test_the_feature_value_is_paired_with_c0_beside_its_replay_prediction(tmp_pa
     assert f["live"]["rate"]["solved"] == 17 and f["replay"]["rate"]["solved"] == 16
     md = (tmp_path / "c.md").read_text()
     assert "| features | 42.5% (64); +6/−1, p 0.125 | 40.0% (64); +4/−0, p 0.125 |" in md
+
+
+def _replay(label: str, solved: list[str], *, unexpanded: int = 0, inexact: int = 0) -> dict:
+    """A replay JSON as burnqed.replay.stage.run writes it (the keys the section reads)."""
+    e = synthetic_eval(label, {64: solved}, 40, 40, theorems=NAMES)
+    e["kind"] = "burnqed replay"
+    e["replay"] = {"by_budget": [{"budget": 64, "solved": len(solved), "unexpanded": unexpanded,
+                                  "inexact_attempts": inexact}]}  # fmt: skip
+    return e
+
+
+def test_each_configurations_replay_prediction_is_paired_with_its_twin_beside_the_live_figure(
+    tmp_path,
+):
+    """Each configuration's replay (its EBM over its no-EBM twin's trees) is paired with that twin,
+    shown beside the live figure, and marked inexact with its unexpanded pops when it made answers
+    up; a configuration without a replay shows none."""
+    ev = {
+        "A0": synthetic_eval("iter_0", {64: NAMES[:10]}, 40, 40, theorems=NAMES),
+        "A": synthetic_eval("iter_1 A", {64: NAMES[:11]}, 40, 40, theorems=NAMES),
+        # A's replay: +3 / −1 against A's twin (iteration 0), exact
+        "A_replay": _replay("iter_1 A (replay)", NAMES[1:13]),
+        "C0": synthetic_eval("iter_1 no EBM", {64: NAMES[:12]}, 40, 40, theorems=NAMES),
+        "B": synthetic_eval("iter_1 B", {64: NAMES[:13]}, 40, 40, theorems=NAMES),
+        "C": synthetic_eval("iter_1", {64: NAMES[:14]}, 40, 40, theorems=NAMES),
+        # C's replay: +5 / −0 against C's twin, 3 pops its recording never expanded (2 attempts)
+        "C_replay": _replay("iter_1 C (replay)", NAMES[:17], unexpanded=3, inexact=2),
+    }
+    paths = dict(zip(ev, _write(tmp_path, ev), strict=True))
+    evals = {**paths, "B0": paths["C0"]}
+    c = run(evals=[paths["A0"], paths["C"]], out_md=tmp_path / "c.md", out_json=tmp_path / "c.json",
+            configs={1: {"evals": evals, "metrics": {}}})  # fmt: skip
+    rows = {r["config"]: r for r in c["configs"][0]["configs"]}
+    a, cr = rows["A"]["replay"], rows["C"]["replay"]
+    ta, tc = a["test"], cr["test"]
+    assert (ta["gained"], ta["lost"], ta["before"]) == (3, 1, "iter_0")
+    assert (tc["gained"], tc["lost"], tc["before"]) == (5, 0, "iter_1 no EBM")
+    assert a["rate"] == {"budget": 64, "rate": 12 / 40, "solved": 12}
+    assert (a["exact"], a["unexpanded"]) == (True, 0)
+    assert (cr["exact"], cr["unexpanded"], cr["inexact_attempts"]) == (False, 3, 2)
+    assert rows["B"]["replay"] is None
+    md = (tmp_path / "c.md").read_text()
+    assert "| config | eval | with EBM | replay prediction | without |" in md
+    assert "| A | iter_1 A | 27.5% (64) | 30.0%; +3/−1 | 25.0% |" in md
+    assert "| B | iter_1 B | 32.5% (64) | – | 30.0% |" in md
+    assert (
+        "| C | iter_1 | 35.0% (64) | 42.5%; +5/−0; inexact (3 unexpanded, 2 attempts) | 30.0% |"
+        in md
+    )
+    written = json.loads((tmp_path / "c.json").read_text())["configs"][0]["configs"]
+    assert [r["replay"] and r["replay"]["unexpanded"] for r in written] == [0, None, 3]

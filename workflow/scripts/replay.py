@@ -13,5 +13,6 @@ with to_log_file(snakemake.log[0]):
         lean=p.lean,
         policy=p.policy,
         ebm=Path(i.value),
+        model=i.get("model"),  # the policy embedding the states (else the recording's)
         label=p.label,
     )
