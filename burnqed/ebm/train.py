@@ -9,12 +9,16 @@ tie-break would score, so collapsed or truncated embeddings score chance, not 10
 rate (groups whose lowest energy is shared), overall and by depth bucket, plus the temperature; the
 held-out groups are measured the same way.
 
-Health: the temperature learns at its own rate (:func:`make_optimizer`).  When at a metrics record it
-sits at ``temperature_min`` or ``temperature_max`` (pinned: its gradient is zero there) and the
-held-out InfoNCE loss (the training groups' without held-out ones) has not fallen since the previous
-record, training stops with :class:`EBMTrainingError` naming the step and the last checkpoint, which
-is left as it was; pinned while that loss still falls is a warning (a head that learns drives the
-temperature to its floor: issue 30 §3), recorded as ``temperature_pinned``.  Steps are seeded by ``(seed, step)`` (batch draw and dropout), so a run
+Health: the temperature learns at its own rate (:func:`make_optimizer`) and is bounded by
+``temperature_min`` and ``temperature_max`` (pinned there: its gradient is zero).  At its **floor** it
+is a warning, recorded as ``temperature_pinned``: a head that ranks its groups drives the temperature
+down (issue 30 §3), and what it learned — or over-fitted — is what the held-out metrics and the
+report's gates judge; energies bounded by the floor cannot blow up (a non-finite loss stops training).
+At its **ceiling** (the energies collapsing: nothing ranked) training stops with
+:class:`EBMTrainingError`, naming the step and the last checkpoint (left as it was), when at a metrics
+record the held-out InfoNCE loss (the training groups' without held-out ones) has not fallen since the
+previous record and its rank-1 is no better than chance (``1/(1+K)`` plus two binomial standard
+errors); otherwise that too is a warning.  Steps are seeded by ``(seed, step)`` (batch draw and dropout), so a run
 resumed from a checkpoint (weights and AdamW state, safetensors, every ``save_every`` steps) continues
 exactly as the uninterrupted run would; a checkpoint of other data, config, seed or code (the
 :func:`~burnqed.provenance.code_digest` of this module) is not resumed.  bf16 autocast on CUDA,
@@ -238,8 +242,19 @@ def _watched_at(kept: list[str], head, emb, train_g, held_g) -> float:
     return float(ev["loss"]) if ev["loss"] is not None else math.inf
 
 
+def above_chance(ev: Mapping[str, Any], k: int) -> bool:
+    """Whether groups of 1 + ``k`` ranked by :func:`evaluate` (``ev``) put the positive first more
+    often than chance by two binomial standard errors.
+
+    >>> above_chance({"rank1": 0.5, "groups": 100}, 7), above_chance({"rank1": 0.15, "groups": 100}, 7)
+    (True, False)
+    """
+    n, p = ev.get("groups") or 0, 1.0 / (k + 1)
+    return bool(n) and ev["rank1"] > p + 2 * math.sqrt(p * (1 - p) / n)
+
+
 def _pinned_error(work_dir: Path, cfg: EBMConfig, done: int, pinned: str, loss: float,
-                  before: float) -> EBMTrainingError:  # fmt: skip
+                  before: float, rank1: float) -> EBMTrainingError:  # fmt: skip
     last = work_dir / CHECKPOINT_META
     where = (f"last checkpoint: {work_dir / CHECKPOINT} (step "
              f"{json.loads(last.read_text())['step']})" if last.exists()
@@ -247,8 +262,9 @@ def _pinned_error(work_dir: Path, cfg: EBMConfig, done: int, pinned: str, loss: 
     bound = cfg.temperature_min if pinned == "floor" else cfg.temperature_max
     return EBMTrainingError(
         f"EBM step {done}: the temperature pinned to its {pinned} ({bound:g}; healthy 0.5–3.0) and "
-        f"the watched loss did not fall ({loss:.4f}, {before:.4f} at the previous record): the "
-        f"energies {'collapsed' if pinned == 'ceiling' else 'blew up'}; {where}. Lower "
+        f"the watched loss did not fall ({loss:.4f}, {before:.4f} at the previous record), its "
+        f"rank-1 ({rank1:.3f}) no better than chance: the "
+        f"energies collapsed; {where}. Lower "
         "ebm.learning_rate or check the embeddings (burnqed ebm metrics: centroid_separation)"
     )
 
@@ -352,13 +368,17 @@ def train_head(
                 ho = evaluate(head, emb, held_g)
                 watched = ho["loss"] if ho["groups"] else tr["loss"]
                 pinned = head.pinned()
-                if pinned and not watched < watched_before:
-                    raise _pinned_error(work_dir, cfg, done, pinned, watched, watched_before)
+                ranks = ho if ho["groups"] else tr
+                learned = watched < watched_before or above_chance(ranks, k)
+                if pinned == "ceiling" and not learned:
+                    raise _pinned_error(work_dir, cfg, done, pinned, watched, watched_before,
+                                        ranks["rank1"])  # fmt: skip
                 if pinned:
                     log.warning(
-                        "EBM step %d: the temperature sits at its %s, but the %s loss still falls "
-                        "(%.4f < %.4f): going on", done, pinned,
+                        "EBM step %d: the temperature sits at its %s (%s loss %.4f, %.4f at the "
+                        "previous record; rank-1 %.3f): going on", done, pinned,
                         "held-out" if ho["groups"] else "training", watched, watched_before,
+                        ranks["rank1"],
                     )  # fmt: skip
                 watched_before = watched
                 rec = {
