@@ -46,10 +46,18 @@ the section then holds A → main and the two ablations.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from burnqed.eval.paired import format_p, notes_lines, paired_test, table_cells, table_headers
+from burnqed.eval.paired import (
+    ALPHA,
+    format_p,
+    notes_lines,
+    paired_test,
+    table_cells,
+    table_headers,
+)
 from burnqed.eval.table import markdown_table, pct
 
 CONFIGS = ("A", "S", "B", "C")
@@ -87,6 +95,7 @@ def config_comparisons(
                 "rate_no_ebm": _top_rate(e0) if e0 else None,
                 "ablation": paired_test(e0, e, varies="value model") if e0 else None,
                 "replay": replay_prediction(evals.get(f"{c}_replay"), e0),
+                "value_model": value_summary(e),
                 "embeddings": embedding_summary(metrics.get(c)),
             }
         )
@@ -98,8 +107,109 @@ def config_comparisons(
         if a in evals and b in evals:
             questions.append({"from": a, "to": b, "question": why,
                               "test": paired_test(evals[a], evals[b], varies=varies)})  # fmt: skip
-    return {"iteration": iteration, "configs": rows, "questions": questions,
-            "features": feature_comparison(evals)}  # fmt: skip
+    section = {"iteration": iteration, "configs": rows, "questions": questions,
+               "features": feature_comparison(evals)}  # fmt: skip
+    section["goal"] = value_goal(section, evals)
+    return section
+
+
+def value_summary(e: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """What an eval's ``value_model`` block (:func:`burnqed.eval.stage.value_model_block`) says, in
+    the few figures compare.md shows: the energy weight and where it came from, the fit's held-out
+    frontier top-1 (log-prob, value, fitted sum) and the sum's paired gain over log-prob in standard
+    errors, the median sibling spans and the fraction of decisions the value changed.
+
+    >>> v = value_summary({"value_model": {"energy_weight": {"value": 2.0, "source": "fitted",
+    ...     "fit": {"heldout_sum_gain": {"difference": 0.1, "se": 0.04, "in_se": 2.5}}},
+    ...     "effect": {"median_sibling_span": {"energy": 1.0, "logprob": 2.0, "ratio": 0.5},
+    ...                "decisions_changed": {"pops": 10, "changed": 3, "fraction": 0.3}}}})
+    >>> v["weight"], v["span_ratio"], v["decisions_changed"], v["heldout_gain"]["in_se"]
+    (2.0, 0.5, 0.3, 2.5)
+    """
+    vm = (e or {}).get("value_model")
+    if not vm:
+        return None
+    w = vm.get("energy_weight") or {}
+    fit = w.get("fit") or {}
+    eff = vm.get("effect") or {}
+    span = eff.get("median_sibling_span") or {}
+    dec = eff.get("decisions_changed") or {}
+    return {
+        "weight": w.get("value"),
+        "source": w.get("source"),
+        "heldout_top1": fit.get("heldout_frontier_top1"),
+        "heldout_gain": fit.get("heldout_sum_gain"),
+        "span_energy": span.get("energy"),
+        "span_logprob": span.get("logprob"),
+        "span_ratio": span.get("ratio"),
+        "decisions": dec.get("pops"),
+        "decisions_changed": dec.get("fraction"),
+    }
+
+
+# The value model's goal and its acceptance (issue 30), each a check compare.md states.
+GOAL_NET_FRACTION = 0.02  # C beats its twin by >= 8 theorems net of 400
+GOAL_SE = 2.0  # held-out: the fitted sum beats log-prob alone by >= 2 bootstrap SE
+GOAL_SPAN_RATIO = 0.3  # the weighted energy's sibling span against the log-prob's
+GOAL_DECISIONS = 0.1  # decisions whose pop the energy changed
+GOAL_REPLAY_THEOREMS = 5  # the feature value live within this many theorems of its replay
+
+
+def value_goal(section: Mapping[str, Any], evals: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The value model's checks for the main line C (None without C): the goal — C beats its
+    no-EBM twin by ``GOAL_NET_FRACTION`` of the theorems net at the largest budget with exact
+    McNemar p < 0.05, and the feature value does not beat C (paired, p < 0.05) — and the measured
+    points beside it (held-out gain in SE, span ratio, decisions changed, the feature value live
+    against its replay), with C's replay prediction and oracle ceiling.  ``met`` per check: True,
+    False, or None (not measured)."""
+    c = next((r for r in section["configs"] if r["config"] == "C"), None)
+    if c is None:
+        return None
+    ab, vm = c.get("ablation") or {}, c.get("value_model") or {}
+    theorems = (evals.get("C") or {}).get("theorems") or len((evals.get("C") or {}).get(
+        "per_theorem") or []) or None  # fmt: skip
+    net = None if ab.get("gained") is None else ab["gained"] - ab["lost"]
+    need = None if not theorems else math.ceil(GOAL_NET_FRACTION * theorems)
+    f_vs_c = paired_test(evals["C"], evals["F"], varies="value model") \
+        if "F" in evals and "C" in evals else None  # fmt: skip
+    feats = section.get("features") or {}
+    live, replay = (feats.get(k) for k in ("live", "replay"))
+    gap = None
+    if live and replay:
+        gap = abs(live["rate"]["solved"] - replay["rate"]["solved"])
+    gain = vm.get("heldout_gain") or {}
+
+    def check(name: str, value: Any, met: bool | None) -> dict[str, Any]:
+        return {"check": name, "value": value, "met": met}
+
+    checks = [
+        check(f"C vs its no-EBM twin: net ≥ {need} theorems, p < 0.05", None if net is None else
+              {"net": net, "p_value": ab.get("p_value")},
+              None if net is None or need is None else net >= need and ab["p_value"] < ALPHA),
+        check("the feature value does not beat C (paired, p < 0.05)", None if not f_vs_c else
+              {"gained": f_vs_c["gained"], "lost": f_vs_c["lost"], "p_value": f_vs_c["p_value"]},
+              None if not f_vs_c or f_vs_c["gained"] is None else
+              not (f_vs_c["gained"] > f_vs_c["lost"] and f_vs_c["p_value"] < ALPHA)),
+        check(f"held-out pool decisions: fitted sum beats log-prob by ≥ {GOAL_SE:g} SE",
+              gain.get("in_se"), None if gain.get("in_se") is None else gain["in_se"] >= GOAL_SE),
+        check(f"sibling span of energy_weight · energy ≥ {GOAL_SPAN_RATIO:g} × log-prob's",
+              vm.get("span_ratio"),
+              None if vm.get("span_ratio") is None else vm["span_ratio"] >= GOAL_SPAN_RATIO),
+        check(f"the energy changes ≥ {GOAL_DECISIONS:.0%} of decisions", vm.get("decisions_changed"),
+              None if vm.get("decisions_changed") is None
+              else vm["decisions_changed"] >= GOAL_DECISIONS),
+        check(f"the feature value live within {GOAL_REPLAY_THEOREMS} theorems of its replay", gap,
+              None if gap is None else gap <= GOAL_REPLAY_THEOREMS),
+    ]  # fmt: skip
+    known = [x["met"] for x in checks]
+    verdict = "met" if all(m is True for m in known) else (
+        "not met" if any(m is False for m in known) else "undecided")  # fmt: skip
+    rp = c.get("replay") or {}
+    return {"verdict": verdict, "checks": checks,
+            "replay_prediction": (rp.get("rate") or {}).get("solved"),
+            "oracle_ceiling": rp.get("oracle_ceiling"),
+            "live": (c.get("rate") or {}).get("solved"),
+            "no_ebm": None if not evals.get("C0") else _top_rate(evals["C0"])["solved"]}  # fmt: skip
 
 
 def holm(p_values: Sequence[float | None]) -> list[float | None]:
@@ -161,6 +271,7 @@ def replay_prediction(
         "unexpanded": unexpanded,
         "inexact_attempts": inexact,
         "exact": None if not top else not (unexpanded or inexact),
+        "oracle_ceiling": top.get("oracle_ceiling"),  # a priority that knew the proof paths
     }
 
 
@@ -279,6 +390,69 @@ def configs_markdown(section: Mapping[str, Any]) -> list[str]:
                            [["features", *cells]]),
             "",
         ]  # fmt: skip
+    out += value_markdown(section)
     lines = [f"- {n}: undecided — {r}" for n, t in [*ablations, *named] for r in t["reasons"]]
     lines += notes_lines([*ablations, *named])
     return [*out, *lines, ""] if lines else out
+
+
+def value_markdown(section: Mapping[str, Any]) -> list[str]:
+    """The value models' reach (weight, spans, decisions changed, held-out frontier top-1) and the
+    goal's checks, as markdown lines (none when no eval had a value model)."""
+    rows = []
+    for r in section["configs"]:
+        v = r.get("value_model")
+        if not v:
+            continue
+        top = v.get("heldout_top1") or {}
+        gain = v.get("heldout_gain") or {}
+
+        def t1(name: str, top: Mapping[str, Any] = top) -> str:
+            x = top.get(name) or {}
+            return "–" if x.get("rate") is None else f"{x['rate']:.3f} ± {_f(x.get('se'))}"
+
+        rows.append([
+            r["config"], f"{_f(v['weight'], '.3g')} ({v['source'] or '–'})",
+            f"{_f(v['span_energy'])} / {_f(v['span_logprob'])} ({_f(v['span_ratio'], '.2f')})",
+            "–" if v["decisions_changed"] is None
+            else f"{v['decisions_changed']:.1%} of {v['decisions']}",
+            t1("logprob"), t1("energy"), t1("sum"),
+            "–" if gain.get("in_se") is None else f"{gain['difference']:+.3f} ({gain['in_se']:.1f} SE)",
+        ])  # fmt: skip
+    out = []
+    if rows:
+        out += [
+            "What each value model could do to the search: its energy weight (fitted on the pool's "
+            "decisions, cross-fitted by theorem), the median sibling span of weight · energy against "
+            "the log-prob term's, the decisions of the eval whose pop the energy changed, and the "
+            "fit's frontier top-1 on held-out pool decisions (theorems no head or weight trained on):",
+            "",
+            markdown_table(["config", "energy weight", "sibling span: energy / log-prob (ratio)",
+                            "decisions changed", "held-out top-1: log-prob", "energy", "fitted sum",
+                            "sum − log-prob"], rows),
+            "",
+        ]  # fmt: skip
+    goal = section.get("goal")
+    if goal:
+
+        def shown(x: Any) -> str:
+            if isinstance(x, dict):
+                return ", ".join(
+                    f"{k} {format_p(v) if k == 'p_value' else v}" for k, v in x.items()
+                )
+            return "–" if x is None else (f"{x:.3g}" if isinstance(x, float) else str(x))
+
+        mark = {True: "✓", False: "✗", None: "?"}
+        out += [
+            f"### The value model's goal: **{goal['verdict'].upper()}**",
+            "",
+            f"C solves {goal['live']} with its EBM, {goal['no_ebm']} without; its replay over the "
+            f"no-EBM trees predicted {goal['replay_prediction']}, and a priority that knew the "
+            f"proof paths would solve {goal['oracle_ceiling']} (the oracle ceiling).",
+            "",
+            markdown_table(["", "check", "measured"],
+                           [[mark[x["met"]], x["check"], shown(x["value"])]
+                            for x in goal["checks"]]),
+            "",
+        ]  # fmt: skip
+    return out

@@ -177,3 +177,62 @@ def test_each_configurations_replay_prediction_is_paired_with_its_twin_beside_th
     )
     written = json.loads((tmp_path / "c.json").read_text())["configs"][0]["configs"]
     assert [r["replay"] and r["replay"]["unexpanded"] for r in written] == [0, None, 3]
+
+
+def _value_model(in_se: float) -> dict:
+    """An eval JSON's value_model block (burnqed.eval.stage.value_model_block) with a fitted weight."""
+    fit = {
+        "heldout_frontier_top1": {n: {"rate": r, "se": 0.03, "decisions": 200}
+                                  for n, r in (("logprob", 0.40), ("energy", 0.35), ("sum", 0.46))},
+        "heldout_sum_gain": {"difference": 0.06, "se": 0.06 / in_se, "in_se": in_se,
+                             "decisions": 200},
+    }  # fmt: skip
+    return {
+        "energy_weight": {"value": 1.7, "source": "fitted", "fit": fit},
+        "effect": {
+            "median_sibling_span": {"energy": 0.9, "logprob": 2.0, "ratio": 0.45, "parents": 50},
+            "decisions_changed": {"pops": 120, "changed": 30, "fraction": 0.25},
+        },
+    }
+
+
+def test_the_value_models_goal_is_checked_point_by_point_beside_the_replay_and_the_ceiling(
+    tmp_path,
+):
+    """Issue 30's goal and acceptance, each a check in compare.md: C beats its twin by 2 % of the
+    theorems net (p < 0.05), the feature value does not beat C, the fit's held-out gain reaches
+    2 SE, the weighted energy spans 0.3 of the log-prob and changes 10 % of decisions, and the
+    feature value lands within 5 theorems of its replay; one check short and the goal is not met."""
+    ev = {
+        "C0": synthetic_eval("iter_1 no EBM", {64: NAMES[:12]}, 40, 40, theorems=NAMES),
+        "C": synthetic_eval("iter_1", {64: NAMES[:25]}, 40, 40, theorems=NAMES),
+        "F": synthetic_eval("iter_1 features", {64: NAMES[:20]}, 40, 40, theorems=NAMES),
+        "F_replay": synthetic_eval(
+            "iter_1 features (replay)", {64: NAMES[:17]}, 40, 40, theorems=NAMES
+        ),
+        "C_replay": synthetic_eval("iter_1 C (replay)", {64: NAMES[:22]}, 40, 40, theorems=NAMES),
+    }
+    ev["C_replay"]["replay"] = {"by_budget": [{"budget": 64, "unexpanded": 0,
+                                               "inexact_attempts": 0, "oracle_ceiling": 30}]}  # fmt: skip
+    verdicts = {}
+    for in_se in (2.5, 1.0):
+        ev["C"]["value_model"] = _value_model(in_se)
+        d = tmp_path / str(in_se)
+        d.mkdir()
+        paths = dict(zip(ev, _write(d, ev), strict=True))
+        configs = {1: {"evals": paths, "metrics": {}}}
+        c = run(evals=[paths["C0"], paths["C"]], out_md=d / "c.md", configs=configs)
+        (section,) = c["configs"]
+        goal = section["goal"]
+        verdicts[in_se] = goal["verdict"]
+        met = {x["check"].split(":")[0]: x["met"] for x in goal["checks"]}
+        assert (goal["live"], goal["no_ebm"], goal["replay_prediction"], goal["oracle_ceiling"]) == (
+            25, 12, 22, 30)  # fmt: skip
+        (row,) = section["configs"]
+        assert row["value_model"]["weight"] == 1.7 and row["value_model"]["span_ratio"] == 0.45
+        md = (d / "c.md").read_text()
+        assert f"### The value model's goal: **{goal['verdict'].upper()}**" in md
+        assert "| C | 1.7 (fitted) | 0.900 / 2.000 (0.45) | 25.0% of 120 |" in md
+        assert "the feature value live within 5 theorems of its replay | 3 |" in md
+    assert verdicts == {2.5: "met", 1.0: "not met"}
+    assert met["held-out pool decisions"] is False  # the 1.0 SE run, the one check short
