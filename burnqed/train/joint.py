@@ -236,6 +236,10 @@ def train_joint(
                 m = monitor(model, head, tokenizer, data, pooling, dev)
                 last["heldout"] = m
                 _check_embeddings(m, monitor0, sft, done)
+                if head.pinned() == "floor":
+                    log.warning("joint step %d: the head's temperature sits at its floor (%g): "
+                                "going on (held-out rank-1 %s)", done, ebm_cfg.temperature_min,
+                                m.get("rank1"))  # fmt: skip
                 log.info("joint step %d: sft %.4f nce %.4f T %.3f held-out %s", done,
                          last["sft_loss"], last["nce_loss"], last["temperature"], m)  # fmt: skip
             metrics.write({**last, "elapsed_s": round(time.time() - started, 3)})
@@ -878,13 +882,15 @@ def monitor(
 
 
 def _check_temperature(head: Any, ebm: EBMConfig, step: int, work: Path) -> None:
-    pinned = head.pinned()
-    if pinned:
-        bound = ebm.temperature_min if pinned == "floor" else ebm.temperature_max
+    """Abort when the head's temperature sits at its ceiling (the energies collapsed: nothing
+    ranked).  At its floor it is the state of a head that ranks (a warm start from A's EBM starts
+    there, :mod:`burnqed.ebm.train`), bounded: the monitor's held-out figures judge it."""
+    if head.pinned() == "ceiling":
         raise JointTrainingError(
-            f"joint step {step}: the head's temperature pinned to its {pinned} ({bound:g}; healthy "
-            f"0.5–3.0); the last exact-resume checkpoint is in {work}. Lower "
-            "sft.joint_head_learning_rate or sft.joint_lambda"
+            f"joint step {step}: the head's temperature pinned to its ceiling "
+            f"({ebm.temperature_max:g}; healthy 0.5–3.0): the energies collapsed; the last "
+            f"exact-resume checkpoint is in {work}. Lower sft.joint_head_learning_rate or "
+            "sft.joint_lambda"
         )
 
 

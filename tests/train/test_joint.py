@@ -1,5 +1,5 @@
 """Joint training: both losses reach LoRA, the training embedding is the scorer's, InfoNCE has no
-temperature of its own, a pinned temperature aborts, resume is exact, the head becomes an EBM."""
+temperature of its own, a temperature at its ceiling aborts (at its floor goes on), resume is exact, the head becomes an EBM."""
 
 from __future__ import annotations
 
@@ -146,11 +146,31 @@ def test_a_pinned_temperature_aborts(tiny_base, lora_adapter, pairs, searches, t
     """A head learning rate that drives the temperature to its ceiling stops training at once."""
     ebm = {**EBM, "temperature_init": 1.0, "temperature_min": 0.9, "temperature_max": 1.02}
     cfg = {**JOINT, "joint_head_learning_rate": 0.5}
-    with pytest.raises(JointTrainingError, match=r"temperature pinned to its (ceiling|floor)"):
+    with pytest.raises(JointTrainingError, match=r"temperature pinned to its ceiling"):
         train_joint(base=tiny_base, train=pairs["train"], val=pairs["val"], out=tmp_path / "a",
                     cfg=cfg, ebm=ebm, pooling="last", iteration=1, previous_adapter=lora_adapter,
                     trajectories=searches, seed=0)  # fmt: skip
     assert not (tmp_path / "a").exists()  # nothing that looks finished
+
+
+def test_a_head_at_its_temperature_floor_goes_on_and_one_at_its_ceiling_stops(tmp_path):
+    """A head warm-started from configuration A's EBM sits at its floor from step 0 (a decoupled
+    head that ranks drives it there): joint training goes on; at the ceiling (a collapse) it stops."""
+    from burnqed.ebm.head import GoalConditionedEnergyHead
+
+    cfg = EBMConfig()
+    head = GoalConditionedEnergyHead(8, hidden_sizes=(4,), temperature_min=cfg.temperature_min,
+                                     temperature_max=cfg.temperature_max)  # fmt: skip
+    with torch.no_grad():
+        head.log_temperature.fill_(math.log(cfg.temperature_min))
+    assert head.pinned() == "floor"
+    joint._check_temperature(head, cfg, 1, tmp_path)  # no abort
+    with torch.no_grad():
+        head.log_temperature.fill_(math.log(cfg.temperature_max))
+    with pytest.raises(
+        JointTrainingError, match=r"step 7: the head's temperature pinned to its ceiling"
+    ):
+        joint._check_temperature(head, cfg, 7, tmp_path)
 
 
 def test_a_probe_fall_within_its_noise_warns_and_one_beyond_it_aborts(caplog):
