@@ -9,7 +9,7 @@ at the settings of ``params.yaml`` + ``config/a100-7b.yaml`` (``--configfile``),
 section under its own time cap (``--cap-<section>``) and printed as soon as it ends:
 
 1. **checkpoint**: the random checkpoint saved (safetensors, bf16) and loaded back as training loads
-   it (:func:`burnqed.train.sft.load_base_model`: NF4 with double quantisation, bf16 compute,
+   it (:func:`burnqed.train.loop.load_base_model`: NF4 with double quantisation, bf16 compute,
    ``prepare_model_for_kbit_training`` with gradient checkpointing on CUDA);
 2. **joint**: optimizer steps of joint training as :func:`burnqed.train.joint.train_joint` takes
    them — LoRA (``sft.lora_r`` on ``sft.target_modules``) and the energy head, one
@@ -17,8 +17,9 @@ section under its own time cap (``--cap-<section>``) and printed as soon as it e
    of ``sft.max_length`` tokens and ``sft.joint_groups_per_step`` groups of ``1 + ebm.negatives``
    states and a goal of ``sft.joint_state_max_length`` tokens (every sequence full length: the
    worst case; :func:`~burnqed.train.joint.collate` pads them into one batch), ``sft.grad_accum``
-   micro-batches per step, AdamW over both; one warm-up step (it allocates the optimizer's
-   moments), then timed steps;
+   micro-batches per step (:func:`~burnqed.train.joint.accumulate`), AdamW over three groups
+   (:func:`~burnqed.train.joint.optimizer`: the LoRA, the head's layers, its scale) with its
+   schedule; one warm-up step (it allocates the optimizer's moments), then timed steps;
 3. **sft**: the same loop without the groups and the head — SFT's loss through the joint loop's
    forward, not through trl's ``SFTTrainer`` (trl is not in the GPU image; its step differs by the
    autocast it runs under);
@@ -289,44 +290,51 @@ def training_batch(b: Bench, tokenizer, *, groups: bool):
     return _to(batch, b.dev), real
 
 
-def train_steps(b: Bench, name: str, model, tokenizer, head, opt, *, groups: bool) -> None:
-    """One warm-up optimizer step, then ``b.steps`` timed ones; peaks over all of them."""
-    from burnqed.train.joint import LossScales, joint_forward
+def train_steps(b: Bench, name: str, model, tokenizer, head, *, groups: bool) -> None:
+    """One warm-up optimizer step, then ``b.steps`` timed ones, each as joint training takes it
+    (:func:`burnqed.train.joint.accumulate` over ``sft.grad_accum`` micro-batches, then the
+    optimiser and schedule of :func:`burnqed.train.joint.optimizer`: the LoRA, the head's layers and
+    its scale, or the LoRA alone without a head); peaks over all of them."""
+    from burnqed.train.joint import LossScales, accumulate, optimizer
 
     batch, real = training_batch(b, tokenizer, groups=groups)
     out(f"{name}_tokens_per_step", real * b.sft.grad_accum)
     out(f"{name}_positions_per_step", batch.input_ids.numel() * b.sft.grad_accum)
     scales = LossScales()
+    opt, schedule = optimizer(
+        model, head, b.sft, learning_rate=b.sft.learning_rate, max_steps=b.steps + 1
+    )
     model.train()
     if head is not None:
         head.train()
 
     def step() -> None:
         opt.zero_grad(set_to_none=True)
-        for _ in range(b.sft.grad_accum):
-            res = joint_forward(model, head, batch, b.policy["pooling"])
-            loss = res["sft"]
-            if res["nce"] is not None:
-                scales.update(float(res["sft"]), float(res["nce"]))
-                loss = loss + scales.weight(b.sft.joint_lambda) * res["nce"]
-            (loss / b.sft.grad_accum).backward()
+        accumulate(
+            model, head, [batch] * b.sft.grad_accum, scales, lam=b.sft.joint_lambda,
+            pooling=b.policy["pooling"], grad_accum=b.sft.grad_accum,
+        )  # fmt: skip
         opt.step()
+        schedule.step()
         b.sync()
 
-    b.reset_peak()
-    t0 = time.perf_counter()
-    step()  # warm-up: the optimizer's moments are allocated here
-    out(f"{name}_warmup_step_s", time.perf_counter() - t0)
-    times = []
     try:
-        for _ in range(b.steps):
-            t0 = time.perf_counter()
-            step()
-            times.append(time.perf_counter() - t0)
-    finally:  # the peak is the figure that matters most: printed even when a step ran past the cap
-        allocated, reserved = b.peaks()
-        out(f"{name}_peak_allocated_gib", allocated)
-        out(f"{name}_peak_reserved_gib", reserved)
+        b.reset_peak()
+        t0 = time.perf_counter()
+        step()  # warm-up: the optimizer's moments are allocated here
+        out(f"{name}_warmup_step_s", time.perf_counter() - t0)
+        times = []
+        try:
+            for _ in range(b.steps):
+                t0 = time.perf_counter()
+                step()
+                times.append(time.perf_counter() - t0)
+        finally:  # the peak matters most: printed even when a step ran past the cap
+            allocated, reserved = b.peaks()
+            out(f"{name}_peak_allocated_gib", allocated)
+            out(f"{name}_peak_reserved_gib", reserved)
+    finally:
+        opt.zero_grad(set_to_none=True)  # the gradients go now, the moments with this frame
     seconds = sum(times) / len(times)
     out(f"{name}_step_s", seconds)
     out(f"{name}_tokens_per_s", real * b.sft.grad_accum / seconds)
@@ -336,7 +344,7 @@ def section_training(b: Bench, state: dict) -> None:
     """checkpoint → joint → sft (module docstring, 1–3)."""
     from peft import LoraConfig, get_peft_model
 
-    from burnqed.train.sft import _load_tokenizer, load_base_model
+    from burnqed.train.loop import load_base_model, load_tokenizer
 
     quantization = b.sft.quantization
     t0 = time.perf_counter()
@@ -348,7 +356,7 @@ def section_training(b: Bench, state: dict) -> None:
         LoraConfig(r=b.sft.lora_r, lora_alpha=b.sft.lora_alpha, lora_dropout=b.sft.lora_dropout,
                    target_modules=list(b.sft.target_modules), task_type="CAUSAL_LM"),
     )  # fmt: skip
-    state["model"], state["tokenizer"] = model, _load_tokenizer(b.ckpt)
+    state["model"], state["tokenizer"] = model, load_tokenizer(b.ckpt)
     base = model.get_base_model()
     checkpointing = getattr(base, "is_activation_checkpointing", None)  # transformers >= 5.23
     if checkpointing is None:
@@ -365,11 +373,6 @@ def section_joint(b: Bench, state: dict) -> None:
     torch.manual_seed(0)
     head = build_head(b.arch.hidden, b.ebm).to(b.dev)
     head.set_input_stats(torch.randn(64, b.arch.hidden, device=b.dev))
-    trainable = [p for p in model.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW([
-        {"params": trainable, "lr": b.sft.learning_rate},
-        {"params": list(head.parameters()), "lr": b.sft.joint_head_learning_rate},
-    ])  # fmt: skip
     plan = joint_step_plan(
         b.arch, lora_r=b.sft.lora_r, lora_alpha=b.sft.lora_alpha, head_sizes=b.ebm.hidden_sizes,
         sft_batch=b.sft.batch_size, sft_length=b.sft.max_length,
@@ -378,22 +381,17 @@ def section_joint(b: Bench, state: dict) -> None:
     )  # fmt: skip
     out("joint_plan_gib", plan["total_gib"])
     try:
-        train_steps(b, "joint", model, tokenizer, head, opt, groups=True)
+        train_steps(b, "joint", model, tokenizer, head, groups=True)
     finally:
-        opt.zero_grad(set_to_none=True)
-        del opt, head
+        del head
         free()
 
 
 def section_sft(b: Bench, state: dict) -> None:
     model, tokenizer = state["model"], state["tokenizer"]
-    trainable = [p for p in model.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(trainable, lr=b.sft.learning_rate)
     try:
-        train_steps(b, "sft", model, tokenizer, None, opt, groups=False)
+        train_steps(b, "sft", model, tokenizer, None, groups=False)
     finally:
-        opt.zero_grad(set_to_none=True)
-        del opt
         state.clear()
         free()
 

@@ -437,7 +437,8 @@ class SearchConfig(Section):
     noise_temperature: float = 1.2
     depth_normalisation: float = 0.0
     logprob_weight: float = 1.0
-    energy_weight: float = 1.0
+    # "fitted": the value model's own fitted weight (its artifact's energy_weight block), or a number
+    energy_weight: float | str = "fitted"
     batch_generate_size: int = 32
     batch_encode_size: int = 8
     concurrency: int = 32
@@ -456,6 +457,14 @@ class SearchConfig(Section):
         "trivial",
     )
     max_error_fraction: float = 0.05
+
+    def __post_init__(self) -> None:
+        w = self.energy_weight
+        self._require(
+            w == "fitted" or (isinstance(w, int | float) and not isinstance(w, bool) and w >= 0),
+            "energy_weight",
+            f"must be 'fitted' or a number >= 0 (got {w!r})",
+        )
 
 
 @dataclass(frozen=True)
@@ -633,6 +642,7 @@ class SFTConfig(Section):
     mode: str = "joint"
     joint_lambda: float = 0.1
     joint_head_learning_rate: float = 3.0e-5
+    joint_scale_learning_rate: float = 1.0e-2
     joint_groups_per_step: int = 4
     joint_state_max_length: int = 512
     joint_monitor_every: int = 50
@@ -661,6 +671,7 @@ class EBMConfig(Section):
     steps: int = 1500
     batch_size: int = 128
     learning_rate: float = 1.0e-4
+    temperature_learning_rate: float = 0.05
     temperature_init: float = 1.0
     temperature_min: float = 0.05
     temperature_max: float = 20.0
@@ -669,6 +680,7 @@ class EBMConfig(Section):
     log_every: int = 50
     save_every: int = 250
     heldout_fraction: float = 0.1
+    fit_folds: int = 5
 
     def __post_init__(self) -> None:
         self._require(

@@ -58,6 +58,14 @@ def sft_warm_start(wildcards):
     }
 
 
+def joint_warm_head(wildcards):
+    """Joint training's head starts from configuration A's EBM (trained on the embeddings of the
+    model joint training starts from, models/iter_{i-1}/merged)."""
+    if config["sft"]["mode"] != "joint" or int(wildcards.i) == 0:
+        return {}
+    return {"warm_head": f"models/iter_{wildcards.i}/configs/A/ebm"}
+
+
 def eval_benchmark_files(config):
     """The evaluation benchmark file(s) (eval.benchmark): what training data is decontaminated against."""
     names = config["eval"]["benchmark"]
@@ -126,6 +134,15 @@ def config_embeddings(wildcards):
     return f"results/iter_{wildcards.i}/configs/{wildcards.c}/embeddings/manifest.json"
 
 
+def features_label(wildcards):
+    """``iter_1 features``: how reports name iteration {i}'s eval with the feature value."""
+    return f"iter_{wildcards.i} features"
+
+
+def features_replay_label(wildcards):
+    return f"iter_{wildcards.i} features (replay)"
+
+
 def config_evals(config):
     """Every configuration eval of every iteration >= 1 (compare and rule all)."""
     out = []
@@ -146,6 +163,33 @@ def config_no_ebm_label(wildcards):
     return f"iter_{wildcards.i} S no EBM"
 
 
+def config_twin(i, c):
+    """The eval of configuration ``c`` (A, S, B, C) of iteration ``i`` without its value head: the
+    same policy, theorems, seeds and temperature.  A's policy is iteration i-1's: iteration 0's
+    eval.json (it has none) at i = 1, iteration i-1's eval_no_ebm after (its eval.json has one);
+    B and C share iteration i's eval_no_ebm."""
+    if c == "A":
+        return (
+            "results/iter_0/eval.json"
+            if i == 1
+            else f"results/iter_{i - 1}/eval_no_ebm.json"
+        )
+    if c == "S":
+        return f"results/iter_{i}/configs/S/eval_no_ebm.json"
+    return f"results/iter_{i}/eval_no_ebm.json"
+
+
+def config_recording(wildcards):
+    """What configuration {c}'s replay searches again: its no-EBM twin's recorded trees."""
+    return config_twin(int(wildcards.i), wildcards.c)
+
+
+def replay_label(wildcards):
+    """``iter_1 C (replay)``: how reports name the replay prediction of configuration {c}
+    (C, the main line, has no {c} wildcard)."""
+    return f"iter_{wildcards.i} {wildcards.get('c', 'C')} (replay)"
+
+
 def config_embedding_model(wildcards):
     """The policy whose frozen embeddings configuration {c} (A or S) trains its EBM on."""
     return config_model(wildcards)
@@ -156,25 +200,22 @@ def config_sets(config):
     value-model configurations, as burnqed.eval.compare.run takes them."""
     out = {}
     for i in range(1, config["iterations"]):
-        evals = {
-            "C": f"results/iter_{i}/eval.json",
-            "C0": f"results/iter_{i}/eval_no_ebm.json",
-        }
+        evals = {"C": f"results/iter_{i}/eval.json"}
         metrics = {"C": f"results/iter_{i}/ebm_metrics.json"}
         for c in value_configs(config):
             evals[c] = f"results/iter_{i}/configs/{c}/eval.json"
             metrics[c] = f"results/iter_{i}/configs/{c}/ebm_metrics.json"
-        # A's twin without a value head: the same model (iteration i-1's) without one.  Iteration
-        # 0 has none, so its eval.json; later iterations' eval.json has the joint head.
-        evals["A0"] = (
-            "results/iter_0/eval.json"
-            if i == 1
-            else f"results/iter_{i - 1}/eval_no_ebm.json"
-        )
-        if "B" in evals:
-            evals["B0"] = evals["C0"]
-        if "S" in evals:
-            evals["S0"] = f"results/iter_{i}/configs/S/eval_no_ebm.json"
+        for c in [*value_configs(config), "C"]:
+            evals[f"{c}0"] = config_twin(i, c)
+            # the EBM's replay prediction over the twin's trees (rules replay_ebm, replay_config)
+            evals[f"{c}_replay"] = (
+                f"results/iter_{i}/replay.json"
+                if c == "C"
+                else f"results/iter_{i}/configs/{c}/replay.json"
+            )
+        # The feature value (the EBM's control), paired with C0, and its replay prediction.
+        evals["F"] = f"results/iter_{i}/eval_features.json"
+        evals["F_replay"] = f"results/iter_{i}/replay_features.json"
         out[i] = {"iteration": i, "evals": evals, "metrics": metrics}
     return out
 

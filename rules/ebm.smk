@@ -31,10 +31,17 @@ rule ebm_embed:
 # with the adapter (sft.mode: joint — configuration C), exported in the scorer's format.
 if config["sft"]["mode"] == "joint":
 
+    # Its energy weight (search.energy_weight: fitted) is fitted on the pool decisions of the
+    # theorems neither joint training nor its warm start (A's EBM) trained on, embedded by the
+    # merged joint model (burnqed.ebm.stage.joint_energy_weight).
     rule ebm_export_joint:
         input:
+            unpack(joint_warm_head),
             adapter="models/iter_{i}/adapter",
             merged="models/iter_{i}/merged",
+            embeddings="results/iter_{i}/embeddings/manifest.json",
+            searches=ebm_searches,
+            eval_benchmarks=eval_benchmark_files(config),
         output:
             directory("models/iter_{i}/ebm"),
         log:
@@ -49,6 +56,8 @@ if config["sft"]["mode"] == "joint":
             runtime=30,
         params:
             pooling=lookup(dpath="policy/pooling", within=config),
+            seed=lookup(dpath="seed", within=config),
+            decontamination=lookup(dpath="data/decontamination", within=config),
             code=code_digest("ebm_export_joint"),
         script:
             "../workflow/scripts/ebm_export_joint.py"
@@ -196,3 +205,32 @@ rule ebm_metrics_config:
         code=code_digest("ebm_metrics"),
     script:
         "../workflow/scripts/ebm_metrics.py"
+
+
+# The feature value (burnqed/value/features.py; issue 30 §6), the EBM's control: weights on
+# features any Lean state has (goals, hypotheses, tokens of iteration i's policy), fitted on the
+# same pool searches' decisions; its directory is a value model like an EBM's.
+rule value_features:
+    input:
+        model="models/iter_{i}/merged",
+        searches=ebm_searches,
+        eval_benchmarks=eval_benchmark_files(config),
+    output:
+        directory("models/iter_{i}/features"),
+    log:
+        "logs/ebm/iter_{i}_features.log",
+    benchmark:
+        "logs/benchmarks/ebm/iter_{i}_features.tsv"
+    conda:
+        "../workflow/envs/burnqed.yaml"
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=30,
+    params:
+        cfg=lookup(dpath="ebm", within=config),
+        seed=lookup(dpath="seed", within=config),
+        decontamination=lookup(dpath="data/decontamination", within=config),
+        code=code_digest("value_features"),
+    script:
+        "../workflow/scripts/value_features.py"

@@ -268,6 +268,138 @@ rule eval_config_no_ebm:
         "../workflow/scripts/eval.py"
 
 
+# The replay prediction of each configuration's EBM (issue 30 §7): its no-EBM twin's recorded trees
+# (rules/common.smk config_twin) searched again with the EBM in the priority, the twin's policy
+# embedding the states; compare.md shows it beside the live figure.  No order with the live eval
+# with the EBM: the replay is a function of the twin's trees and the EBM alone.  The main line, C:
+rule replay_ebm:
+    input:
+        recording="results/iter_{i}/eval_no_ebm.json",
+        value="models/iter_{i}/ebm",
+        model="models/iter_{i}/merged",
+    output:
+        json="results/iter_{i}/replay.json",
+    log:
+        "logs/eval/iter_{i}_replay.log",
+    benchmark:
+        "logs/benchmarks/eval/iter_{i}_replay.tsv"
+    conda:
+        "../workflow/envs/burnqed.yaml"
+    threads: 1
+    resources:
+        mem_mb=8000,
+        runtime=60,
+    params:
+        cfg=lookup(dpath="eval", within=config),
+        search=lookup(dpath="search", within=config),
+        lean=lookup(dpath="lean", within=config),
+        policy=lookup(dpath="policy", within=config),
+        label=replay_label,
+        code=code_digest("replay", "lean", "policy"),
+    script:
+        "../workflow/scripts/replay.py"
+
+
+# A, S and B (rules/common.smk value_configs), each over its own twin.
+rule replay_config:
+    input:
+        recording=config_recording,
+        value="models/iter_{i}/configs/{c}/ebm",
+        model=config_model,
+    output:
+        json="results/iter_{i}/configs/{c}/replay.json",
+    log:
+        "logs/eval/iter_{i}_{c}_replay.log",
+    benchmark:
+        "logs/benchmarks/eval/iter_{i}_{c}_replay.tsv"
+    conda:
+        "../workflow/envs/burnqed.yaml"
+    threads: 1
+    resources:
+        mem_mb=8000,
+        runtime=60,
+    params:
+        cfg=lookup(dpath="eval", within=config),
+        search=lookup(dpath="search", within=config),
+        lean=lookup(dpath="lean", within=config),
+        policy=lookup(dpath="policy", within=config),
+        label=replay_label,
+        code=code_digest("replay", "lean", "policy"),
+    script:
+        "../workflow/scripts/replay.py"
+
+
+# The feature value of iteration i (models/iter_{i}/features): first its replay prediction over
+# the recorded trees of the eval without a value model (same policy, seeds and temperature), then
+# the live eval, paired with eval_no_ebm in compare.md beside the prediction.
+rule replay_features:
+    input:
+        recording="results/iter_{i}/eval_no_ebm.json",
+        value="models/iter_{i}/features",
+    output:
+        json="results/iter_{i}/replay_features.json",
+    log:
+        "logs/eval/iter_{i}_replay_features.log",
+    benchmark:
+        "logs/benchmarks/eval/iter_{i}_replay_features.tsv"
+    conda:
+        "../workflow/envs/burnqed.yaml"
+    threads: 1
+    resources:
+        mem_mb=8000,
+        runtime=60,
+    params:
+        cfg=lookup(dpath="eval", within=config),
+        search=lookup(dpath="search", within=config),
+        lean=lookup(dpath="lean", within=config),
+        policy=lookup(dpath="policy", within=config),
+        label=features_replay_label,
+        code=code_digest("replay", "lean", "policy"),
+    script:
+        "../workflow/scripts/replay.py"
+
+
+rule eval_features:
+    input:
+        model="models/iter_{i}/merged",
+        ebm="models/iter_{i}/features",
+        # Order only: the prediction is made before the live figure exists (and the twin without a
+        # value model, which the replay reads, has filled the expansion cache).
+        prediction=ancient("results/iter_{i}/replay_features.json"),
+        benchmark=expand(
+            "data/benchmarks/{name}.jsonl",
+            name=lookup(dpath="eval/benchmark", within=config),
+        ),
+        meta=expand(
+            "data/benchmarks/{name}.meta.json",
+            name=lookup(dpath="eval/benchmark", within=config),
+        ),
+    output:
+        json="results/iter_{i}/eval_features.json",
+    log:
+        "logs/eval/iter_{i}_features.log",
+    benchmark:
+        "logs/benchmarks/eval/iter_{i}_features.tsv"
+    conda:
+        "../workflow/envs/burnqed.yaml"
+    threads: lookup(dpath="threads/eval", within=config)
+    resources:
+        gpu=1,
+        mem_mb=32000,
+        runtime=720,
+        expansion_cache=lookup(dpath="cache", within=config),
+    params:
+        cfg=lookup(dpath="eval", within=config),
+        search=lookup(dpath="search", within=config),
+        lean=lookup(dpath="lean", within=config),
+        policy=lookup(dpath="policy", within=config),
+        seed=lookup(dpath="seed", within=config),
+        label=features_label,
+        code=code_digest("eval", "lean", "policy"),
+    script:
+        "../workflow/scripts/eval.py"
+
+
 rule compare:
     input:
         baseline="results/baseline/eval.json",

@@ -36,6 +36,7 @@ rule base_model:
 rule sft:
     input:
         unpack(sft_warm_start),
+        unpack(joint_warm_head),
         base="models/base",
         train="data/tactic_pairs/train.parquet",
         val="data/tactic_pairs/val.parquet",

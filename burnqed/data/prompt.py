@@ -17,9 +17,27 @@ Example::
     ```
     >>> format_example("p : Prop\\n⊢ p → p", "intro h")["completion"]
     'intro h'
+
+A state is **embedded** as this same prompt (the value model reads the policy's embeddings where
+the policy reads the state, not the raw text it never saw alone): :func:`embed_states` is the one
+call for every backend, :func:`state_ids` the token ids joint training pools from.
+
+    >>> import numpy as np
+    >>> class Echo:  # a backend that embeds a text as its length
+    ...     def embed(self, texts):
+    ...         return np.array([[len(t)] for t in texts], np.float32)
+    >>> embed_states(Echo(), ["⊢ p"]).tolist() == [[len(format_prompt("⊢ p"))]]
+    True
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from burnqed.policy.embedding import embedding_ids
 
 OPEN_FENCE = "```lean4\n"
 CLOSE_FENCE = "```\n"
@@ -42,3 +60,24 @@ def parse_completion(text: str) -> str:
     """The tactic in a raw completion: cut at a fence a server did not trim, strip whitespace."""
     cut = text.find("```")
     return (text[:cut] if cut >= 0 else text).strip()
+
+
+# What the embedding-model digest records of the text embedded (burnqed.ebm.embeddings.model_digest).
+EMBEDDED_TEXT = "prompt"
+
+
+def embedding_text(state: str) -> str:
+    """The text embedded for ``state`` (Lean-printed): the policy's prompt for it."""
+    return format_prompt(state)
+
+
+def embed_states(generator: Any, states: Sequence[str]) -> np.ndarray:
+    """``(len(states), d)`` float32 embeddings of ``states`` by ``generator`` (any backend's
+    ``embed``: in-process, SGLang ``/encode``, vLLM pooling), each embedded as its prompt."""
+    return np.asarray(generator.embed([embedding_text(s) for s in states]), dtype=np.float32)
+
+
+def state_ids(tokenizer: Any, state: str, limit: int | None) -> list[int]:
+    """The token ids the in-process backend embeds for ``state``
+    (:func:`burnqed.policy.embedding.embedding_ids` of its prompt, cut at ``limit``)."""
+    return embedding_ids(tokenizer, embedding_text(state), limit)

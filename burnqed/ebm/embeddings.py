@@ -19,8 +19,9 @@ The *embedding key* decides which cached rows a run may reuse: a digest of
 :func:`~burnqed.provenance.code_digest` of :mod:`burnqed.policy.backend`, which reaches every
 backend's ``embed`` and :func:`~burnqed.policy.transformers_backend.pool_hidden`), and for the
 in-process backend the resolved dtype and device, torch's and transformers' versions, and the CPU's
-instruction set in use (or the GPU's name).  No prompt is put around a state: the text embedded is
-the state as Lean prints it, so no prompt format enters the key.  Rows under another key stay in the
+instruction set in use (or the GPU's name).  A state is embedded as the policy's prompt for it
+(:func:`burnqed.data.prompt.embed_states`; that module's code digest, which reaches
+:mod:`burnqed.policy.embedding`'s tokenisation and pooling, is in the key too).  Rows under another key stay in the
 cache, unused (a run with the old settings reuses them again).  The code digest covers a whole
 module closure, so an edit anywhere in it (``burnqed/config.py`` too) re-embeds: stale vectors cost
 more than a re-embedding.  Example::
@@ -118,8 +119,12 @@ def _directory_fingerprint(path: Path, h: Any) -> None:
 
 
 def model_digest(model: str | Path, pooling: str) -> str:
-    """Fingerprint of the weights at ``model`` (a local directory) or of its served name + pooling."""
-    h = hashlib.sha256(f"burnqed-embedding-v1\0pooling={pooling}\0".encode())
+    """Fingerprint of the weights at ``model`` (a local directory) or of its served name, the
+    pooling and the text embedded (:data:`burnqed.data.prompt.EMBEDDED_TEXT`)."""
+    from burnqed.data.prompt import EMBEDDED_TEXT as TEXT
+
+    # The text embedded (a state's prompt since v2): an EBM of raw-state vectors never matches.
+    h = hashlib.sha256(f"burnqed-embedding-v2\0text={TEXT}\0pooling={pooling}\0".encode())
     path = Path(model)
     if path.is_dir():
         _directory_fingerprint(path, h)
@@ -174,8 +179,9 @@ def embedding_settings(generator: Any, policy: Mapping[str, Any]) -> dict[str, A
     settings: dict[str, Any] = {
         "model_digest": embedding_model_digest(generator),  # weights, tokenizer, pooling
         "backend": cfg.backend,
-        # open_generator and every backend it opens: each one's embed, pool_hidden, truncation.
-        "code": code_digest("burnqed.policy.backend"),
+        # open_generator and every backend it opens: each one's embed; the text a state is
+        # embedded as (its prompt), the tokenisation, truncation and pooling.
+        "code": code_digest("burnqed.policy.backend", "burnqed.data.prompt"),
     }
     if cfg.backend != "transformers":
         # The server computes the vectors: how it was started (its dtype, deterministic mode) is

@@ -1,17 +1,29 @@
 """Training data for the EBM: labelled states from search trajectories, and InfoNCE groups.
 
 A *positive* is a state on a verified proof path (``on_proof_path``), other than the root (the goal
-itself, which search never scores) and the final "no goals" state.  Its *negatives* (``K = ebm.negatives`` per group), in this order of preference:
+itself, which search never scores) and the final "no goals" state.  A group is what the search
+decided between when it popped the positive — one group per on-path node of each attempt, so a
+state on the proof paths of two searches gives two groups, each against its own frontier: the positive against ``K = ebm.negatives`` states of the
+**same theorem**, taken in this order (a kind is used up before the next one is drawn from):
 
-- ``sibling``: another state produced by expanding the positive's parent (the search's real choice);
-- ``dead_end``: a failed (every child failed) state of the same theorem;
-- ``off_path``: any other state of the same theorem not on a proof path (when dead ends run out);
-- ``other_theorem``: a state of another theorem of the same split.
+- ``sibling``: another state produced by expanding the positive's parent, still open when the
+  positive was popped (the search's closest real choice);
+- ``frontier``: any other state open in that search when the positive was popped (created by an
+  earlier expansion, not yet expanded itself) — the rest of the queue the search chose from;
+- ``dead_end``: a state of the theorem with no surviving child (status ``failed``, any attempt);
+- ``off_path``: any other state of the theorem not on a proof path;
+- ``other_theorem``: one state of another theorem of the same split, **at most one** per group, and
+  only when the theorem's own states run out one short.
 
-Siblings take at most ``ceil(K/2)`` slots and same-theorem states at most ``ceil(K/4)`` more; any
-slot a kind cannot fill falls through to the next.  A state that is on a proof path of its theorem in
-any attempt is never a negative for that theorem.  The train/held-out split is **by theorem**
-(proved and unproved theorems shuffled separately, so both splits have both).
+The group size is fixed (``1 + K``): a positive whose theorem cannot fill its group that way is
+**dropped and counted** (``Groups.dropped``), not padded or masked — every group's chance is
+``1/(1+K)`` and a batch is one tensor.  The search only ever compares states of one theorem, so
+groups built mostly from other theorems (the old rule: 61 % of the demo's negatives) taught "which
+theorem is this" instead of "which of these states is closer to a proof".  A state that is on a
+proof path of its theorem in any attempt is never a negative for that theorem.  The train/held-out
+split is **by theorem** (proved and unproved theorems shuffled separately, so both splits have
+both).  :meth:`Groups.counts` (groups, train/held-out, dropped, negatives by kind) goes into the
+EBM artifact's meta.
 
 Eval trajectories are never training data: :func:`trajectory_dirs` refuses a search that an eval
 wrote (:func:`eval_output`), and :func:`decontaminate_states` drops (or refuses) every theorem one
@@ -27,7 +39,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import random
 from collections import Counter, defaultdict
 from collections.abc import Sequence
@@ -42,7 +53,9 @@ from burnqed.trajectory import MANIFEST, read_nodes, search_part_dirs
 
 log = logging.getLogger(__name__)
 
-KINDS = ("sibling", "dead_end", "off_path", "other_theorem")
+# Negative kinds in the order a group is filled (module docstring).
+KINDS = ("sibling", "frontier", "dead_end", "off_path", "other_theorem")
+MAX_OTHER_THEOREM = 1  # other theorems' states per group: the search never compares across them
 DEPTH_BUCKETS = ("0", "1", "2", "3-4", "5+")
 
 
@@ -112,6 +125,8 @@ class StateData:
     failed: list[bool]
     parent_key: list[tuple | None]  # (source, theorem, attempt, parent_id); None for roots
     node_key: list[tuple]  # (source, theorem, attempt, node_id)
+    # 0-based expansion order within its attempt; None if never expanded (what was open when)
+    expansion: list[int | None] = field(default_factory=list)
     skipped_parts: list[str] = field(default_factory=list)
     sources: list[str] = field(default_factory=list)
 
@@ -134,7 +149,7 @@ def load_states(dirs: Sequence[str | Path]) -> StateData:
         # depends on timing; the groups (and so the EBM) must not.
         t = read.table.select(
             ["theorem", "attempt", "node_id", "parent_id", "depth", "state", "state_hash",
-             "on_proof_path", "status", "solved"]
+             "on_proof_path", "status", "solved", "expansion_index"]
         ).sort_by([("theorem", "ascending"), ("attempt", "ascending"),
                    ("node_id", "ascending")]).to_pydict()  # fmt: skip
         for i in range(len(t["theorem"])):
@@ -154,6 +169,7 @@ def load_states(dirs: Sequence[str | Path]) -> StateData:
             pid = t["parent_id"][i]
             data.parent_key.append(None if pid is None else (*key, pid))
             data.node_key.append((*key, t["node_id"][i]))
+            data.expansion.append(t["expansion_index"][i])
     log.info(
         "trajectories: %d state nodes, %d unique states, %d theorems from %d director%s",
         len(data.theorem),
@@ -197,6 +213,7 @@ def decontaminate_states(
             failed=pick(data.failed),
             parent_key=pick(data.parent_key),
             node_key=pick(data.node_key),
+            expansion=pick(data.expansion) if data.expansion else [],
             skipped_parts=data.skipped_parts,
             sources=data.sources,
         )
@@ -223,6 +240,25 @@ class Groups:
     theorem: list[str]  # (G,)
     heldout: np.ndarray  # (G,) bool: the theorem is held out
     kind_counts: dict[str, int]  # negatives per kind over all groups
+    # (G, K) kind of each negative (KINDS), in the group's column order
+    kinds: list[list[str]] = field(default_factory=list)
+    dropped: int = 0  # positives whose theorem could not fill a group (module docstring)
+
+    def counts(self) -> dict[str, object]:
+        """What the EBM artifact's meta records of the groups.
+
+        >>> g = Groups([["p", "n"]], ["g"], np.array([1]), ["t"], np.array([False]),
+        ...            {"sibling": 1}, [["sibling"]], dropped=2)
+        >>> g.counts()["dropped"], g.counts()["train_groups"]
+        (2, 1)
+        """
+        return {
+            "groups": len(self),
+            "train_groups": int((~self.heldout).sum()),
+            "heldout_groups": int(self.heldout.sum()),
+            "dropped": self.dropped,
+            "negatives_by_kind": dict(self.kind_counts),
+        }
 
     def __len__(self) -> int:
         return len(self.goals)
@@ -236,6 +272,8 @@ class Groups:
             theorem=[self.theorem[i] for i in idx],
             heldout=self.heldout[idx],
             kind_counts=self.kind_counts,
+            kinds=[self.kinds[i] for i in idx] if self.kinds else [],
+            dropped=self.dropped,
         )
 
 
@@ -257,7 +295,8 @@ def split_theorems(
 def build_groups(
     data: StateData, *, negatives: int, heldout_fraction: float, seed: int = 0
 ) -> Groups:
-    """One group per unique (theorem, positive state); see the module docstring."""
+    """One group per on-path node of each attempt (each decision that chose a proof-path state)
+    that its theorem can fill; see the module docstring for the order of the negative kinds."""
     rng = random.Random(seed)
     pos = data.positives()
     if not pos:
@@ -266,12 +305,16 @@ def build_groups(
             f"{data.sources}: the EBM needs states on verified proof paths"
         )
     heldout = split_theorems(list(data.goal), set(pos), heldout_fraction, seed)
+    expansion = data.expansion or [None] * len(data.theorem)
     children: dict[tuple, list[int]] = defaultdict(list)
     by_theorem: dict[str, list[int]] = defaultdict(list)
+    by_attempt: dict[tuple, list[int]] = defaultdict(list)  # (source, theorem, attempt) → nodes
+    expanded_at = {k: e for k, e in zip(data.node_key, expansion, strict=True)}
     for i, pk in enumerate(data.parent_key):
         if pk is not None:
             children[pk].append(i)
         by_theorem[data.theorem[i]].append(i)
+        by_attempt[data.node_key[i][:3]].append(i)
     # Per split, the unique (theorem, state) pairs other theorems' negatives are drawn from.
     split_states: dict[bool, list[tuple[str, str]]] = {True: [], False: []}
     seen: set[tuple[str, str]] = set()
@@ -280,57 +323,67 @@ def build_groups(
             seen.add((t, h))
             split_states[t in heldout].append((t, h))
 
-    # Unique positives with the parents of all their on-path occurrences.
-    positive_nodes: dict[tuple[str, str], list[int]] = defaultdict(list)
+    # One group per decision: each on-path node of each attempt (the pop that chose it), not per
+    # unique state — the same state popped in two searches was chosen against two frontiers.
     # Roots are left out: a root *is* the goal (trivial to rank) and search never scores one.
-    for i, (t, h, p) in enumerate(zip(data.theorem, data.state_hash, data.on_path, strict=True)):
-        if p and data.parent_key[i] is not None:
-            positive_nodes[(t, h)].append(i)
+    positive_nodes = [i for i, p in enumerate(data.on_path) if p and data.parent_key[i] is not None]
 
-    k_sib, k_same = math.ceil(negatives / 2), math.ceil(negatives / 4)
-    states, goals, depths, theorems, held = [], [], [], [], []
+    def open_at(j: int, popped: int | None) -> bool:
+        """Node ``j`` was in its search's queue when the expansion ``popped`` was chosen: created
+        by an earlier expansion and not expanded before it."""
+        if popped is None:
+            return False
+        parent = data.parent_key[j]
+        made = -1 if parent is None else expanded_at.get(parent)
+        mine = expansion[j]
+        return made is not None and made < popped and (mine is None or mine > popped)
+
+    states, goals, depths, theorems, held, group_kinds = [], [], [], [], [], []
     kinds: Counter[str] = Counter()
-    for (t, h), nodes in sorted(positive_nodes.items()):
+    dropped = 0
+    for i in positive_nodes:
+        t, h = data.theorem[i], data.state_hash[i]
         bad = pos[t]
-
-        def pick(candidates: list[str], k: int, taken: set[str], bad: set[str] = bad) -> list[str]:
-            pool = sorted({c for c in candidates if c not in bad and c not in taken})
-            rng.shuffle(pool)
-            return pool[:k]
-
-        taken: set[str] = set()
-        sib_hashes = [
-            data.state_hash[j]
-            for i in nodes
-            if data.parent_key[i] is not None
-            for j in children[data.parent_key[i]]
-        ]
+        candidates: dict[str, list[str]] = {
+            "sibling": [
+                data.state_hash[j]
+                for j in children[data.parent_key[i]]  # type: ignore[index]
+                if open_at(j, expansion[i])
+            ],
+            "frontier": [
+                data.state_hash[j]
+                for j in by_attempt[data.node_key[i][:3]]
+                if open_at(j, expansion[i])
+            ],
+            "dead_end": [data.state_hash[j] for j in by_theorem[t] if data.failed[j]],
+            "off_path": [data.state_hash[j] for j in by_theorem[t]],
+        }
+        taken: set[str] = {h}
         chosen: list[tuple[str, str]] = []
-        for kind, cands, quota in (
-            ("sibling", sib_hashes, k_sib),
-            ("dead_end", [data.state_hash[j] for j in by_theorem[t] if data.failed[j]], k_same),
-            ("off_path", [data.state_hash[j] for j in by_theorem[t]], k_same),
-        ):
-            room = min(quota, negatives - len(chosen))
-            if kind == "off_path":  # shares the same-theorem quota with dead ends
-                room = min(room, k_same - sum(1 for k, _ in chosen if k == "dead_end"))
-            for c in pick(cands, max(room, 0), taken):
+        for kind, cands in candidates.items():
+            pool = sorted({c for c in cands if c not in bad and c not in taken})
+            rng.shuffle(pool)
+            for c in pool[: negatives - len(chosen)]:
                 taken.add(c)
                 chosen.append((kind, c))
         others = split_states[t in heldout]
+        room = min(MAX_OTHER_THEOREM, negatives - len(chosen))
         tries = 0
-        while len(chosen) < negatives and tries < 50 * negatives:
+        while room > 0 and tries < 50:
             tries += 1
             ot, oh = others[rng.randrange(len(others))]
             if ot != t and oh not in taken and oh not in bad:
                 taken.add(oh)
                 chosen.append(("other_theorem", oh))
+                room -= 1
         if len(chosen) < negatives:
-            continue  # too few states in this split to fill a group
+            dropped += 1  # the theorem's own states cannot fill a group (module docstring)
+            continue
         kinds.update(k for k, _ in chosen)
         states.append([h] + [c for _, c in chosen])
+        group_kinds.append([k for k, _ in chosen])
         goals.append(data.goal[t])
-        depths.append(min(data.depth[i] for i in nodes))
+        depths.append(data.depth[i])
         theorems.append(t)
         held.append(t in heldout)
     groups = Groups(
@@ -340,17 +393,24 @@ def build_groups(
         theorem=theorems,
         heldout=np.asarray(held, dtype=bool),
         kind_counts={k: kinds.get(k, 0) for k in KINDS},
+        kinds=group_kinds,
+        dropped=dropped,
     )
     log.info(
         "EBM groups: %d (%d train / %d held-out, %d held-out theorems) of 1 positive + %d "
-        "negatives; negatives by kind: %s",
+        "negatives, %d positives dropped (their theorem could not fill a group); negatives by "
+        "kind: %s",
         len(groups),
         int((~groups.heldout).sum()),
         int(groups.heldout.sum()),
         len(heldout),
         negatives,
+        dropped,
         groups.kind_counts,
     )
     if not len(groups):
-        raise ValueError("no InfoNCE group could be filled: too few states in the trajectories")
+        raise ValueError(
+            f"no InfoNCE group could be filled ({dropped} positives dropped): too few states of "
+            f"each proved theorem for 1 + {negatives} (ebm.negatives)"
+        )
     return groups

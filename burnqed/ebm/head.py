@@ -7,8 +7,10 @@ provable.
 
 Why these pieces (SPEC §4.6): spectral norm bounds how fast the energy can change with the
 embedding (the published EBM otherwise over-fitted the few positives); the temperature is the only
-scale of the energy, so InfoNCE has no temperature of its own and a temperature pinned at a bound is a
-health signal (training aborts).  The first layer's weights are scaled ×0.1 at init: under spectral
+scale of the energy, so InfoNCE has no temperature of its own; it learns at its own rate
+(``ebm.temperature_learning_rate``, :func:`burnqed.ebm.train.make_optimizer`) so the energy can
+reach the log-prob's scale of nats, and a temperature pinned at a bound is a health signal
+(:mod:`burnqed.ebm.train` says when it aborts).  The first layer's weights are scaled ×0.1 at init: under spectral
 norm a weight scale would be normalised away, so the ×0.1 is a fixed gain on the normalised first
 layer — its spectral norm is 0.1, the others' 1 — which starts the energies near zero.
 

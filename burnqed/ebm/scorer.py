@@ -34,6 +34,7 @@ from safetensors.torch import load_file, save_file
 from torch.nn.utils import parametrize
 
 from burnqed.config import EBMConfig
+from burnqed.data.prompt import embed_states
 from burnqed.ebm.embeddings import embedding_model_digest
 from burnqed.ebm.head import GoalConditionedEnergyHead
 from burnqed.ebm.train import build_head, resolve_device
@@ -71,8 +72,16 @@ def load_ebm(path: Path, device: str = "cpu") -> tuple[GoalConditionedEnergyHead
 class EBMValueModel:
     """:class:`~burnqed.search.value.ValueModel` over a policy backend's ``embed`` and a head."""
 
-    def __init__(self, head: GoalConditionedEnergyHead, generator: Any, *, batch_size: int = 64):
+    def __init__(
+        self,
+        head: GoalConditionedEnergyHead,
+        generator: Any,
+        *,
+        batch_size: int = 64,
+        meta: Mapping[str, Any] | None = None,
+    ):
         self.head = head.eval()
+        self.meta = dict(meta or {})  # ebm.json: the fitted energy weight among it
         self.generator = generator
         self.batch_size = batch_size
         self.device = next(head.parameters()).device
@@ -80,8 +89,9 @@ class EBMValueModel:
         self.embedded = 0  # states embedded so far (for benchmarks and tests)
 
     def _embed(self, texts: list[str]) -> np.ndarray:
+        """The states' embeddings, each as the policy's prompt for it (burnqed.policy.embedding)."""
         out = [
-            np.asarray(self.generator.embed(texts[i : i + self.batch_size]), dtype=np.float32)
+            embed_states(self.generator, texts[i : i + self.batch_size])
             for i in range(0, len(texts), self.batch_size)
         ]
         self.embedded += len(texts)
@@ -127,5 +137,5 @@ def load_value_model(path: Path, generator: Any, *, device: str = "auto") -> EBM
         head.temperature.item(),
     )
     return EBMValueModel(
-        head, generator, batch_size=int(meta["config"].get("embed_batch_size", 64))
+        head, generator, batch_size=int(meta["config"].get("embed_batch_size", 64)), meta=meta
     )

@@ -4,7 +4,8 @@
   iterations ``< i`` → ``results/iter_{i}/embeddings/`` (append-only cache, see
   :mod:`burnqed.ebm.embeddings`; ``manifest.json`` written last).
 - :func:`run_train`: InfoNCE groups from the same trajectories, the head trained on them →
-  ``models/iter_{i}/ebm/`` (checkpoints in ``ebm.partial/`` until it is done), under
+  ``models/iter_{i}/ebm/``, with the energy's weight fitted on the searches' decisions
+  (:mod:`burnqed.ebm.fit`, ``ebm.json``'s ``energy_weight``) (checkpoints in ``ebm.partial/`` until it is done), under
   :func:`burnqed.determinism.deterministic_training`: a rerun (or a resumed run) writes the same
   ``ebm.safetensors`` and ``ebm.json``; throughput and whether it resumed go to ``run_info.json``.
 - :func:`run_metrics`: embedding-quality metrics + plots → ``results/iter_{i}/ebm_metrics.json`` and
@@ -29,12 +30,14 @@ import platform
 import shutil
 import time
 from collections.abc import Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from burnqed.config import EBMConfig, PolicyConfig
+from burnqed.data.prompt import embed_states
 from burnqed.determinism import deterministic_training, write_run_info
 from burnqed.ebm.embeddings import (
     EmbeddingError,
@@ -144,7 +147,7 @@ def run_embed(
         digest = embedding_model_digest(gen)
         settings = embedding_settings(gen, policy)
         key = embedding_key(settings)
-        stats = precompute(data.texts, gen.embed, out, key=key,
+        stats = precompute(data.texts, partial(embed_states, gen), out, key=key,
                            checkpoint_every=ebm_cfg.checkpoint_every,
                            batch_size=ebm_cfg.embed_batch_size)  # fmt: skip
     manifest = {
@@ -199,6 +202,7 @@ def run_train(
 
     Every state of the searches is checked against ``eval_benchmarks`` (up to renaming); a theorem
     with a benchmark goal among its states is refused or dropped (``decontamination``)."""
+    from burnqed.ebm.fit import fit_energy_weight
     from burnqed.ebm.scorer import save_ebm
     from burnqed.ebm.train import groups_digest, resolve_device, train_head
 
@@ -221,6 +225,9 @@ def run_train(
     with deterministic_training(seed=seed, device=resolve_device(device).type) as determinism:
         result = train_head(vectors, groups, ebm_cfg, work_dir=work, seed=seed, device=device,
                             data_hash=data_hash)  # fmt: skip
+        # search.energy_weight: fitted — out-of-fold energies on the pool's decisions.
+        weight = fit_energy_weight(vectors, data, groups, ebm_cfg, dirs=dirs, work=work / "folds",
+                                   seed=seed, device=device)  # fmt: skip
     meta = {
         "config": ebm_cfg.to_dict(),
         "seed": seed,
@@ -232,19 +239,18 @@ def run_train(
             "groups_sha256": groups_digest(groups),
             "data_hash": data_hash,
             "trajectories": _search_hashes(dirs),
-            "groups": len(groups),
-            "train_groups": int((~groups.heldout).sum()),
-            "heldout_groups": int(groups.heldout.sum()),
+            # groups, train/held-out groups, dropped positives, negatives by kind
+            **groups.counts(),
             "heldout_theorems": sorted(
                 set(t for t, h in zip(groups.theorem, groups.heldout, strict=True) if h)
             ),
-            "negatives_by_kind": groups.kind_counts,
             "decontamination": decontamination_check,
         },
         "train": result.train,
         "heldout": result.heldout,
         "chance": result.chance,
         "temperature": result.temperature,
+        "energy_weight": weight,
         "determinism": determinism,
         **_provenance(),
     }
@@ -262,6 +268,81 @@ def run_train(
         out, result.heldout["rank1"], result.heldout["tie_rate"], result.chance,
         result.heldout["groups"], result.heldout["energy_gap"], result.temperature,
     )  # fmt: skip
+    return meta
+
+
+def joint_energy_weight(
+    head: Any, head_meta: Mapping[str, Any], *, searches: Sequence[str | Path], embeddings: Path,
+    embedding_model_digest: str, warm_head: Path | None, seed: int,
+    eval_benchmarks: Sequence[str | Path] = (), decontamination: str = "refuse",
+) -> dict:  # fmt: skip
+    """``search.energy_weight: fitted`` for the head joint training exported (configuration C).
+
+    Fold heads would each be a joint training of the whole adapter, so instead the head scores only
+    the pool decisions of theorems it never trained on: held out of joint training
+    (``heldout_theorems`` of its meta) and of its warm start's training (configuration A's EBM,
+    ``data.heldout_theorems`` of its ``ebm.json``) — both split with the same seed over the same
+    searches, so normally one set.  Those states are embedded by the merged joint model
+    (``embeddings``, checked by digest) as the scorer will embed them
+    (:func:`burnqed.ebm.fit.fit_heldout_energy_weight`).
+    """
+    from burnqed.ebm.fit import fit_heldout_energy_weight
+    from burnqed.ebm.scorer import META
+
+    if head_meta.get("heldout_theorems") is None:
+        why = "the joint head's meta does not list its held-out theorems (an older adapter)"
+        log.warning("energy weight: %s: no fit", why)
+        return {"per_logprob_weight": None, "reason": why}
+    joint_held = set(head_meta["heldout_theorems"])
+    held, warm_held = joint_held, None
+    if warm_head is not None:
+        warm_meta = json.loads((Path(warm_head) / META).read_text(encoding="utf-8"))
+        warm_held = set(warm_meta["data"]["heldout_theorems"])
+        held = joint_held & warm_held
+    dirs = _dirs(searches)
+    data, _ = decontaminated(load_states(dirs), eval_benchmarks, decontamination, dirs)
+    vectors, manifest = _vectors_for(Path(embeddings), data)
+    if manifest["embedding_model_digest"] != embedding_model_digest:
+        # Another model's vectors would give the head energies it never gives in search.
+        why = (f"{embeddings} holds embeddings of model digest "
+               f"{manifest['embedding_model_digest']}, the head is exported for "
+               f"{embedding_model_digest}")  # fmt: skip
+        log.warning("energy weight: %s: no fit", why)
+        return {"per_logprob_weight": None, "reason": why}
+    block = fit_heldout_energy_weight(head, vectors, data, EBMConfig.from_dict(head_meta["config"]),
+                                      dirs=dirs, heldout=held, seed=seed)  # fmt: skip
+    block["heldout_sets"] = {
+        "joint_training": len(joint_held),
+        "warm_start": None if warm_held is None else len(warm_held),
+        "both": len(held),
+    }
+    return block
+
+
+def run_fit_features(
+    *, searches: Sequence[str | Path], model: str | Path, out: Path, cfg: Mapping[str, Any],
+    seed: int = 0, eval_benchmarks: Sequence[str | Path] = (), decontamination: str = "refuse",
+) -> dict:  # fmt: skip
+    """The feature value of iteration ``i`` (:mod:`burnqed.value.features`): its weights fitted on
+    the pool ``searches``' decisions (decontaminated as the EBM's data), tokens counted by
+    ``model``'s tokenizer (the policy it will search with), cross-fitted in ``ebm.fit_folds`` folds
+    of theorems → ``out/features.json``."""
+    from transformers import AutoTokenizer
+
+    from burnqed.ebm.fit import pool_decisions
+    from burnqed.value.features import fit_features, token_counter, write_feature_value
+
+    ebm_cfg = EBMConfig.from_dict(cfg)
+    dirs = _dirs(searches)
+    data, check = decontaminated(load_states(dirs), eval_benchmarks, decontamination, dirs)
+    sets, settings = pool_decisions(dirs, set(data.goal))
+    tokenizer = AutoTokenizer.from_pretrained(str(model), local_files_only=True)
+    block = fit_features(sets, token_counter(tokenizer), folds=ebm_cfg.fit_folds, seed=seed,
+                        depth_normalisation=settings["depth_normalisation"])  # fmt: skip
+    meta = write_feature_value(Path(out), {**block, "seed": seed, "trajectories":
+                               _search_hashes(dirs), "decontamination": check}, model=model)  # fmt: skip
+    log.info("feature value → %s: weights %s, held-out frontier top-1 %s", out, block["weights"],
+             {k: v["rate"] for k, v in block["energy_weight"]["heldout_frontier_top1"].items()})  # fmt: skip
     return meta
 
 

@@ -9,9 +9,16 @@ tie-break would score, so collapsed or truncated embeddings score chance, not 10
 rate (groups whose lowest energy is shared), overall and by depth bucket, plus the temperature; the
 held-out groups are measured the same way.
 
-Health: when the temperature reaches ``temperature_min`` or ``temperature_max`` (pinned: its gradient
-is zero there) training stops with :class:`EBMTrainingError` naming the step and the last checkpoint,
-which is left as it was.  Steps are seeded by ``(seed, step)`` (batch draw and dropout), so a run
+Health: the temperature learns at its own rate (:func:`make_optimizer`) and is bounded by
+``temperature_min`` and ``temperature_max`` (pinned there: its gradient is zero).  At its **floor** it
+is a warning, recorded as ``temperature_pinned``: a head that ranks its groups drives the temperature
+down (issue 30 §3), and what it learned — or over-fitted — is what the held-out metrics and the
+report's gates judge; energies bounded by the floor cannot blow up (a non-finite loss stops training).
+At its **ceiling** (the energies collapsing: nothing ranked) training stops with
+:class:`EBMTrainingError`, naming the step and the last checkpoint (left as it was), when at a metrics
+record the held-out InfoNCE loss (the training groups' without held-out ones) has not fallen since the
+previous record and its rank-1 is no better than chance (``1/(1+K)`` plus two binomial standard
+errors); otherwise that too is a warning.  Steps are seeded by ``(seed, step)`` (batch draw and dropout), so a run
 resumed from a checkpoint (weights and AdamW state, safetensors, every ``save_every`` steps) continues
 exactly as the uninterrupted run would; a checkpoint of other data, config, seed or code (the
 :func:`~burnqed.provenance.code_digest` of this module) is not resumed.  bf16 autocast on CUDA,
@@ -73,6 +80,29 @@ def build_head(dim: int, cfg: EBMConfig) -> GoalConditionedEnergyHead:
     )
 
 
+def make_optimizer(head: GoalConditionedEnergyHead, cfg: EBMConfig) -> torch.optim.AdamW:
+    """AdamW over the head: the layers at ``cfg.learning_rate``, ``log_temperature`` at its own
+    ``cfg.temperature_learning_rate`` without weight decay.
+
+    Why its own rate: Adam moves a parameter by about one learning rate per step, so at the layers'
+    rate the temperature (the energy's only scale, outside spectral norm) could move ``log T`` by
+    0.2 in the demo's 200 steps — the energies stayed at a few hundredths of a nat while the
+    log-prob spans nats (issue 30 §3).  Parameter order (and so the optimiser state's order in a
+    checkpoint) is ``head.parameters()``'s.
+
+    >>> head = build_head(4, EBMConfig(hidden_sizes=(8,)))
+    >>> [g["lr"] for g in make_optimizer(head, EBMConfig(hidden_sizes=(8,))).param_groups]
+    [0.0001, 0.05]
+    """
+    temp = [head.log_temperature]
+    rest = [p for p in head.parameters() if p is not head.log_temperature]
+    return torch.optim.AdamW(
+        [{"params": rest}, {"params": temp, "lr": cfg.temperature_learning_rate,
+                            "weight_decay": 0.0}],
+        lr=cfg.learning_rate,
+    )  # fmt: skip
+
+
 @dataclass(frozen=True)
 class IndexedGroups:
     """Groups as row indices into one embedding matrix."""
@@ -128,7 +158,7 @@ def evaluate(
     n = len(ig) if limit is None else min(limit, len(ig))
     if n == 0:
         return {"groups": 0, "rank1": None, "tie_rate": None, "energy_gap": None,
-                "rank1_by_depth": {}}  # fmt: skip
+                "loss": None, "sibling_span": None, "rank1_by_depth": {}}  # fmt: skip
     was = head.training
     head.eval()
     try:
@@ -137,6 +167,8 @@ def evaluate(
         head.train(was)
     credit, tied = rank1_credit(energies.cpu().numpy())
     gap = (energies[:, 1:].mean(1) - energies[:, 0]).mean().item()
+    loss = F.cross_entropy(-energies, torch.zeros(n, dtype=torch.long, device=energies.device))
+    span = (energies.max(1).values - energies.min(1).values).median().item()
     buckets = np.array([depth_bucket(int(d)) for d in ig.depth[:n]])
     by_depth = {
         b: {
@@ -149,6 +181,8 @@ def evaluate(
     }
     return {
         "groups": n,
+        "loss": loss.item(),  # InfoNCE, the training loss in eval mode
+        "sibling_span": span,  # median over groups of max − min energy (nats)
         "rank1": float(credit.mean()),
         "tie_rate": float(tied.mean()),
         "energy_gap": gap,
@@ -194,6 +228,45 @@ def load_checkpoint(work_dir: Path, device: str = "cpu") -> tuple[dict, dict, di
     model = {k[6:]: v for k, v in tensors.items() if k.startswith("model.")}
     opt = {k: v for k, v in tensors.items() if k.startswith("opt.")}
     return meta, model, opt
+
+
+def _watched_at(kept: list[str], head, emb, train_g, held_g) -> float:
+    """The loss the pin rule watches (held-out, else training) at the last kept record, or of
+    ``head`` as it is (a fresh start)."""
+    key = "heldout_loss" if len(held_g) else "eval_loss"
+    if kept and (v := json.loads(kept[-1]).get(key)) is not None:
+        return float(v)
+    ev = evaluate(
+        head, emb, held_g if len(held_g) else train_g, limit=None if len(held_g) else EVAL_GROUPS
+    )
+    return float(ev["loss"]) if ev["loss"] is not None else math.inf
+
+
+def above_chance(ev: Mapping[str, Any], k: int) -> bool:
+    """Whether groups of 1 + ``k`` ranked by :func:`evaluate` (``ev``) put the positive first more
+    often than chance by two binomial standard errors.
+
+    >>> above_chance({"rank1": 0.5, "groups": 100}, 7), above_chance({"rank1": 0.15, "groups": 100}, 7)
+    (True, False)
+    """
+    n, p = ev.get("groups") or 0, 1.0 / (k + 1)
+    return bool(n) and ev["rank1"] > p + 2 * math.sqrt(p * (1 - p) / n)
+
+
+def _pinned_error(work_dir: Path, cfg: EBMConfig, done: int, pinned: str, loss: float,
+                  before: float, rank1: float) -> EBMTrainingError:  # fmt: skip
+    last = work_dir / CHECKPOINT_META
+    where = (f"last checkpoint: {work_dir / CHECKPOINT} (step "
+             f"{json.loads(last.read_text())['step']})" if last.exists()
+             else "no checkpoint was written yet")  # fmt: skip
+    bound = cfg.temperature_min if pinned == "floor" else cfg.temperature_max
+    return EBMTrainingError(
+        f"EBM step {done}: the temperature pinned to its {pinned} ({bound:g}; healthy 0.5–3.0) and "
+        f"the watched loss did not fall ({loss:.4f}, {before:.4f} at the previous record), its "
+        f"rank-1 ({rank1:.3f}) no better than chance: the "
+        f"energies collapsed; {where}. Lower "
+        "ebm.learning_rate or check the embeddings (burnqed ebm metrics: centroid_separation)"
+    )
 
 
 @dataclass(frozen=True)
@@ -243,7 +316,7 @@ def train_head(
     train_rows = torch.unique(torch.cat([train_g.states.reshape(-1), train_g.goals])).to(dev)
     head.set_input_stats(emb[train_rows])
     params = list(head.parameters())
-    opt = torch.optim.AdamW(params, lr=cfg.learning_rate)
+    opt = make_optimizer(head, cfg)
     start, resumed = 0, None
     metrics_path = work_dir / METRICS
     if (work_dir / CHECKPOINT_META).exists():
@@ -271,6 +344,8 @@ def train_head(
 
     bar = Progress(log, "ebm", total=cfg.steps, unit="steps", initial=start)
     loss_v = math.nan
+    # The pin rule's reference: the watched loss at the previous record (or at the start).
+    watched_before = _watched_at(kept, head, emb, train_g, held_g)
     with metrics_path.open("a", encoding="utf-8") as metrics:
         for step in bar.iter(range(start, cfg.steps)):
             done = step + 1
@@ -288,22 +363,24 @@ def train_head(
             loss_v = loss.item()
             if not math.isfinite(loss_v):
                 raise EBMTrainingError(f"EBM step {done}: loss is {loss_v}")
-            pinned = head.pinned()
-            if pinned:
-                last = work_dir / CHECKPOINT_META
-                where = (f"last checkpoint: {work_dir / CHECKPOINT} (step "
-                         f"{json.loads(last.read_text())['step']})" if last.exists()
-                         else "no checkpoint was written yet")  # fmt: skip
-                bound = cfg.temperature_min if pinned == "floor" else cfg.temperature_max
-                raise EBMTrainingError(
-                    f"EBM step {done}: the temperature pinned to its {pinned} ({bound:g}; healthy "
-                    f"0.5–3.0): the energies {'collapsed' if pinned == 'ceiling' else 'blew up'}; "
-                    f"{where}. Lower ebm.learning_rate or check the embeddings "
-                    "(burnqed ebm metrics: centroid_separation)"
-                )
             if done % cfg.log_every == 0 or done == cfg.steps:
                 tr = evaluate(head, emb, train_g, limit=EVAL_GROUPS)
                 ho = evaluate(head, emb, held_g)
+                watched = ho["loss"] if ho["groups"] else tr["loss"]
+                pinned = head.pinned()
+                ranks = ho if ho["groups"] else tr
+                learned = watched < watched_before or above_chance(ranks, k)
+                if pinned == "ceiling" and not learned:
+                    raise _pinned_error(work_dir, cfg, done, pinned, watched, watched_before,
+                                        ranks["rank1"])  # fmt: skip
+                if pinned:
+                    log.warning(
+                        "EBM step %d: the temperature sits at its %s (%s loss %.4f, %.4f at the "
+                        "previous record; rank-1 %.3f): going on", done, pinned,
+                        "held-out" if ho["groups"] else "training", watched, watched_before,
+                        ranks["rank1"],
+                    )  # fmt: skip
+                watched_before = watched
                 rec = {
                     "step": done,
                     "loss": loss_v,
@@ -317,7 +394,11 @@ def train_head(
                     "heldout_rank1": ho["rank1"],
                     "heldout_tie_rate": ho["tie_rate"],
                     "heldout_energy_gap": ho["energy_gap"],
+                    "heldout_loss": ho["loss"],
+                    "eval_loss": tr["loss"],
+                    "sibling_span": tr["sibling_span"],
                     "temperature": head.temperature.item(),
+                    "temperature_pinned": pinned,
                     "elapsed_s": time.perf_counter() - t0,
                 }
                 metrics.write(json.dumps(rec) + "\n")

@@ -25,6 +25,16 @@ between the two evals leaves it undecided, the field named):
 - **B → C** (the value model): did live gradients help the head (same policy, same searches)?
 - **A → C** (the model): the whole effect of one iteration with joint training;
 - and for each configuration, its value head against none (the EBM ablation: the value model).
+  **C against its no-EBM twin is the primary comparison**, declared before the run (issue 30 §7);
+  the four ablations together are also reported with Holm's correction (``p_holm``), since looking
+  at four and reporting the best would otherwise overstate it.
+
+Beside each live figure, the **replay prediction** (issue 30 §7; key ``{c}_replay``,
+:mod:`burnqed.replay.stage`): the configuration's EBM searching its no-EBM twin's recorded trees
+again, with the same paired test against the twin; it is marked inexact when the replay needed
+expansions the recording never made (its ``replay`` block's unexpanded pops and inexact attempts at
+the top budget), since those attempts' outcomes are then not what a live search would have got.
+The feature value (``F``, the EBM's control) is shown the same way against C's twin.
 
 Beside them, the embedding metrics of each configuration's EBM data (``ebm_metrics.json``): the
 scale-free centroid separation, the linear probe's balanced accuracy, and the EBM's held-out rank-1
@@ -36,13 +46,22 @@ the section then holds A → main and the two ablations.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from burnqed.eval.paired import format_p, notes_lines, paired_test, table_cells, table_headers
+from burnqed.eval.paired import (
+    ALPHA,
+    format_p,
+    notes_lines,
+    paired_test,
+    table_cells,
+    table_headers,
+)
 from burnqed.eval.table import markdown_table, pct
 
 CONFIGS = ("A", "S", "B", "C")
+PRIMARY = "C"  # the pre-declared comparison: C against its no-EBM twin at the largest budget
 # (from, to, question, the factor the pair varies: burnqed.eval.paired.FACTORS)
 QUESTIONS = (
     ("S", "B", "did the joint loss protect the embeddings?", "model"),
@@ -58,9 +77,10 @@ def config_comparisons(
 ) -> dict[str, Any]:
     """The configurations section of iteration ``iteration`` as a JSON-able dict.
 
-    ``evals``: eval JSONs keyed ``A``, ``S``, ``B``, ``C`` (with the value head) and ``A0``, ``S0``,
-    ``B0``, ``C0`` (without); ``metrics``: ``ebm_metrics.json`` of each of ``A``…``C``.  A missing
-    configuration is left out of every comparison that needs it.
+    ``evals``: eval JSONs keyed ``A``, ``S``, ``B``, ``C`` (with the value head), ``A0``, ``S0``,
+    ``B0``, ``C0`` (without), ``A_replay``…``C_replay`` (the head's replay over the twin's trees)
+    and ``F``, ``F_replay`` (the feature value); ``metrics``: ``ebm_metrics.json`` of each of
+    ``A``…``C``.  A missing configuration is left out of every comparison that needs it.
     """
     rows = []
     for c in CONFIGS:
@@ -74,15 +94,209 @@ def config_comparisons(
                 "rate": _top_rate(e),
                 "rate_no_ebm": _top_rate(e0) if e0 else None,
                 "ablation": paired_test(e0, e, varies="value model") if e0 else None,
+                "replay": replay_prediction(evals.get(f"{c}_replay"), e0),
+                "value_model": value_summary(e),
                 "embeddings": embedding_summary(metrics.get(c)),
             }
         )
+    for r, p in zip(rows, holm([(r["ablation"] or {}).get("p_value") for r in rows]), strict=True):
+        if r["ablation"] is not None:
+            r["ablation"] = {**r["ablation"], "p_holm": p, "primary": r["config"] == PRIMARY}
     questions = []
     for a, b, why, varies in QUESTIONS:
         if a in evals and b in evals:
             questions.append({"from": a, "to": b, "question": why,
                               "test": paired_test(evals[a], evals[b], varies=varies)})  # fmt: skip
-    return {"iteration": iteration, "configs": rows, "questions": questions}
+    section = {"iteration": iteration, "configs": rows, "questions": questions,
+               "features": feature_comparison(evals)}  # fmt: skip
+    section["goal"] = value_goal(section, evals)
+    return section
+
+
+def value_summary(e: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """What an eval's ``value_model`` block (:func:`burnqed.eval.stage.value_model_block`) says, in
+    the few figures compare.md shows: the energy weight and where it came from, the fit's held-out
+    frontier top-1 (log-prob, value, fitted sum) and the sum's paired gain over log-prob in standard
+    errors, the median sibling spans and the fraction of decisions the value changed.
+
+    >>> v = value_summary({"value_model": {"energy_weight": {"value": 2.0, "source": "fitted",
+    ...     "fit": {"heldout_sum_gain": {"difference": 0.1, "se": 0.04, "in_se": 2.5}}},
+    ...     "effect": {"median_sibling_span": {"energy": 1.0, "logprob": 2.0, "ratio": 0.5},
+    ...                "decisions_changed": {"pops": 10, "changed": 3, "fraction": 0.3}}}})
+    >>> v["weight"], v["span_ratio"], v["decisions_changed"], v["heldout_gain"]["in_se"]
+    (2.0, 0.5, 0.3, 2.5)
+    """
+    vm = (e or {}).get("value_model")
+    if not vm:
+        return None
+    w = vm.get("energy_weight") or {}
+    fit = w.get("fit") or {}
+    eff = vm.get("effect") or {}
+    span = eff.get("median_sibling_span") or {}
+    dec = eff.get("decisions_changed") or {}
+    return {
+        "weight": w.get("value"),
+        "source": w.get("source"),
+        "heldout_top1": fit.get("heldout_frontier_top1"),
+        "heldout_gain": fit.get("heldout_sum_gain"),
+        "span_energy": span.get("energy"),
+        "span_logprob": span.get("logprob"),
+        "span_ratio": span.get("ratio"),
+        "decisions": dec.get("pops"),
+        "decisions_changed": dec.get("fraction"),
+    }
+
+
+# The value model's goal and its acceptance (issue 30), each a check compare.md states.
+GOAL_NET_FRACTION = 0.02  # C beats its twin by >= 8 theorems net of 400
+GOAL_SE = 2.0  # held-out: the fitted sum beats log-prob alone by >= 2 bootstrap SE
+GOAL_SPAN_RATIO = 0.3  # the weighted energy's sibling span against the log-prob's
+GOAL_DECISIONS = 0.1  # decisions whose pop the energy changed
+GOAL_REPLAY_THEOREMS = 5  # the feature value live within this many theorems of its replay
+
+
+def value_goal(section: Mapping[str, Any], evals: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The value model's checks for the main line C (None without C): the goal — C beats its
+    no-EBM twin by ``GOAL_NET_FRACTION`` of the theorems net at the largest budget with exact
+    McNemar p < 0.05, and the feature value does not beat C (paired, p < 0.05) — and the measured
+    points beside it (held-out gain in SE, span ratio, decisions changed, the feature value live
+    against its replay), with C's replay prediction and oracle ceiling.  ``met`` per check: True,
+    False, or None (not measured)."""
+    c = next((r for r in section["configs"] if r["config"] == "C"), None)
+    if c is None:
+        return None
+    ab, vm = c.get("ablation") or {}, c.get("value_model") or {}
+    theorems = (evals.get("C") or {}).get("theorems") or len((evals.get("C") or {}).get(
+        "per_theorem") or []) or None  # fmt: skip
+    net = None if ab.get("gained") is None else ab["gained"] - ab["lost"]
+    need = None if not theorems else math.ceil(GOAL_NET_FRACTION * theorems)
+    f_vs_c = paired_test(evals["C"], evals["F"], varies="value model") \
+        if "F" in evals and "C" in evals else None  # fmt: skip
+    feats = section.get("features") or {}
+    live, replay = (feats.get(k) for k in ("live", "replay"))
+    gap = None
+    if live and replay:
+        gap = abs(live["rate"]["solved"] - replay["rate"]["solved"])
+    gain = vm.get("heldout_gain") or {}
+
+    def check(name: str, value: Any, met: bool | None) -> dict[str, Any]:
+        return {"check": name, "value": value, "met": met}
+
+    checks = [
+        check(f"C vs its no-EBM twin: net ≥ {need} theorems, p < 0.05", None if net is None else
+              {"net": net, "p_value": ab.get("p_value")},
+              None if net is None or need is None else net >= need and ab["p_value"] < ALPHA),
+        check("the feature value does not beat C (paired, p < 0.05)", None if not f_vs_c else
+              {"gained": f_vs_c["gained"], "lost": f_vs_c["lost"], "p_value": f_vs_c["p_value"]},
+              None if not f_vs_c or f_vs_c["gained"] is None else
+              not (f_vs_c["gained"] > f_vs_c["lost"] and f_vs_c["p_value"] < ALPHA)),
+        check(f"held-out pool decisions: fitted sum beats log-prob by ≥ {GOAL_SE:g} SE",
+              gain.get("in_se"), None if gain.get("in_se") is None else gain["in_se"] >= GOAL_SE),
+        check(f"sibling span of energy_weight · energy ≥ {GOAL_SPAN_RATIO:g} × log-prob's",
+              vm.get("span_ratio"),
+              None if vm.get("span_ratio") is None else vm["span_ratio"] >= GOAL_SPAN_RATIO),
+        check(f"the energy changes ≥ {GOAL_DECISIONS:.0%} of decisions", vm.get("decisions_changed"),
+              None if vm.get("decisions_changed") is None
+              else vm["decisions_changed"] >= GOAL_DECISIONS),
+        check(f"the feature value live within {GOAL_REPLAY_THEOREMS} theorems of its replay", gap,
+              None if gap is None else gap <= GOAL_REPLAY_THEOREMS),
+    ]  # fmt: skip
+    known = [x["met"] for x in checks]
+    verdict = "met" if all(m is True for m in known) else (
+        "not met" if any(m is False for m in known) else "undecided")  # fmt: skip
+    rp = c.get("replay") or {}
+    return {"verdict": verdict, "checks": checks,
+            "replay_prediction": (rp.get("rate") or {}).get("solved"),
+            "oracle_ceiling": rp.get("oracle_ceiling"),
+            "live": (c.get("rate") or {}).get("solved"),
+            "no_ebm": None if not evals.get("C0") else _top_rate(evals["C0"])["solved"]}  # fmt: skip
+
+
+def holm(p_values: Sequence[float | None]) -> list[float | None]:
+    """Holm's step-down adjustment of ``p_values`` (None: no test, left out of the family).
+
+    >>> holm([0.01, 0.04, None, 0.03])
+    [0.03, 0.06, None, 0.06]
+    """
+    present = sorted((p, i) for i, p in enumerate(p_values) if p is not None)
+    out: list[float | None] = [None] * len(p_values)
+    m, running = len(present), 0.0
+    for k, (p, i) in enumerate(present):
+        running = max(running, min(1.0, (m - k) * p))
+        out[i] = round(running, 12)
+    return out
+
+
+def feature_comparison(evals: Mapping[str, Mapping[str, Any]]) -> dict[str, Any] | None:
+    """The feature value (``F``, the EBM's control) against the main line's policy without a value
+    model (``C0``), live and as its replay predicted it (``F_replay``: replayed over ``C0``'s trees
+    before the live eval ran); None when neither was evaluated."""
+    base = evals.get("C0")
+    out: dict[str, Any] = {}
+    live = evals.get("F")
+    if live is not None:
+        out["live"] = {"label": live.get("label"), "rate": _top_rate(live),
+                       "test": paired_test(base, live, varies="value model") if base else None}  # fmt: skip
+    replay = replay_prediction(evals.get("F_replay"), base)
+    if replay is not None:
+        out["replay"] = replay
+    return out or None
+
+
+def replay_prediction(
+    replay: Mapping[str, Any] | None, twin: Mapping[str, Any] | None
+) -> dict[str, Any] | None:
+    """A replay's prediction at its top budget: its rate, its paired test against the ``twin``
+    whose trees it replayed (None without a twin), and how far it is exact — ``unexpanded`` pops
+    and ``inexact_attempts`` at that budget from its ``replay`` block (None when it has none);
+    ``exact`` is False when either is non-zero.  None without a replay.
+
+    >>> e = {"label": "iter_1 C (replay)", "budgets": [4], "by_budget": [{"budget": 4,
+    ...      "rate": 0.25, "solved": 10}], "replay": {"by_budget": [{"budget": 4,
+    ...      "unexpanded": 3, "inexact_attempts": 2}]}}
+    >>> p = replay_prediction(e, None)
+    >>> p["rate"]["solved"], p["unexpanded"], p["inexact_attempts"], p["exact"], p["test"]
+    (10, 3, 2, False, None)
+    """
+    if replay is None:
+        return None
+    rate = _top_rate(replay)
+    block = (replay.get("replay") or {}).get("by_budget") or []
+    top = next((b for b in block if b["budget"] == rate["budget"]), {})
+    unexpanded, inexact = top.get("unexpanded"), top.get("inexact_attempts")
+    return {
+        "label": replay.get("label"),
+        "rate": rate,
+        "test": paired_test(twin, replay, varies="value model") if twin else None,
+        "unexpanded": unexpanded,
+        "inexact_attempts": inexact,
+        "exact": None if not top else not (unexpanded or inexact),
+        "oracle_ceiling": top.get("oracle_ceiling"),  # a priority that knew the proof paths
+    }
+
+
+def paired_cell(p: Mapping[str, Any] | None, *, budget: bool = False, p_value: bool = False) -> str:
+    """A live eval's or a replay prediction's rate and paired test as a table cell: ``rate;
+    +gained/−lost`` (``undecided`` when the test is), and for a replay that made answers up
+    ``inexact (N unexpanded, M attempts)``.
+
+    >>> t = {"gained": 4, "lost": 1, "p_value": 0.375}
+    >>> paired_cell({"rate": {"rate": 0.3, "budget": 8}, "test": t, "exact": False,
+    ...              "unexpanded": 3, "inexact_attempts": 2})
+    '30.0%; +4/−1; inexact (3 unexpanded, 2 attempts)'
+    """
+    if p is None:
+        return "–"
+    t = p.get("test") or {}
+    cell = pct(p["rate"]["rate"]) + (f" ({p['rate']['budget']})" if budget else "") + "; "
+    if t.get("gained") is None:
+        cell += "undecided"
+    else:
+        cell += f"+{t['gained']}/−{t['lost']}"
+        cell += f", p {format_p(t['p_value'])}" if p_value else ""
+    if p.get("exact") is False:
+        cell += f"; inexact ({p['unexpanded']} unexpanded, {p['inexact_attempts']} attempts)"
+    return cell
 
 
 def _top_rate(e: Mapping[str, Any]) -> dict[str, Any]:
@@ -127,19 +341,26 @@ def configs_markdown(section: Mapping[str, Any]) -> list[str]:
         ab = r["ablation"]
         rows.append([
             r["config"], r["label"] or "", f"{pct(r['rate']['rate'])} ({r['rate']['budget']})",
+            paired_cell(r.get("replay")),
             pct(r["rate_no_ebm"]["rate"]) if r["rate_no_ebm"] else "–",
-            "–" if ab is None else f"+{ab['gained']}/−{ab['lost']}, p {format_p(ab['p_value'])}, "
-            f"{ab['verdict']}" if ab["gained"] is not None else ab["verdict"],
+            "–" if ab is None else f"+{ab['gained']}/−{ab['lost']}, p {format_p(ab['p_value'])}"
+            + ("" if ab.get("p_holm") is None else f" (Holm {format_p(ab['p_holm'])})")
+            + (" **primary**" if ab.get("primary") else "") + f", {ab['verdict']}"
+            if ab["gained"] is not None else ab["verdict"],
             _f(emb.get("centroid_separation")), _f(emb.get("probe_balanced_accuracy")),
             _f(emb.get("rank1")), f"{_f(emb.get('rank1_depth_ge4'))} ({emb.get('groups_depth_ge4', 0)})"
             if emb else "–",
         ])  # fmt: skip
     out += [
         markdown_table(
-            ["config", "eval", "with EBM", "without", "EBM vs none (paired)", "centroid sep.",
-             "probe bal. acc.", "EBM rank-1", "rank-1 depth ≥ 4 (groups)"],
+            ["config", "eval", "with EBM", "replay prediction", "without", "EBM vs none (paired)",
+             "centroid sep.", "probe bal. acc.", "EBM rank-1", "rank-1 depth ≥ 4 (groups)"],
             rows,
         ),
+        "",
+        "Replay prediction: the EBM searching the no-EBM twin's recorded trees again (`burnqed "
+        "replay`), paired with the twin; inexact: the replay needed expansions the twin never "
+        "made (unexpanded pops), so those attempts are not what a live search would get.",
         "",
         "Rank-1 counts a tie among t candidates as 1/t; chance is "
         f"{_f((section['configs'][0]['embeddings'] or {}).get('chance'))}.",
@@ -157,6 +378,81 @@ def configs_markdown(section: Mapping[str, Any]) -> list[str]:
             ),
             "",
         ]  # fmt: skip
+    feats = section.get("features") or {}
+    if feats:
+        cells = [paired_cell(feats.get(name), budget=True, p_value=True)
+                 for name in ("live", "replay")]  # fmt: skip
+        out += [
+            "The feature value (goals, hypotheses, tokens; fitted on the pool) against C's policy "
+            "without a value model, and its replay prediction over that eval's trees:",
+            "",
+            markdown_table(["value", "live (paired vs none)", "replay prediction"],
+                           [["features", *cells]]),
+            "",
+        ]  # fmt: skip
+    out += value_markdown(section)
     lines = [f"- {n}: undecided — {r}" for n, t in [*ablations, *named] for r in t["reasons"]]
     lines += notes_lines([*ablations, *named])
     return [*out, *lines, ""] if lines else out
+
+
+def value_markdown(section: Mapping[str, Any]) -> list[str]:
+    """The value models' reach (weight, spans, decisions changed, held-out frontier top-1) and the
+    goal's checks, as markdown lines (none when no eval had a value model)."""
+    rows = []
+    for r in section["configs"]:
+        v = r.get("value_model")
+        if not v:
+            continue
+        top = v.get("heldout_top1") or {}
+        gain = v.get("heldout_gain") or {}
+
+        def t1(name: str, top: Mapping[str, Any] = top) -> str:
+            x = top.get(name) or {}
+            return "–" if x.get("rate") is None else f"{x['rate']:.3f} ± {_f(x.get('se'))}"
+
+        rows.append([
+            r["config"], f"{_f(v['weight'], '.3g')} ({v['source'] or '–'})",
+            f"{_f(v['span_energy'])} / {_f(v['span_logprob'])} ({_f(v['span_ratio'], '.2f')})",
+            "–" if v["decisions_changed"] is None
+            else f"{v['decisions_changed']:.1%} of {v['decisions']}",
+            t1("logprob"), t1("energy"), t1("sum"),
+            "–" if gain.get("in_se") is None else f"{gain['difference']:+.3f} ({gain['in_se']:.1f} SE)",
+        ])  # fmt: skip
+    out = []
+    if rows:
+        out += [
+            "What each value model could do to the search: its energy weight (fitted on the pool's "
+            "decisions, cross-fitted by theorem), the median sibling span of weight · energy against "
+            "the log-prob term's, the decisions of the eval whose pop the energy changed, and the "
+            "fit's frontier top-1 on held-out pool decisions (theorems no head or weight trained on):",
+            "",
+            markdown_table(["config", "energy weight", "sibling span: energy / log-prob (ratio)",
+                            "decisions changed", "held-out top-1: log-prob", "energy", "fitted sum",
+                            "sum − log-prob"], rows),
+            "",
+        ]  # fmt: skip
+    goal = section.get("goal")
+    if goal:
+
+        def shown(x: Any) -> str:
+            if isinstance(x, dict):
+                return ", ".join(
+                    f"{k} {format_p(v) if k == 'p_value' else v}" for k, v in x.items()
+                )
+            return "–" if x is None else (f"{x:.3g}" if isinstance(x, float) else str(x))
+
+        mark = {True: "✓", False: "✗", None: "?"}
+        out += [
+            f"### The value model's goal: **{goal['verdict'].upper()}**",
+            "",
+            f"C solves {goal['live']} with its EBM, {goal['no_ebm']} without; its replay over the "
+            f"no-EBM trees predicted {goal['replay_prediction']}, and a priority that knew the "
+            f"proof paths would solve {goal['oracle_ceiling']} (the oracle ceiling).",
+            "",
+            markdown_table(["", "check", "measured"],
+                           [[mark[x["met"]], x["check"], shown(x["value"])]
+                            for x in goal["checks"]]),
+            "",
+        ]  # fmt: skip
+    return out

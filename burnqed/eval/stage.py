@@ -6,7 +6,9 @@ refused before any search), then runs the search stage (``burnqed.search.stage.r
 ``max_nodes = max(eval.budgets)``, ``num_candidates = eval.num_candidates`` and
 ``attempts = eval.pass_n`` into ``trajectories`` (resumable like any search), scores it
 (:mod:`burnqed.eval.metrics`) and writes ``out``: metrics, per-theorem rows, and provenance —
-model and EBM paths with content digests, benchmark name + sha256 + Lean/Mathlib versions, REPL
+model and EBM paths with content digests, with a value model its ``value_model`` block (the
+energy weight used and its fit, the energy's and the log-prob's median sibling spans, the pops
+the energy changed: :func:`value_model_block`), benchmark name + sha256 + Lean/Mathlib versions, REPL
 command, config sections, git commit, package versions, seeds.
 
 Everything in the JSON is a function of the inputs (model, EBM, benchmark, config, seeds, code)
@@ -184,6 +186,35 @@ def without_run_specific(obj: Any) -> Any:
     return obj
 
 
+def value_model_block(
+    trajectories: Path, search: Mapping[str, Any], manifest: Mapping[str, Any] | None
+) -> dict:
+    """What an eval's value model did to its search, from its own tree rows
+    (:func:`burnqed.value.effect.value_effect`), with the energy weight it used and where that
+    came from (``search.energy_weight``: fitted or configured; the fit's log-likelihood)."""
+    from burnqed.config import SearchConfig
+    from burnqed.trajectory import read_nodes, search_part_dirs
+    from burnqed.value.effect import value_effect
+
+    cfg = SearchConfig.from_dict(search)
+    weight = (manifest or {}).get("energy_weight") or {}
+    cols = ["theorem", "attempt", "node_id", "parent_id", "state", "solved", "duplicate_of",
+            "depth", "expansion_index", "step", "on_proof_path", "cum_logprob", "ebm_energy"]  # fmt: skip
+    rows = []
+    for i, d in enumerate(search_part_dirs(trajectories)):
+        rows += [{**r, "attempt": (i, r["attempt"])}
+                 for r in read_nodes(d).table.select(cols).to_pylist()]  # fmt: skip
+    value = weight.get("value")
+    if value is None:  # a search from before the weight was recorded: the configured number
+        value = cfg.energy_weight if cfg.energy_weight != "fitted" else None
+    effect = value_effect(
+        rows, max_depth=cfg.max_depth, depth_normalisation=cfg.depth_normalisation,
+        logprob_weight=cfg.logprob_weight, energy_weight=float(value or 0.0),
+    ) if value is not None else None  # fmt: skip
+    return {"energy_weight": weight or {"value": value, "source": "search.energy_weight"},
+            "effect": effect}  # fmt: skip
+
+
 def write_json(path: Path, obj: Any) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -311,6 +342,8 @@ def run(
         # What the expansion cache answered and saved (this run's; null: no cache).
         "cache": (search_manifest or {}).get("cache"),
     }
+    if ebm:
+        result["value_model"] = value_model_block(Path(trajectories), search_cfg, search_manifest)
     write_json(Path(out), result)
     log_table(result)
     log.info("eval %s (%s) → %s", label, metrics["status"]["label"], out)

@@ -25,7 +25,8 @@ completed a stop string (the text is cut before the stop string, as servers do).
 hit ``max_new_tokens`` has all of them.  Servers count the same way, so scores are comparable.
 
 Embeddings: one forward per text (the same by-construction rule: an energy must not depend on the
-batch it was scored in).  ``pooling="last"`` is the last token's final-layer hidden state,
+batch it was scored in), tokenised and pooled by :mod:`burnqed.policy.embedding` (which also says
+which text a state is embedded as: its prompt).  ``pooling="last"`` is the last token's final-layer hidden state,
 L2-normalised (what SGLang ``/encode`` and vLLM's pooling runner return, so an energy model sees the
 same inputs); ``pooling="mean"`` is the mean of the final layer over the text's tokens (not
 normalised).
@@ -38,7 +39,7 @@ Example::
     gen = TransformersGenerator("models/base")
     seeds = [candidate_seeds(0, "t", 0, node, 4) for node in ("a", "b")]
     groups = gen.generate(["p1", "p2"], SamplingParams(n=4, temperature=1.0, stop=("```",)), seeds)
-    vectors = gen.embed(["⊢ p → p", "⊢ q"])       # (2, hidden_size) float32
+    vectors = embed_states(gen, ["⊢ p → p", "⊢ q"])  # (2, hidden_size): burnqed.policy.embedding
     gen.close()
 """
 
@@ -62,11 +63,10 @@ from burnqed.policy import (
     generation_of,
     trim_completion,
 )
+from burnqed.policy.embedding import POOLINGS, context_limit, embedding_ids, pool_hidden
 from burnqed.policy.model_files import check_model_dir, is_path_like
 
 log = logging.getLogger(__name__)
-
-POOLINGS = ("last", "mean")
 
 
 @dataclass(frozen=True)
@@ -78,17 +78,6 @@ class Sample:
     text: str  # decoded (special tokens skipped), cut before the first stop string
     finish_reason: str  # "stop" (EOS or stop string) | "length"
     matched: int | str | None  # the EOS id or stop string that ended it; None for "length"
-
-
-def pool_hidden(hidden: torch.Tensor, pooling: str) -> torch.Tensor:
-    """One text's embedding from its final-layer states ``hidden`` ``(T, d)``: the last token's,
-    L2-normalised (``last``), or the mean over tokens (``mean``).  The one pooling function: search's
-    scorer and training use it through :meth:`TransformersGenerator.embed`."""
-    if pooling == "last":
-        return torch.nn.functional.normalize(hidden[-1], dim=-1)
-    if pooling == "mean":
-        return hidden.mean(0)
-    raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
 
 
 def _draw(logits: torch.Tensor, temperature: float, top_p: float, u: torch.Tensor) -> torch.Tensor:
@@ -278,12 +267,11 @@ class TransformersGenerator:
     @torch.inference_mode()
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """``(len(texts), hidden_size)`` float32, one forward per text (module docstring)."""
-        limit = getattr(self.model.config, "max_position_embeddings", None)
+        limit = context_limit(self.model.config)
         out = np.zeros((len(texts), self.hidden_size), dtype=np.float32)
         for i, text in enumerate(texts):
-            ids = self.tokenizer(
-                text, return_tensors="pt", truncation=limit is not None, max_length=limit
-            ).input_ids.to(self.device)  # (1, T)
+            ids = embedding_ids(self.tokenizer, text, limit)
+            ids = torch.tensor([ids], device=self.device)  # (1, T)
             # The decoder stack without the LM head: its output is the final (normed) layer.
             hidden = self.model.base_model(input_ids=ids).last_hidden_state.float()  # (1, T, d)
             pooled = pool_hidden(hidden[0], self.pooling)  # (d,)

@@ -31,16 +31,11 @@ node 1 popped)::
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
-import numpy as np
-
-Row = Mapping[str, Any]  # one node row (burnqed.trajectory.NODE_SCHEMA's columns)
-BOOTSTRAP_SAMPLES = 1000
-BOOTSTRAP_SEED = 0  # fixed: the reported standard error is a function of the data
+from burnqed.value.frontier import BOOTSTRAP_SAMPLES, Row, choice_sets
+from burnqed.value.frontier import top1_rate as frontier_top1
 
 
 @dataclass(frozen=True)
@@ -58,67 +53,16 @@ class Decision:
 def find_decisions(
     rows: Sequence[Row], *, max_depth: int, priorities: Mapping[str, Callable[[Row], float]]
 ) -> list[Decision]:
-    """The decisions of every attempt in ``rows``, each judged by every named priority (a function
-    of a node row, higher popped first)."""
-    by_attempt: dict[tuple[str, int], list[Row]] = {}
-    for r in rows:
-        by_attempt.setdefault((r["theorem"], r["attempt"]), []).append(r)
-    out: list[Decision] = []
-    for (theorem, attempt), nodes in sorted(by_attempt.items()):
-        out.extend(_attempt_decisions(theorem, attempt, nodes, max_depth, priorities))
-    return out
-
-
-def _attempt_decisions(
-    theorem: str,
-    attempt: int,
-    nodes: list[Row],
-    max_depth: int,
-    priorities: Mapping[str, Callable[[Row], float]],
-) -> list[Decision]:
-    by_id = {r["node_id"]: r for r in nodes}
-    # The step whose end brings a node into the frontier: its parent's (the root's: before all).
-    entering: dict[int, list[Row]] = {}
-    for r in nodes:
-        if (
-            r["state"] is None
-            or r["duplicate_of"] is not None
-            or r["solved"]
-            or r["depth"] >= max_depth
-        ):
-            continue
-        step = -1 if r["parent_id"] is None else by_id[r["parent_id"]]["step"]
-        entering.setdefault(step, []).append(r)
-    pops = sorted((r for r in nodes if r["expansion_index"] is not None),
-                  key=lambda r: r["expansion_index"])  # fmt: skip
-    heaps: dict[str, list[tuple[float, int]]] = {name: [] for name in priorities}
-    open_ids: set[int] = set()
-    on_path = 0
-    steps = sorted(entering)
-    next_step = 0  # index into `steps` of the next group to enter
+    """The decisions of every attempt in ``rows`` (:func:`burnqed.value.frontier.choice_sets`),
+    each judged by every named priority (a function of a node row, higher popped first; ties to
+    the lower node id, as the search breaks them)."""
     out = []
-    for pop in pops:
-        while next_step < len(steps) and steps[next_step] < pop["step"]:
-            for r in entering[steps[next_step]]:
-                open_ids.add(r["node_id"])
-                on_path += bool(r["on_proof_path"])
-                for name, score in priorities.items():
-                    heapq.heappush(heaps[name], (-score(r), r["node_id"]))
-            next_step += 1
-        nid = pop["node_id"]
-        if nid not in open_ids:
-            raise ValueError(f"{theorem}#{attempt}: popped node {nid} was not in the frontier")
-        if len(open_ids) >= 2 and on_path >= 1:
-            top1 = {}
-            for name, heap in heaps.items():
-                while heap[0][1] not in open_ids:  # popped earlier: lazily dropped
-                    heapq.heappop(heap)
-                top1[name] = bool(by_id[heap[0][1]]["on_proof_path"])
-            out.append(
-                Decision(theorem, attempt, pop["expansion_index"], len(open_ids), on_path, top1)
-            )
-        open_ids.discard(nid)
-        on_path -= bool(pop["on_proof_path"])
+    for c in choice_sets(rows, max_depth=max_depth):
+        top1 = {}
+        for name, score in priorities.items():
+            best = max(c.open, key=lambda r: (score(r), -r["node_id"]))
+            top1[name] = bool(best["on_proof_path"])
+        out.append(Decision(c.theorem, c.attempt, c.expansion, len(c.open), sum(c.on_path), top1))
     return out
 
 
@@ -126,26 +70,10 @@ def top1_rate(
     decisions: Sequence[Decision], name: str, *, budget: int | None = None
 ) -> dict[str, float | int | None]:
     """Frontier top-1 of priority ``name`` over the decisions a run with ``budget`` makes (all
-    without one): ``rate``, its bootstrap ``se`` (theorems resampled with replacement,
-    :data:`BOOTSTRAP_SAMPLES` times, fixed seed) and the number of ``decisions``."""
+    without one): ``rate``, its bootstrap ``se`` (:func:`burnqed.value.frontier.top1_rate`) and
+    the number of ``decisions``."""
     chosen = [d for d in decisions if budget is None or d.expansion < budget]
-    if not chosen:
-        return {"rate": None, "se": None, "decisions": 0}
-    per: dict[str, list[int]] = {}
-    for d in chosen:
-        n_hit = per.setdefault(d.theorem, [0, 0])
-        n_hit[0] += 1
-        n_hit[1] += d.top1[name]
-    counts = np.array(list(per.values()), dtype=np.float64)  # (theorems, 2): decisions, hits
-    rate = counts[:, 1].sum() / counts[:, 0].sum()
-    se = None
-    if len(counts) > 1:
-        rng = np.random.default_rng(BOOTSTRAP_SEED)
-        idx = rng.integers(0, len(counts), size=(BOOTSTRAP_SAMPLES, len(counts)))
-        sample = counts[idx]  # (B, theorems, 2)
-        rates = sample[..., 1].sum(axis=1) / sample[..., 0].sum(axis=1)
-        se = float(rates.std(ddof=1))
-    return {"rate": float(rate), "se": se, "decisions": len(chosen)}
+    return frontier_top1([d.top1[name] for d in chosen], [d.theorem for d in chosen])
 
 
 __all__ = ["BOOTSTRAP_SAMPLES", "Decision", "find_decisions", "top1_rate"]

@@ -28,8 +28,9 @@ its model, seed, sampling and machine, so :func:`burnqed.eval.paired.paired_test
 model"``) and ``burnqed compare`` pair it with the recording.  Its ``replay`` block has, per budget:
 the replay's and the recording's solved counts, the oracle ceiling, the unexpanded pops and inexact
 attempts, and the frontier top-1 (:mod:`burnqed.replay.decisions`) of log-prob alone, the value
-alone (the value model's energies, or the recording's own) and their sum at the configured
-``search.energy_weight`` (the fitted weight is issue 30 §3).
+alone (the value model's energies, or the recording's own) and their sum at the weight the search
+gives the value (``search.energy_weight``: ``fitted`` resolves to the value model's own fit on the
+pool's decisions, :func:`burnqed.search.value.resolve_energy_weight`).
 
 Example::
 
@@ -61,7 +62,7 @@ from burnqed.replay.decisions import find_decisions, top1_rate
 from burnqed.search.engine import SearchResult, search_from_source
 from burnqed.search.recorded import OracleValue, RecordedSource, RecordedValue, Recording
 from burnqed.search.sources import LiveSource
-from burnqed.search.value import ValueModel, priority
+from burnqed.search.value import ValueModel, priority, resolve_energy_weight, value_meta
 from burnqed.theorems import Theorem, read_theorems
 from burnqed.trajectory import MANIFEST, TrajectoryWriter, read_nodes, search_part_dirs
 
@@ -71,8 +72,8 @@ PRIORITIES = ("recorded", "logprob", "value", "oracle")
 KIND = "burnqed replay"
 REPLAY_MARK = "replay.json"  # in a replay's trajectory directory: a rerun may replace it
 ENERGY_NOTE = (
-    "the sum is log-prob − search.energy_weight · energy at the configured energy_weight; "
-    "a fitted weight is issue 30 §3"
+    "the sum is log-prob − energy_weight · energy at the weight the search gives the value model "
+    "(search.energy_weight: fitted takes the value model's own fit on the pool's decisions)"
 )
 
 
@@ -387,6 +388,9 @@ def run(
         expected = sorted({*rec.roots, *(t for t, _ in rec.start_errors)})
     search_cfg = SearchConfig.from_dict(search_dict)
     recorded_ebm = manifest.get("ebm")
+    recorded_weight = (manifest.get("energy_weight") or {}).get("value")
+    if priority_name == "recorded" and recorded_weight is not None:
+        search_cfg = replace(search_cfg, energy_weight=float(recorded_weight))  # its own priority
     with_value = priority_name == "value" or (priority_name == "recorded" and bool(recorded_ebm))
     what = f"{recording} replayed with priority {priority_name}"
     if priority_name != "oracle":  # the ceiling is the recording's own, whatever it sampled
@@ -449,6 +453,11 @@ def run(
         # the policy here (its embeddings).
         rows = _decision_rows(rec_dir)
         judge = value if priority_name == "value" or isinstance(value, RecordedValue) else None
+        weight = None
+        if judge is not None:  # the sum at the weight the search gives the energy (fitted: pool)
+            weight = resolve_energy_weight(search_cfg.energy_weight, value_meta(judge),
+                                           logprob_weight=search_cfg.logprob_weight)  # fmt: skip
+            search_cfg = replace(search_cfg, energy_weight=weight["value"])
         priorities = decision_priorities(rows, search_cfg, judge)
         recorded_depth = (manifest.get("config") or {}).get("max_depth", search_cfg.max_depth)
         decisions = find_decisions(rows, max_depth=int(recorded_depth), priorities=priorities)
@@ -477,9 +486,7 @@ def run(
     block = {
         "priority": {
             "name": priority_name,
-            "energy_weight": run_cfg.energy_weight
-            if with_value or priority_name == "oracle"
-            else None,
+            "energy_weight": run_cfg.energy_weight if priority_name == "oracle" else weight,
             "logprob_weight": run_cfg.logprob_weight,
             "depth_normalisation": run_cfg.depth_normalisation,
         },

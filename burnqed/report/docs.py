@@ -5,7 +5,7 @@
 - ``docs/budget_curves.png``: the README's figure, drawn from the summary alone
   (:func:`burnqed.report.summary.draw`), so it cannot show other numbers than the summary;
 - the blocks between ``<!-- generated: NAME -->`` and ``<!-- end generated -->`` in README.md and
-  docs/*.md (:data:`BLOCKS`: the solve-rate table);
+  docs/*.md (:data:`BLOCKS`: the solve-rate table, the value-model table and its goal);
 - ``docs/configuration.md``: every knob of ``params.yaml`` by stage, from the schema's descriptions
   and the file's own comments (:func:`configuration_markdown`), with the demo overlay's value.
 
@@ -51,8 +51,59 @@ def solve_table(summary: Mapping[str, Any]) -> str:
     return markdown_table(["eval", *[f"{b} nodes" for b in budgets]], rows)
 
 
+def _num(x: Any, fmt: str) -> str:
+    return "–" if x is None else format(x, fmt)
+
+
+def value_table(summary: Mapping[str, Any]) -> str:
+    """The value-model configurations of the first iteration that has them: with and without the
+    value head, the replay prediction, the paired ablation, and what the energy could do (its
+    fitted weight, sibling span against the log-prob's, decisions changed, held-out gain)."""
+    if not summary.get("configs"):
+        return "No value-model configuration in this run.\n"
+    rows = []
+    for c, r in summary["configs"][0]["rates"].items():
+        ab, rp, v = r.get("ablation") or {}, r.get("replay") or {}, r.get("value_model") or {}
+        gain = v.get("heldout_gain") or {}
+        rows.append([
+            c, pct(r["with"]), "–" if not rp else pct(rp["rate"]), pct(r["without"]),
+            "–" if ab.get("gained") is None else f"+{ab['gained']}/−{ab['lost']}, p {ab['p_value']:.3f}",
+            _num(v.get("weight"), ".3g"), _num(v.get("span_ratio"), ".2f"),
+            _num(v.get("decisions_changed"), ".1%"),
+            "–" if gain.get("in_se") is None else f"{gain['difference']:+.3f} ({gain['in_se']:.1f} SE)",
+        ])  # fmt: skip
+    return markdown_table(
+        ["config", "with EBM", "replay prediction", "without", "EBM vs none", "energy weight",
+         "span ratio", "decisions changed", "held-out top-1 gain"], rows)  # fmt: skip
+
+
+def value_goal(summary: Mapping[str, Any]) -> str:
+    """The value model's goal and acceptance checks (:func:`burnqed.eval.configs.value_goal`)."""
+    goal = (summary.get("configs") or [{}])[0].get("goal")
+    if not goal:
+        return "No goal measured in this run.\n"
+    mark = {True: "✓", False: "✗", None: "?"}
+
+    def shown(x: Any) -> str:
+        if isinstance(x, dict):
+            return ", ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}"
+                             for k, v in x.items())  # fmt: skip
+        return "–" if x is None else (f"{x:.3g}" if isinstance(x, float) else str(x))
+
+    head = (f"**{goal['verdict'].upper()}**: C solves {goal['live']} with its EBM and "
+            f"{goal['no_ebm']} without; its replay predicted {goal['replay_prediction']}; the oracle "
+            f"ceiling is {goal['oracle_ceiling']}.\n\n")  # fmt: skip
+    return head + markdown_table(["", "check", "measured"],
+                                 [[mark[x["met"]], x["check"], shown(x["value"])]
+                                  for x in goal["checks"]])  # fmt: skip
+
+
 # Generated blocks by name: the text each is, from the summary.
-BLOCKS: dict[str, Callable[[Mapping[str, Any]], str]] = {"solve-table": solve_table}
+BLOCKS: dict[str, Callable[[Mapping[str, Any]], str]] = {
+    "solve-table": solve_table,
+    "value-table": value_table,
+    "value-goal": value_goal,
+}
 
 
 def replace_blocks(text: str, blocks: Mapping[str, str]) -> str:

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -72,6 +73,18 @@ DESCRIPTIONS = {
 _NOT_COMPARABLE = ("different ", "no budget", "has no budget")
 # What a threshold verdict on a difference claims, and the paired verdict that must back it.
 _BACKED_BY = {GO: BETTER, NO_GO: WORSE}
+
+
+def chance_line(ebm: Mapping[str, Any]) -> float | None:
+    """Chance rank-1 plus two binomial standard errors over the held-out groups: a rank-1 below it
+    cannot be told from chance (whatever the group size), so the rank-1 gate's red line is at least
+    this (None without the chance and the group count).
+
+    >>> round(chance_line({"ebm_chance": 0.25, "ebm_groups": 12}), 3)
+    0.5
+    """
+    p, n = ebm.get("ebm_chance"), ebm.get("ebm_groups")
+    return None if not p or not n else p + 2 * math.sqrt(p * (1 - p) / n)
 
 
 def verdict(value: float | None, *, target: float, red_line: float) -> str:
@@ -156,6 +169,9 @@ def load_ebm_metrics(metrics_json: Path | None, ebm_dir: Path | None) -> dict | 
         "ebm_rank1": rank1,
         "ebm_rank1_key": rank1_from,
         "ebm_tie_rate": ties,
+        # what chance scores and over how many held-out groups (the rank-1 gate's floor)
+        "ebm_chance": ebm.get("chance"),
+        "ebm_groups": ebm.get("heldout_groups"),
         "all": {
             k: v
             for k, v in _flatten(metrics).items()
@@ -208,6 +224,9 @@ def evaluate_gates(
             v = NA if test is None else PAIRED_VERDICT[test["verdict"]]
         else:
             target, red = getattr(cfg, f"{name}_target"), getattr(cfg, f"{name}_red_line")
+            if name == "ebm_rank1" and (floor := chance_line(e)) is not None and floor > red:
+                red, note = floor, ", ".join(x for x in (note, "red line: chance + 2 SE") if x)
+                target = max(target, red)
             # a gain (or loss) the paired test cannot tell from chance is not a go (no-go)
             v = checked_by_paired(verdict(value, target=target, red_line=red), test)
         reasons = []

@@ -81,9 +81,22 @@ def _configs(section: Mapping[str, Any]) -> dict[str, Any]:
             xs = [(emb.get(c) or {}).get(key) for c in which]
             xs = [x for x in xs if x is not None]
             ranges[f"{key}_{name}"] = [min(xs), max(xs)] if xs else None
+    for r in section.get("configs") or []:
+        rp = r.get("replay")
+        rates[r["config"]]["replay"] = None if not rp else {
+            "rate": (rp.get("rate") or {}).get("rate"), "solved": (rp.get("rate") or {}).get("solved"),
+            "test": _test(rp["test"]) if rp.get("test") else None,
+            "unexpanded": rp.get("unexpanded"), "oracle_ceiling": rp.get("oracle_ceiling")}  # fmt: skip
+        rates[r["config"]]["value_model"] = r.get("value_model")
+    feats = {k: None if not f else {"rate": (f.get("rate") or {}).get("rate"),
+                                    "solved": (f.get("rate") or {}).get("solved"),
+                                    "test": _test(f["test"]) if f.get("test") else None}
+             for k, f in (section.get("features") or {}).items()}  # fmt: skip
     return {
         "iteration": section.get("iteration"),
         "rates": rates,
+        "features": feats or None,
+        "goal": section.get("goal"),
         "questions": {
             f"{q['from']}→{q['to']}": _test(q["test"]) for q in section.get("questions") or []
         },

@@ -78,7 +78,7 @@ from burnqed.search.sources import (
     ProofStateLike,
 )
 from burnqed.search.tree import FAILED, PROVED, InvariantError, Node, SearchTree
-from burnqed.search.value import ValueModel, priority
+from burnqed.search.value import ValueModel, priority, resolve_energy_weight, value_meta
 from burnqed.theorems import Theorem
 
 log = logging.getLogger(__name__)
@@ -647,6 +647,12 @@ async def search_from_source(
     same code whatever answers it."""
     if cfg.expansions_per_step < 1:
         raise ValueError(f"expansions_per_step must be >= 1, got {cfg.expansions_per_step}")
+    # search.energy_weight: fitted → the value model's own weight (a number from here on).
+    weight = 0.0  # unused without a value model
+    if value_model is not None:
+        weight = resolve_energy_weight(cfg.energy_weight, value_meta(value_model),
+                                       logprob_weight=cfg.logprob_weight)["value"]  # fmt: skip
+    cfg = dataclasses.replace(cfg, energy_weight=weight)
     if sampling is None:
         temperature = cfg.temperature_with_ebm if value_model is not None else cfg.temperature
         sampling = SamplingParams(n=cfg.num_candidates, temperature=temperature, stop=STOP)

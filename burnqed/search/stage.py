@@ -63,7 +63,7 @@ from burnqed.provenance import code_digest, git_commit, launched_modules, lean_p
 from burnqed.search.cache import CachedSource, CacheSpec, lean_settings, policy_settings
 from burnqed.search.engine import ProofEnvironment, SearchResult, search_from_source
 from burnqed.search.sources import AnswerSource, LiveSource
-from burnqed.search.value import ValueModel
+from burnqed.search.value import ValueModel, resolve_energy_weight, value_meta
 from burnqed.theorems import Theorem, read_theorems
 from burnqed.trajectory import (
     MANIFEST,
@@ -627,6 +627,11 @@ def run(
             from burnqed.search.value import load_value_model
 
             value_model = load_value_model(Path(ebm), generator)
+            # The weight this search gives the energy (search.energy_weight: fitted or a number).
+            provenance["energy_weight"] = resolve_energy_weight(
+                search_cfg.energy_weight, value_meta(value_model),
+                logprob_weight=search_cfg.logprob_weight,
+            )  # fmt: skip
         spec = None
         if cache is not None:
             spec = CacheSpec(

@@ -21,14 +21,17 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     import numpy as np
 
     from burnqed.policy import TacticGenerator
+
+log = logging.getLogger(__name__)
 
 
 @runtime_checkable
@@ -38,6 +41,11 @@ class ValueModel(Protocol):
     def energies(self, states: Sequence[str], goals: Sequence[str]) -> np.ndarray:
         """``(len(states),)`` energies of ``states[i]`` for proving ``goals[i]``; lower = better."""
         ...
+
+
+def value_meta(value_model: Any) -> Mapping[str, Any] | None:
+    """The artifact metadata a value model carries (``meta``), if any."""
+    return getattr(value_model, "meta", None)
 
 
 def priority(
@@ -63,8 +71,43 @@ def priority(
     return score
 
 
+FITTED = "fitted"
+DEFAULT_WEIGHT = 1.0  # `fitted` with a value model whose artifact holds no fit
+
+
+def resolve_energy_weight(
+    configured: float | str, meta: Mapping[str, Any] | None, *, logprob_weight: float
+) -> dict[str, Any]:
+    """The energy weight a search with a value model uses, and where it comes from: the configured
+    number, or (``fitted``) ``logprob_weight`` × the fit in the value model's artifact ``meta``
+    (``energy_weight.per_logprob_weight``, :mod:`burnqed.ebm.fit`); an artifact without a fit
+    (an older EBM, a head exported from joint training) gets :data:`DEFAULT_WEIGHT`, said so.
+
+    >>> resolve_energy_weight("fitted", {"energy_weight": {"per_logprob_weight": 0.5}},
+    ...                       logprob_weight=2.0)["value"]
+    1.0
+    >>> resolve_energy_weight(3.0, None, logprob_weight=1.0)["source"]
+    'search.energy_weight'
+    """
+    if configured != FITTED:
+        return {"value": float(configured), "source": "search.energy_weight", "fit": None}
+    fit = (meta or {}).get("energy_weight") or {}
+    ratio = fit.get("per_logprob_weight")
+    if ratio is None:
+        why = fit.get("reason") or "the value model's artifact holds no fitted weight"
+        log.warning("search.energy_weight fitted: %s; using %g", why, DEFAULT_WEIGHT)
+        return {"value": DEFAULT_WEIGHT, "source": f"default ({why})", "fit": fit or None}
+    return {"value": logprob_weight * float(ratio), "source": "fitted", "fit": fit}
+
+
 def load_value_model(path: Path, generator: TacticGenerator) -> ValueModel:
-    """The trained EBM at ``path``, embedding states with ``generator`` (``burnqed.ebm``)."""
+    """The value model at ``path``: the feature value when it is one (``features.json``,
+    :mod:`burnqed.value.features`: its kind is its artifact's, so ``--ebm`` and the rules take
+    either), else the trained EBM, embedding states with ``generator`` (``burnqed.ebm``)."""
+    from burnqed.value.features import is_feature_value, load_feature_value
+
+    if is_feature_value(Path(path)):
+        return load_feature_value(Path(path), generator)
     try:
         from burnqed.ebm import load_value_model as load_ebm
     except ImportError as e:

@@ -12,9 +12,12 @@ policy's, so the contrastive signal keeps the embeddings apart while SFT teaches
 - **two losses**: the SFT cross-entropy on the completion tokens only (``lm_head`` runs on the SFT
   rows alone: the group sequences need hidden states, not logits), plus λ·InfoNCE of the
   goal-conditioned energy head over the groups' embeddings, pooled from that same forward pass by
-  the function search's scorer uses (:func:`burnqed.policy.transformers_backend.pool_hidden`, at
-  each sequence's own last token — padding never enters a real token's attention, so the
-  embedding is the scorer's, up to floating-point rounding);
+  the function search's scorer uses (:func:`burnqed.policy.embedding.pool_hidden`, at each
+  sequence's own last token — padding never enters a real token's attention), from the token ids
+  the scorer embeds (:func:`burnqed.data.prompt.state_ids`: the state's prompt, the tokenizer's
+  BOS, cut at the model's context), so the embedding is the scorer's up to floating-point rounding;
+  a group with a sequence longer than ``sft.joint_state_max_length`` tokens is left out of the
+  stream (counted) rather than cut shorter than the scorer would cut it;
 - InfoNCE has **no temperature of its own**: ``-energies`` are the logits, and the head's learnable
   temperature (which divides the energy) is the only one (the reproduced system's "temperature
   double-dip" gotcha);
@@ -44,22 +47,32 @@ policy's, so the contrastive signal keeps the embeddings apart while SFT teaches
   functions of the seed and the step).  The same job (:func:`resume_key`): the same config and
   seed, starting weights, data by content and code; any other is started over.
 
-Data: the SFT stream is :func:`burnqed.train.sft.build_mix`'s (a seeded subsample of the base pairs
-plus the earlier searches' verified proof steps, upsampled; decontaminated), and the contrastive
-stream is :func:`burnqed.ebm.groups.build_groups` over the same searches' trees — positives on
-verified proof paths; sibling, dead-end, same-theorem and other-theorem negatives; split by
-theorem (the held-out theorems' groups are monitored, never trained on).
+Data: the SFT stream is SFT's, :func:`burnqed.train.loop.build_mix`'s (a seeded subsample of the
+base pairs plus the earlier searches' verified proof steps, upsampled; decontaminated), and the
+contrastive stream is :func:`burnqed.ebm.groups.build_groups` over the same searches' trees —
+positives on verified proof paths against open siblings, the rest of the frontier, dead ends and
+off-path states of the same theorem (at most one other theorem's); split by theorem (the held-out
+theorems' groups are monitored, never trained on).
 
-Checkpoint selection is :mod:`.sft`'s (``sft.select_by`` over the base-pair and trajectory
-validation losses, measured every ``sft.eval_steps``); the head of the chosen step is kept with its
-adapter; the held-out proof steps of a third, theorem-disjoint split (``test``) are measured beside
-them and never used to choose.  Training runs under :func:`burnqed.determinism.deterministic_training`
-(a rerun on the same CPU type, thread count and versions is byte-identical).  Beside the adapter:
-``training_summary.json`` (both losses, their scales, λ, the monitored metrics, the validation and
-test losses before and after), ``hyperparameters.json``, ``metrics.jsonl``, ``run_info.json`` (the
-run's wall times) and the head
+Checkpoint selection is SFT's, from :mod:`.loop` (``sft.select_by`` over the base-pair and
+trajectory validation losses, measured every ``sft.eval_steps``); the head of the chosen step is
+kept with its adapter; the held-out proof steps of a third, theorem-disjoint split (``test``) are
+measured beside them and never used to choose.  Training runs under
+:func:`burnqed.determinism.deterministic_training` (a rerun on the same CPU type, thread count and
+versions is byte-identical).  Beside the adapter: ``training_summary.json`` (both losses, their
+scales, λ, the monitored metrics, the validation and test losses before and after),
+``hyperparameters.json``, ``metrics.jsonl``, ``run_info.json`` (the run's wall times) and the head
 (``joint_head.safetensors`` + ``joint_head.json``), which :func:`export_joint_ebm` turns into the
 iteration's EBM directory once the merged model (and so its embedding digest) exists.
+
+The module reads as a recipe (torchtune's single-device LoRA recipe is the model):
+:func:`train_joint` first — setup, the step loop, publishing — then its parts, one section each:
+**data** (the two streams tokenised, :class:`JointData`, and one step's :func:`micro_batches`),
+**step** (:func:`joint_forward`, :func:`accumulate`, :func:`train_step`, :func:`optimizer` — the
+last two also what ``bench/gpu.py`` times), **monitor** (:func:`monitor`, the health checks,
+:func:`_evaluate`) and **checkpoint** (:func:`resume_key`, :func:`_save`, :func:`_resume`,
+:func:`_publish`).  What it shares with SFT — the plan, the data mix, the model, checkpoint
+selection — is :mod:`.loop`'s.
 
 Example::
 
@@ -80,7 +93,7 @@ import math
 import random
 import shutil
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -90,6 +103,21 @@ from burnqed.determinism import deterministic_training, write_run_info
 from burnqed.progress import Progress
 from burnqed.provenance import code_digest
 from burnqed.train.artifacts import MetricsLog, provenance, staged_dir, write_json
+from burnqed.train.examples import TrainingDataError
+from burnqed.train.loop import (
+    CheckpointSelection,
+    Chosen,
+    SFTMix,
+    SFTPlan,
+    check_inputs,
+    load_training_model,
+    plan_sft,
+    publish_chosen,
+    read_training_data,
+    select_step,
+    validation_sets,
+    warm_start_record,
+)
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +129,173 @@ SCALE_MOMENTUM = 0.9  # moving average of each loss's scale
 
 class JointTrainingError(RuntimeError):
     """Joint training stopped on a health check (the message says which, and where it stopped)."""
+
+
+# --------------------------------------------------------------------------------------------
+# The recipe
+
+
+def train_joint(
+    *,
+    base: Path,
+    train: Path,
+    val: Path,
+    out: Path,
+    cfg: Mapping[str, Any],
+    ebm: Mapping[str, Any],
+    pooling: str,
+    iteration: int,
+    previous_adapter: Path | None,
+    trajectories: Mapping[str, Path] | Sequence[Path],
+    eval_benchmarks: Sequence[Path] = (),
+    decontamination: str = "refuse",
+    seed: int,
+    warm_head: Path | None = None,
+) -> dict:
+    """Train the adapter of iteration ``iteration`` jointly with an energy head (module docstring),
+    the head warm-started from ``warm_head`` (configuration A's EBM) when given; return the
+    training summary.
+
+    The recipe: set up (the plan, data, model and checkpoint selection of :mod:`.loop`, shared with
+    SFT; the groups, :func:`read_groups` and :func:`tokenise`; the head and its optimiser,
+    :func:`optimizer`; a resumed checkpoint, :func:`_resume`), then per step :func:`train_step`,
+    the health checks and the held-out :func:`monitor`, :func:`_evaluate` every ``sft.eval_steps``
+    and :func:`_save` every ``sft.joint_save_every``; finally the chosen step, :func:`_publish`.
+    """
+    import torch
+
+    from burnqed.ebm.train import build_head
+
+    base, out = Path(base), Path(out)
+    sft = SFTConfig.from_dict(cfg)
+    ebm_cfg = EBMConfig.from_dict(ebm)
+    if iteration < 1:
+        raise ValueError("joint training needs earlier searches: iteration must be >= 1")
+    plan = plan_sft(sft, iteration, previous_adapter)
+    check_inputs(base, plan)
+    if not trajectories:
+        raise TrainingDataError(f"iteration {iteration}: joint training needs trajectories")
+    _, val_examples, mix = read_training_data(
+        train, val, plan, trajectories, sft, iteration=iteration, seed=seed,
+        eval_benchmarks=eval_benchmarks, decontamination=decontamination,
+    )  # fmt: skip
+    states, groups = read_groups(
+        trajectories, ebm_cfg, iteration=iteration, seed=seed, eval_benchmarks=eval_benchmarks,
+        decontamination=decontamination,
+    )  # fmt: skip
+    cuda = torch.cuda.is_available()
+    dev = torch.device("cuda" if cuda else "cpu")
+    model, tokenizer = load_training_model(base, sft, cuda=cuda)
+    model = _with_adapter(model, plan)
+    warm_start = warm_start_record(model, plan)  # the previous iteration's adapter, loaded as is
+    hidden_size = model.get_base_model().config.hidden_size
+    data = tokenise(tokenizer, model, mix, val_examples, states, groups, sft, ebm_cfg)
+
+    torch.manual_seed(seed)  # the head's initial weights (and spectral-norm vectors): seeded
+    head = build_head(hidden_size, ebm_cfg).to(dev)
+    work = out.with_name(out.name + WORK_SUFFIX)
+    job = resume_key(
+        sft=sft, ebm=ebm_cfg, pooling=pooling, iteration=iteration, seed=seed, base=base,
+        warm_start=plan.warm_start, sft_rows=data.sft_rows, val_rows=data.val_rows,
+        groups=data.groups, gt=data.gt, warm_head=warm_head,
+    )  # fmt: skip
+    opt, schedule = optimizer(
+        model, head, sft, learning_rate=plan.learning_rate, max_steps=plan.max_steps
+    )
+    scales = LossScales()
+    start = _resume(work, job, model, head, opt, schedule, scales)
+    if start == 0:
+        _start_head(head, warm_head, ebm_cfg, model, tokenizer, data, pooling, dev)
+    monitor0 = monitor(model, head, tokenizer, data, pooling, dev)
+    log.info(
+        "joint training: %d SFT examples, %d groups (%d held out) of %d, λ %g, LoRA lr %g, head "
+        "lr %g, %d steps from step %d; held-out start: %s",
+        len(data.sft_rows), len(data.train_groups), len(data.held), data.group_size,
+        sft.joint_lambda, plan.learning_rate, sft.joint_head_learning_rate, plan.max_steps, start,
+        monitor0,
+    )  # fmt: skip
+    metrics_path, selection = _restart_records(work, start)
+    history_path = work / "history.json"
+    started = time.time()
+    last: dict[str, Any] = {}
+    with (
+        deterministic_training(seed=seed, device="cuda" if cuda else "cpu") as determinism,
+        MetricsLog(metrics_path) as metrics,
+    ):
+        if start == 0:
+            _evaluate(model, tokenizer, data.val_rows, selection, 0, head, sft, dev)
+        progress = Progress(log, "joint", total=plan.max_steps, unit="steps", initial=start)
+        for step in progress.iter(range(start, plan.max_steps)):
+            done = step + 1
+            batches = micro_batches(data, tokenizer, step, sft, seed, dev)
+            last = train_step(model, head, opt, schedule, scales, batches, sft=sft,
+                              pooling=pooling, step=step, seed=seed)  # fmt: skip
+            _check_temperature(head, ebm_cfg, done, work)
+            _check_sft_loss(scales, sft, done)
+            if done % sft.joint_monitor_every == 0 or done == plan.max_steps:
+                m = monitor(model, head, tokenizer, data, pooling, dev)
+                last["heldout"] = m
+                _check_embeddings(m, monitor0, sft, done)
+                if head.pinned() == "floor":
+                    log.warning("joint step %d: the head's temperature sits at its floor (%g): "
+                                "going on (held-out rank-1 %s)", done, ebm_cfg.temperature_min,
+                                m.get("rank1"))  # fmt: skip
+                log.info("joint step %d: sft %.4f nce %.4f T %.3f held-out %s", done,
+                         last["sft_loss"], last["nce_loss"], last["temperature"], m)  # fmt: skip
+            metrics.write({**last, "elapsed_s": round(time.time() - started, 3)})
+            if done % min(sft.eval_steps, plan.max_steps) == 0 or done == plan.max_steps:
+                _evaluate(model, tokenizer, data.val_rows, selection, done, head, sft, dev)
+                history_path.write_text(json.dumps(selection.history))
+            if done % sft.joint_save_every == 0 and done < plan.max_steps:
+                _save(work, job, done, model, head, opt, schedule, scales)
+        progress.close()
+    chosen = select_step(selection.history, sft.select_by, sft.plateau_tolerance)
+    final = monitor(model, head, tokenizer, data, pooling, dev)
+    summary = {
+        "mode": "joint",
+        "steps": plan.max_steps,
+        "resumed_from": start or None,
+        "warm_start": warm_start,
+        "selection": {"criterion": chosen.criterion, "step": chosen.step, "reason": chosen.reason},
+        "validation": _before_after(selection.history, chosen.step),
+        "joint": {
+            "lambda": sft.joint_lambda,
+            "loss_normalisation": "nce × λ · avg_sft / avg_nce (detached moving averages)",
+            "last": last,
+            "scales": scales.to_json(),
+            "heldout_start": monitor0,
+            "heldout_end": final,
+            "groups": {"train": len(data.train_groups), "heldout": len(data.held)},
+            "goal_embedding_gradients": True,
+            "pooling": pooling,
+        },
+        "data": {"train_examples": len(data.sft_rows), **mix.to_json()},
+        "determinism": determinism,
+    }
+    hyperparameters = {
+        "sft": sft.to_dict(), "ebm": ebm_cfg.to_dict(), "iteration": iteration,
+        "effective": {"learning_rate": plan.learning_rate, "max_steps": plan.max_steps,
+                      "warm_start": str(plan.warm_start) if plan.warm_start else None,
+                      "head_learning_rate": sft.joint_head_learning_rate,
+                      "scale_learning_rate": sft.joint_scale_learning_rate,
+                      "warm_head": str(warm_head) if warm_head else None},
+        "pooling": pooling, "seed": seed,
+    }  # fmt: skip
+    # The theorems the head never trained on: its energy weight is fitted on their decisions alone
+    # (burnqed.ebm.stage.joint_energy_weight).
+    held_theorems = sorted({t for t, h in zip(groups.theorem, groups.heldout, strict=True) if h})
+    head_meta = {"config": ebm_cfg.to_dict(), "dim": hidden_size, "pooling": pooling,
+                 "step": chosen.step, "heldout": final, "seed": seed,
+                 "heldout_theorems": held_theorems}  # fmt: skip
+    _publish(out, model, tokenizer, selection, chosen, metrics_path, summary=summary,
+             hyperparameters=hyperparameters, head_meta=head_meta, started=started)  # fmt: skip
+    shutil.rmtree(work, ignore_errors=True)
+    log.info("joint adapter in %s: step %d kept (%s)", out, chosen.step, chosen.reason)
+    return summary
+
+
+# --------------------------------------------------------------------------------------------
+# Data: the SFT stream and the contrastive stream, as token ids
 
 
 @dataclass(frozen=True)
@@ -158,13 +353,264 @@ def collate(
     )
 
 
+def _to(batch: Batch, dev: Any) -> Batch:
+    return Batch(
+        input_ids=batch.input_ids.to(dev),
+        attention_mask=batch.attention_mask.to(dev),
+        labels=batch.labels.to(dev),
+        lengths=batch.lengths,
+        n_sft=batch.n_sft,
+        groups=batch.groups,
+        group_size=batch.group_size,
+    )
+
+
+@dataclass(frozen=True)
+class GroupTexts:
+    """Contrastive groups as token ids: ``states[i]`` the 1 + K state sequences of group i, positive
+    first, ``goals[i]`` its theorem's root goal; ``ids`` maps each state hash to its token ids."""
+
+    states: list[list[list[int]]]
+    goals: list[list[int]]
+    state_hashes: list[list[str]]
+    goal_hashes: list[str]
+    ids: dict[str, list[int]]
+
+
+def group_texts(
+    groups: Any, texts: Mapping[str, str], tokenizer: Any, limit: int | None
+) -> GroupTexts:
+    """Tokenise the states and goals of ``groups`` as the scorer embeds them — each state's prompt,
+    cut at the model's context ``limit`` (:func:`burnqed.data.prompt.state_ids`) — each once."""
+    from burnqed.data.prompt import state_ids
+
+    cache: dict[str, list[int]] = {}
+
+    def ids(h: str) -> list[int]:
+        if h not in cache:
+            cache[h] = state_ids(tokenizer, texts[h], limit)
+        return cache[h]
+
+    return GroupTexts(
+        states=[[ids(h) for h in g] for g in groups.states],
+        goals=[ids(h) for h in groups.goals],
+        state_hashes=[list(g) for g in groups.states],
+        goal_hashes=list(groups.goals),
+        ids=cache,
+    )
+
+
+def _short_groups(
+    groups: Any, texts: Mapping[str, str], tokenizer: Any, model: Any, max_length: int
+) -> tuple[GroupTexts, Any]:
+    """The groups whose every sequence fits ``max_length`` tokens (a memory bound on one batch),
+    tokenised as the scorer embeds them; the others are left out and counted."""
+    from burnqed.policy.embedding import context_limit
+
+    limit = context_limit(model.get_base_model().config)
+    gt = group_texts(groups, texts, tokenizer, limit)
+    fits = [
+        max(len(r) for r in (*rows, goal)) <= max_length
+        for rows, goal in zip(gt.states, gt.goals, strict=True)
+    ]
+    if all(fits):
+        return gt, groups
+    import numpy as np
+
+    log.warning(
+        "joint training: %d of %d groups left out, a state or goal longer than "
+        "sft.joint_state_max_length (%d tokens)", fits.count(False), len(fits), max_length,
+    )  # fmt: skip
+    groups = groups.subset(np.asarray(fits, dtype=bool))
+    return group_texts(groups, texts, tokenizer, limit), groups
+
+
+def order(n: int, seed: int, epoch: int) -> list[int]:
+    """A seeded permutation of ``range(n)`` for one pass over the data (a function of the seed and
+    the epoch, so a resumed run draws the same batches)."""
+    idx = list(range(n))
+    random.Random(f"{seed}:{epoch}").shuffle(idx)
+    return idx
+
+
+def take(n: int, count: int, position: int, seed: int) -> list[int]:
+    """``count`` indices of ``range(n)`` starting at stream ``position`` (passes of seeded
+    permutations one after another)."""
+    out = []
+    while len(out) < count:
+        epoch, offset = divmod(position + len(out), n)
+        perm = order(n, seed, epoch)
+        out.extend(perm[offset : offset + count - len(out)])
+    return out
+
+
+@dataclass(frozen=True)
+class JointData:
+    """Both streams of one joint training, tokenised: what every step draws its micro-batches from
+    (:func:`micro_batches`), what is validated and what is monitored."""
+
+    sft_rows: list[tuple]  # (ids, labels) of each SFT training example
+    val_rows: dict[str, list[tuple]]  # pairs / trajectory / test: (ids, labels) of each example
+    groups: Any  # burnqed.ebm.groups.Groups: the contrastive groups that fit the length bound
+    gt: GroupTexts  # their token ids, as the scorer embeds them
+    train_groups: list[int]  # indices into groups: trained on
+    held: list[int]  # indices into groups: held-out theorems', monitored only
+    held_states: dict[str, bool]  # the held-out groups' states, positive or not
+    group_size: int  # 1 + ebm.negatives
+
+
+def read_groups(
+    trajectories: Mapping[str, Path] | Sequence[Path], ebm: EBMConfig, *, iteration: int,
+    seed: int, eval_benchmarks: Sequence[Path], decontamination: str,
+) -> tuple[Any, Any]:  # fmt: skip
+    """The searches' states (decontaminated: the energy head learns from every state, none may be a
+    benchmark goal) and the contrastive groups over them (:func:`burnqed.ebm.groups.build_groups`),
+    split by theorem; no group at all is an error."""
+    from burnqed.ebm.groups import build_groups, load_states, trajectory_dirs
+    from burnqed.ebm.stage import decontaminated
+
+    dirs = [
+        d
+        for t in (trajectories.values() if isinstance(trajectories, Mapping) else trajectories)
+        for d in trajectory_dirs(t)
+    ]
+    states, _ = decontaminated(load_states(dirs), eval_benchmarks, decontamination, dirs)
+    groups = build_groups(
+        states,
+        negatives=ebm.negatives,
+        heldout_fraction=ebm.heldout_fraction,
+        seed=seed,
+    )
+    if len(groups.states) == 0:
+        raise TrainingDataError(
+            f"iteration {iteration}: no contrastive groups in {[str(d) for d in dirs]} (no proved "
+            "theorem with a state to rank): joint training has nothing to learn the value from"
+        )
+    return states, groups
+
+
+def tokenise(
+    tokenizer: Any, model: Any, mix: SFTMix, val_examples: list[dict[str, str]], states: Any,
+    groups: Any, sft: SFTConfig, ebm: EBMConfig,
+) -> JointData:  # fmt: skip
+    """Both streams as token ids: the SFT mix and the validation sets (:func:`tokenize_example`),
+    the groups as the scorer embeds them (those too long for ``sft.joint_state_max_length`` left
+    out and counted); the held-out groups apart."""
+    gt, groups = _short_groups(groups, states.texts, tokenizer, model, sft.joint_state_max_length)
+    held = [i for i, h in enumerate(groups.heldout) if h]
+    train_groups = [i for i, h in enumerate(groups.heldout) if not h]
+    if not train_groups:
+        raise TrainingDataError("every contrastive group belongs to a held-out theorem")
+    return JointData(
+        sft_rows=[tokenize_example(tokenizer, e, sft.max_length) for e in mix.train],
+        val_rows={
+            name: [tokenize_example(tokenizer, e, sft.max_length) for e in ex]
+            for name, ex in validation_sets(val_examples, mix).items()
+        },
+        groups=groups,
+        gt=gt,
+        train_groups=train_groups,
+        held=held,
+        held_states=_labelled_states(groups, held, gt),
+        group_size=ebm.negatives + 1,
+    )
+
+
+def micro_batches(
+    data: JointData, tokenizer: Any, step: int, sft: SFTConfig, seed: int, dev: Any
+) -> Iterator[Batch]:
+    """The ``sft.grad_accum`` micro-batches of optimizer step ``step``: ``sft.batch_size`` SFT rows
+    and ``sft.joint_groups_per_step`` training groups each, drawn at their stream positions (a
+    function of the seed and the step: a resumed run draws the same)."""
+    for micro in range(sft.grad_accum):
+        pos = step * sft.grad_accum + micro
+        rows = [
+            data.sft_rows[i]
+            for i in take(len(data.sft_rows), sft.batch_size, pos * sft.batch_size, seed)
+        ]
+        gi = [
+            data.train_groups[i]
+            for i in take(
+                len(data.train_groups), sft.joint_groups_per_step,
+                pos * sft.joint_groups_per_step, seed + 1,
+            )
+        ]  # fmt: skip
+        batch = collate(
+            tokenizer, rows,
+            [s for i in gi for s in data.gt.states[i]], [data.gt.goals[i] for i in gi],
+            data.group_size,
+        )  # fmt: skip
+        yield _to(batch, dev)
+
+
+def _labelled_states(groups: Any, held: Sequence[int], gt: GroupTexts) -> dict[str, bool]:
+    """The held-out groups' states, each once, with their label (positive = on a proof path)."""
+    label: dict[str, bool] = {}
+    for i in held:
+        for j, h in enumerate(gt.state_hashes[i]):
+            label[h] = label.get(h, False) or j == 0
+    return label
+
+
+# --------------------------------------------------------------------------------------------
+# Setup: the adapter and the head
+
+
+def _with_adapter(model: Any, plan: SFTPlan) -> Any:
+    """``model`` with the warm-start adapter (iteration > 0: the previous one, trainable)."""
+    from peft import PeftModel
+
+    if plan.warm_start is None:
+        raise ValueError("joint training warm-starts from the previous iteration's adapter")
+    return PeftModel.from_pretrained(model, str(plan.warm_start), is_trainable=True)
+
+
+def _start_head(
+    head: Any, warm_head: Path | None, ebm: EBMConfig, model: Any, tokenizer: Any,
+    data: JointData, pooling: str, dev: Any,
+) -> None:  # fmt: skip
+    """A fresh run's head: configuration A's EBM at ``warm_head`` when given, else ``head`` as built
+    with its input standardisation measured on the starting embeddings of the training states."""
+    if warm_head is not None:
+        # Configuration A's EBM, trained on the embeddings of the model this training starts from:
+        # its weights and its input standardisation (the scorer's) both carry over.
+        dim = model.get_base_model().config.hidden_size
+        head.load_state_dict(_load_warm_head(warm_head, ebm, dim).state_dict())
+        log.info("joint head warm-started from %s", warm_head)
+        return
+    # Standardise the head's inputs with the starting embeddings of the training states (kept
+    # fixed, in the head's buffers: the scorer applies the same).
+    first = data.train_groups[:64]
+    sample = [s for i in first for s in data.gt.states[i]] + [data.gt.goals[i] for i in first]
+    head.set_input_stats(embed_rows(model, tokenizer, sample, pooling, dev))
+
+
+def _load_warm_head(path: Path, ebm: EBMConfig, dim: int) -> Any:
+    """The EBM at ``path`` (configuration A's) as the joint head's start; its architecture must be
+    the one ``ebm`` builds at width ``dim``."""
+    from burnqed.ebm.scorer import load_ebm
+
+    head, meta = load_ebm(Path(path), device="cpu")
+    theirs = EBMConfig.from_dict(meta["config"])
+    if int(meta["dim"]) != dim or theirs.hidden_sizes != ebm.hidden_sizes:
+        raise ValueError(
+            f"{path}: an EBM of width {meta['dim']} and layers {list(theirs.hidden_sizes)} cannot "
+            f"warm-start a joint head of width {dim} and layers {list(ebm.hidden_sizes)}"
+        )
+    return head
+
+
+# --------------------------------------------------------------------------------------------
+# Step: one forward pass, both losses, the optimiser
+
+
 def joint_forward(model: Any, head: Any, batch: Batch, pooling: str) -> dict[str, Any]:
     """One forward pass of ``model`` (a peft-wrapped causal LM) over ``batch``; the SFT loss and
     the InfoNCE loss with the pooled embeddings (module docstring)."""
     import torch
     import torch.nn.functional as F
 
-    from burnqed.policy.transformers_backend import pool_hidden
+    from burnqed.policy.embedding import pool_hidden
 
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     decoder, lm_head = base.model, base.lm_head
@@ -217,400 +663,63 @@ class LossScales:
         return {"sft": self.sft, "nce": self.nce}
 
 
-@dataclass(frozen=True)
-class GroupTexts:
-    """Contrastive groups as token ids: ``states[i]`` the 1 + K state sequences of group i, positive
-    first, ``goals[i]`` its theorem's root goal; ``ids`` maps each state hash to its token ids."""
-
-    states: list[list[list[int]]]
-    goals: list[list[int]]
-    state_hashes: list[list[str]]
-    goal_hashes: list[str]
-    ids: dict[str, list[int]]
-
-
-def group_texts(
-    groups: Any, texts: Mapping[str, str], tokenizer: Any, max_length: int
-) -> GroupTexts:
-    """Tokenise the raw state and goal texts of ``groups`` (what the scorer embeds: the state as
-    Lean prints it, no prompt around it), each once."""
-    cache: dict[str, list[int]] = {}
-
-    def ids(h: str) -> list[int]:
-        if h not in cache:
-            cache[h] = tokenizer(texts[h], truncation=True, max_length=max_length).input_ids
-        return cache[h]
-
-    return GroupTexts(
-        states=[[ids(h) for h in g] for g in groups.states],
-        goals=[ids(h) for h in groups.goals],
-        state_hashes=[list(g) for g in groups.states],
-        goal_hashes=list(groups.goals),
-        ids=cache,
-    )
-
-
-def order(n: int, seed: int, epoch: int) -> list[int]:
-    """A seeded permutation of ``range(n)`` for one pass over the data (a function of the seed and
-    the epoch, so a resumed run draws the same batches)."""
-    idx = list(range(n))
-    random.Random(f"{seed}:{epoch}").shuffle(idx)
-    return idx
-
-
-def take(n: int, count: int, position: int, seed: int) -> list[int]:
-    """``count`` indices of ``range(n)`` starting at stream ``position`` (passes of seeded
-    permutations one after another)."""
-    out = []
-    while len(out) < count:
-        epoch, offset = divmod(position + len(out), n)
-        perm = order(n, seed, epoch)
-        out.extend(perm[offset : offset + count - len(out)])
-    return out
-
-
-def export_joint_ebm(*, adapter: Path, merged: Path, out: Path, pooling: str) -> dict:
-    """The joint head of ``adapter`` as an EBM directory (``burnqed.ebm.scorer`` format) for the
-    merged model ``merged``: its weights, its config, and the merged model's embedding digest (what
-    :func:`burnqed.ebm.scorer.load_value_model` checks against the policy in use)."""
-    from safetensors.torch import load_file
-
-    from burnqed.ebm.embeddings import model_digest
-    from burnqed.ebm.scorer import save_ebm
-    from burnqed.ebm.train import build_head
-
-    adapter, merged, out = Path(adapter), Path(merged), Path(out)
-    meta_path = adapter / HEAD_META
-    if not meta_path.is_file():
-        raise FileNotFoundError(f"{adapter}: no {HEAD_META} (not a jointly trained adapter)")
-    meta = json.loads(meta_path.read_text(encoding="utf-8"))
-    if meta.get("pooling") != pooling:
-        raise ValueError(
-            f"{meta_path}: the head was trained on {meta.get('pooling')!r}-pooled embeddings, "
-            f"but policy.pooling is {pooling!r}"
-        )
-    cfg = EBMConfig.from_dict(meta["config"])
-    head = build_head(int(meta["dim"]), cfg)
-    head.load_state_dict(load_file(str(adapter / HEAD_WEIGHTS)))
-    ebm_meta = {
-        **meta,
-        "kind": "joint",
-        "embedding_model": str(merged),
-        "embedding_model_digest": model_digest(merged, pooling),
-        "adapter": str(adapter),
-    }
-    with staged_dir(out) as staging:
-        save_ebm(staging, head, ebm_meta)
-    return ebm_meta
-
-
-def train_joint(
-    *,
-    base: Path,
-    train: Path,
-    val: Path,
-    out: Path,
-    cfg: Mapping[str, Any],
-    ebm: Mapping[str, Any],
-    pooling: str,
-    iteration: int,
-    previous_adapter: Path | None,
-    trajectories: Mapping[str, Path] | Sequence[Path],
-    eval_benchmarks: Sequence[Path] = (),
-    decontamination: str = "refuse",
-    seed: int,
-) -> dict:
-    """Train the adapter of iteration ``iteration`` jointly with an energy head (module docstring);
-    return the training summary."""
+def train_step(
+    model: Any, head: Any, opt: Any, schedule: Any, scales: LossScales, batches: Iterable[Batch],
+    *, sft: SFTConfig, pooling: str, step: int, seed: int,
+) -> dict[str, Any]:  # fmt: skip
+    """Optimizer step ``step`` (0-based) over ``batches``: its record for ``metrics.jsonl`` — both
+    raw losses (means over the micro-batches), the scales and the InfoNCE weight, the gradient
+    norms, the temperature and the learning rates after it."""
     import torch
 
-    from burnqed.ebm.groups import build_groups, load_states, trajectory_dirs
-    from burnqed.ebm.train import build_head
-    from burnqed.policy.model_files import check_model_dir
-    from burnqed.train.examples import TrainingDataError
-    from burnqed.train.sft import (
-        CheckpointSelection,
-        _load_tokenizer,
-        adapter_difference,
-        check_target_modules,
-        load_base_model,
-        plan_sft,
-        read_training_data,
-        select_step,
-        sort_target_modules,
-    )
-
-    base, out = Path(base), Path(out)
-    sft = SFTConfig.from_dict(cfg)
-    ebm_cfg = EBMConfig.from_dict(ebm)
-    if iteration < 1:
-        raise ValueError("joint training needs earlier searches: iteration must be >= 1")
-    plan = plan_sft(sft, iteration, previous_adapter)
-    check_model_dir(base)
-    if not trajectories:
-        raise TrainingDataError(f"iteration {iteration}: joint training needs trajectories")
-    _, val_examples, mix = read_training_data(
-        train, val, plan, trajectories, sft, iteration=iteration, seed=seed,
-        eval_benchmarks=eval_benchmarks, decontamination=decontamination,
+    done = step + 1
+    model.train()
+    head.train()
+    torch.manual_seed(seed * 1_000_003 + step)  # dropout: a function of the step
+    opt.zero_grad(set_to_none=True)
+    sft_v, nce_v = accumulate(
+        model, head, batches, scales, lam=sft.joint_lambda, pooling=pooling,
+        grad_accum=sft.grad_accum,
     )  # fmt: skip
-    dirs = [
-        d
-        for t in (trajectories.values() if isinstance(trajectories, Mapping) else trajectories)
-        for d in trajectory_dirs(t)
-    ]
-    from burnqed.ebm.stage import decontaminated
-
-    # The energy head learns from every state of the searches: none may be a benchmark goal.
-    states, _ = decontaminated(load_states(dirs), eval_benchmarks, decontamination, dirs)
-    groups = build_groups(
-        states,
-        negatives=ebm_cfg.negatives,
-        heldout_fraction=ebm_cfg.heldout_fraction,
-        seed=seed,
-    )
-    if len(groups.states) == 0:
-        raise TrainingDataError(
-            f"iteration {iteration}: no contrastive groups in {[str(d) for d in dirs]} (no proved "
-            "theorem with a state to rank): joint training has nothing to learn the value from"
+    if not (math.isfinite(sft_v) and nce_v is not None and math.isfinite(nce_v)):
+        raise JointTrainingError(
+            f"joint step {done}: loss is not finite (sft {sft_v}, nce {nce_v})"
         )
-    cuda = torch.cuda.is_available()
-    dev = torch.device("cuda" if cuda else "cpu")
-    model = load_base_model(base, quantization=sft.quantization, cuda=cuda)
-    tokenizer = _load_tokenizer(base)
-    check_target_modules(model, sft.target_modules)
-    model = _with_adapter(model, sft, plan)
-    warm_start = None
-    if plan.warm_start is not None:  # the previous iteration's adapter, loaded as is
-        warm_start = {
-            "adapter": str(plan.warm_start),
-            "max_abs_diff_before_step_1": adapter_difference(model, plan.warm_start),
-        }
-        log.info("warm start from %s: %s", plan.warm_start, warm_start)
-    hidden_size = model.get_base_model().config.hidden_size
-    gt = group_texts(groups, states.texts, tokenizer, sft.joint_state_max_length)
-    held = [i for i, h in enumerate(groups.heldout) if h]
-    train_groups = [i for i, h in enumerate(groups.heldout) if not h]
-    if not train_groups:
-        raise TrainingDataError("every contrastive group belongs to a held-out theorem")
-    sft_rows = [tokenize_example(tokenizer, e, sft.max_length) for e in mix.train]
-    # "pairs" and "trajectory" choose the checkpoint; "test" (held-out proof steps of other
-    # theorems) is measured and reported, never used to choose.
-    val_sets = {"pairs": val_examples}
-    if mix.trajectory_val:
-        val_sets["trajectory"] = mix.trajectory_val
-    if getattr(mix, "trajectory_test", None):
-        val_sets["test"] = mix.trajectory_test
-    val_rows = {
-        name: [tokenize_example(tokenizer, e, sft.max_length) for e in ex]
-        for name, ex in val_sets.items()
-    }
-
-    torch.manual_seed(seed)  # the head's initial weights (and spectral-norm vectors): seeded
-    head = build_head(hidden_size, ebm_cfg).to(dev)
-    work = out.with_name(out.name + WORK_SUFFIX)
-    job = resume_key(
-        sft=sft, ebm=ebm_cfg, pooling=pooling, iteration=iteration, seed=seed, base=base,
-        warm_start=plan.warm_start, sft_rows=sft_rows, val_rows=val_rows, groups=groups, gt=gt,
-    )  # fmt: skip
-    trainable = [p for p in model.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(
-        [
-            {"params": trainable, "lr": plan.learning_rate, "name": "lora"},
-            {"params": list(head.parameters()), "lr": sft.joint_head_learning_rate, "name": "head"},
-        ]
-    )
-    from transformers import get_cosine_schedule_with_warmup
-
-    schedule = get_cosine_schedule_with_warmup(opt, sft.warmup_steps, plan.max_steps)
-    scales = LossScales()
-    start = _resume(work, job, model, head, opt, schedule, scales)
-    if start == 0:
-        # Standardise the head's inputs with the starting embeddings of the training states (kept
-        # fixed, in the head's buffers: the scorer applies the same).
-        sample = [s for i in train_groups[:64] for s in gt.states[i]] + [
-            gt.goals[i] for i in train_groups[:64]
-        ]
-        head.set_input_stats(embed_rows(model, tokenizer, sample, pooling, dev))
-    held_states = _labelled_states(groups, held, gt)
-    monitor0 = monitor(model, head, tokenizer, held_states, gt, held, pooling, dev)
-    log.info(
-        "joint training: %d SFT examples, %d groups (%d held out) of %d, λ %g, LoRA lr %g, head "
-        "lr %g, %d steps from step %d; held-out start: %s",
-        len(sft_rows), len(train_groups), len(held), ebm_cfg.negatives + 1, sft.joint_lambda,
-        plan.learning_rate, sft.joint_head_learning_rate, plan.max_steps, start, monitor0,
-    )  # fmt: skip
-    staging_metrics = work / "metrics.jsonl"
-    work.mkdir(parents=True, exist_ok=True)
-    if staging_metrics.exists():  # records after the resumed step are replayed by this run
-        kept = [ln for ln in staging_metrics.read_text().splitlines()
-                if ln.strip() and json.loads(ln).get("step", 0) <= start]  # fmt: skip
-        staging_metrics.write_text("".join(ln + "\n" for ln in kept))
-    selection = CheckpointSelection(work / "checkpoints")
-    history_path = work / "history.json"
-    if start and history_path.is_file():
-        selection.history = {int(k): v for k, v in json.loads(history_path.read_text()).items()}
-    started = time.time()
-    last: dict[str, Any] = {}
-    with (
-        deterministic_training(seed=seed, device="cuda" if cuda else "cpu") as determinism,
-        MetricsLog(staging_metrics) as metrics,
-    ):
-        if start == 0:
-            _evaluate(model, tokenizer, val_rows, selection, 0, head, sft, dev)
-        progress = Progress(log, "joint", total=plan.max_steps, unit="steps", initial=start)
-        for step in progress.iter(range(start, plan.max_steps)):
-            done = step + 1
-            model.train()
-            head.train()
-            torch.manual_seed(seed * 1_000_003 + step)  # dropout: a function of the step
-            opt.zero_grad(set_to_none=True)
-            sft_v = nce_v = 0.0
-            for micro in range(sft.grad_accum):
-                pos = step * sft.grad_accum + micro
-                rows = [
-                    sft_rows[i]
-                    for i in take(len(sft_rows), sft.batch_size, pos * sft.batch_size, seed)
-                ]
-                gi = [
-                    train_groups[i]
-                    for i in take(
-                        len(train_groups), sft.joint_groups_per_step,
-                        pos * sft.joint_groups_per_step, seed + 1,
-                    )
-                ]  # fmt: skip
-                batch = collate(
-                    tokenizer, rows,
-                    [s for i in gi for s in gt.states[i]], [gt.goals[i] for i in gi],
-                    ebm_cfg.negatives + 1,
-                )  # fmt: skip
-                batch = _to(batch, dev)
-                res = joint_forward(model, head, batch, pooling)
-                scales.update(float(res["sft"]), float(res["nce"]))
-                weight = scales.weight(sft.joint_lambda)
-                loss = (res["sft"] + weight * res["nce"]) / sft.grad_accum
-                loss.backward()
-                sft_v += float(res["sft"]) / sft.grad_accum
-                nce_v += float(res["nce"]) / sft.grad_accum
-            if not (math.isfinite(sft_v) and math.isfinite(nce_v)):
-                raise JointTrainingError(
-                    f"joint step {done}: loss is not finite (sft {sft_v}, nce {nce_v})"
-                )
-            grad_lora = _grad_norm(trainable)
-            grad_head = _grad_norm(list(head.parameters()))
-            opt.step()
-            schedule.step()
-            last = {
-                "step": done, "sft_loss": sft_v, "nce_loss": nce_v,
-                "nce_weight": scales.weight(sft.joint_lambda), "scale_sft": scales.sft,
-                "scale_nce": scales.nce, "grad_norm_lora": grad_lora, "grad_norm_head": grad_head,
-                "temperature": float(head.temperature.detach()), "lr_lora": schedule.get_last_lr()[0],
-                "lr_head": schedule.get_last_lr()[1],
-            }  # fmt: skip
-            _check_temperature(head, ebm_cfg, done, work)
-            ceiling = sft.joint_sft_loss_ceiling
-            if (
-                ceiling is not None
-                and done >= sft.joint_sft_loss_ceiling_after
-                and scales.sft is not None
-                and scales.sft > ceiling
-            ):
-                raise JointTrainingError(
-                    f"joint step {done}: the SFT loss ({scales.sft:.4f}, moving average) is above "
-                    f"sft.joint_sft_loss_ceiling {ceiling} after "
-                    f"{sft.joint_sft_loss_ceiling_after} steps: the contrastive term is crowding "
-                    "out the policy; lower sft.joint_lambda"
-                )
-            if done % sft.joint_monitor_every == 0 or done == plan.max_steps:
-                m = monitor(model, head, tokenizer, held_states, gt, held, pooling, dev)
-                last["heldout"] = m
-                _check_embeddings(m, monitor0, sft, done)
-                log.info("joint step %d: sft %.4f nce %.4f T %.3f held-out %s", done, sft_v,
-                         nce_v, last["temperature"], m)  # fmt: skip
-            metrics.write({**last, "elapsed_s": round(time.time() - started, 3)})
-            if done % min(sft.eval_steps, plan.max_steps) == 0 or done == plan.max_steps:
-                _evaluate(model, tokenizer, val_rows, selection, done, head, sft, dev)
-                history_path.write_text(json.dumps(selection.history))
-            if done % sft.joint_save_every == 0 and done < plan.max_steps:
-                _save(work, job, done, model, head, opt, schedule, scales)
-        progress.close()
-    chosen = select_step(selection.history, sft.select_by, sft.plateau_tolerance)
-    final = monitor(model, head, tokenizer, held_states, gt, held, pooling, dev)
-    with staged_dir(out) as staging:
-        model.save_pretrained(str(staging))
-        tokenizer.save_pretrained(str(staging))
-        selection.publish(chosen.step, staging)  # the chosen step's adapter and head
-        sort_target_modules(staging / "adapter_config.json")  # peft writes them in set order
-        shutil.copy(staging_metrics, staging / "metrics.jsonl")
-        summary = {
-            "mode": "joint",
-            "steps": plan.max_steps,
-            "resumed_from": start or None,
-            "warm_start": warm_start,
-            "selection": {
-                "criterion": chosen.criterion,
-                "step": chosen.step,
-                "reason": chosen.reason,
-            },
-            "validation": _before_after(selection.history, chosen.step),
-            "joint": {
-                "lambda": sft.joint_lambda,
-                "loss_normalisation": "nce × λ · avg_sft / avg_nce (detached moving averages)",
-                "last": last,
-                "scales": scales.to_json(),
-                "heldout_start": monitor0,
-                "heldout_end": final,
-                "groups": {"train": len(train_groups), "heldout": len(held)},
-                "goal_embedding_gradients": True,
-                "pooling": pooling,
-            },
-            "data": {"train_examples": len(sft_rows), **mix.to_json()},
-            "determinism": determinism,
-        }
-        write_json(staging / "training_summary.json", {**summary, **provenance()})
-        write_json(
-            staging / "hyperparameters.json",
-            {"sft": sft.to_dict(), "ebm": ebm_cfg.to_dict(), "iteration": iteration,
-             "effective": {"learning_rate": plan.learning_rate, "max_steps": plan.max_steps,
-                           "warm_start": str(plan.warm_start) if plan.warm_start else None,
-                           "head_learning_rate": sft.joint_head_learning_rate},
-             "pooling": pooling, "seed": seed},
-        )  # fmt: skip
-        (staging / HEAD_META).write_text(
-            json.dumps(
-                {"config": ebm_cfg.to_dict(), "dim": hidden_size, "pooling": pooling,
-                 "step": chosen.step, "heldout": final, "seed": seed},
-                indent=2, sort_keys=True,
-            ) + "\n"
-        )  # fmt: skip
-        write_run_info(staging, started=started)
-    shutil.rmtree(work, ignore_errors=True)
-    log.info("joint adapter in %s: step %d kept (%s)", out, chosen.step, chosen.reason)
-    return summary
+    grad_lora = _grad_norm(opt.param_groups[0]["params"])
+    grad_head = _grad_norm(list(head.parameters()))
+    opt.step()
+    schedule.step()
+    lr = schedule.get_last_lr()
+    return {
+        "step": done, "sft_loss": sft_v, "nce_loss": nce_v,
+        "nce_weight": scales.weight(sft.joint_lambda), "scale_sft": scales.sft,
+        "scale_nce": scales.nce, "grad_norm_lora": grad_lora, "grad_norm_head": grad_head,
+        "temperature": float(head.temperature.detach()), "lr_lora": lr[0], "lr_head": lr[1],
+        "lr_head_scale": lr[2],
+    }  # fmt: skip
 
 
-# --------------------------------------------------------------------------------------------
-# Pieces of the loop
-
-
-def _with_adapter(model: Any, sft: SFTConfig, plan: Any) -> Any:
-    """``model`` with the warm-start adapter (iteration > 0: the previous one, trainable)."""
-    from peft import PeftModel
-
-    if plan.warm_start is None:
-        raise ValueError("joint training warm-starts from the previous iteration's adapter")
-    return PeftModel.from_pretrained(model, str(plan.warm_start), is_trainable=True)
-
-
-def _to(batch: Batch, dev: Any) -> Batch:
-    return Batch(
-        input_ids=batch.input_ids.to(dev),
-        attention_mask=batch.attention_mask.to(dev),
-        labels=batch.labels.to(dev),
-        lengths=batch.lengths,
-        n_sft=batch.n_sft,
-        groups=batch.groups,
-        group_size=batch.group_size,
-    )
+def accumulate(
+    model: Any, head: Any, batches: Iterable[Batch], scales: LossScales, *, lam: float,
+    pooling: str, grad_accum: int,
+) -> tuple[float, float | None]:  # fmt: skip
+    """Forward and backward over one optimizer step's micro-batches, the gradients adding up:
+    ``(sft + λ · nce · avg_sft / avg_nce) / grad_accum`` each (the scales updated first, with the
+    micro-batch's detached losses); the two raw losses' means over the micro-batches (nce None when
+    no batch held a group — the SFT-only step :mod:`bench.gpu` times)."""
+    sft_v, nce_v = 0.0, None
+    for batch in batches:
+        res = joint_forward(model, head, batch, pooling)
+        sft = float(res["sft"].detach())
+        loss = res["sft"]
+        if res["nce"] is not None:
+            nce = float(res["nce"].detach())
+            scales.update(sft, nce)
+            loss = loss + scales.weight(lam) * res["nce"]
+            nce_v = (nce_v or 0.0) + nce / grad_accum
+        (loss / grad_accum).backward()
+        sft_v += sft / grad_accum
+    return sft_v, nce_v
 
 
 def _grad_norm(params: Sequence[Any]) -> float:
@@ -620,13 +729,80 @@ def _grad_norm(params: Sequence[Any]) -> float:
     return float(torch.stack(grads).norm()) if grads else 0.0
 
 
+def head_param_groups(head: Any) -> tuple[list[Any], list[Any]]:
+    """The head's spectral-normed layer weights (``layers.…``) and its scale parameters (the rest:
+    ``log_temperature``, any output scale or bias): the scale gets its own constant rate."""
+    layers, scale = [], []
+    for name, p in head.named_parameters():
+        (layers if name.startswith("layers.") else scale).append(p)
+    return layers, scale
+
+
+def cosine_with_warmup(step: int, warmup: int, total: int) -> float:
+    """The LoRA's and the head layers' learning-rate factor at ``step`` (transformers'
+    ``get_cosine_schedule_with_warmup``: linear warm-up, then half a cosine to 0).
+
+    >>> [round(cosine_with_warmup(s, 2, 10), 3) for s in (0, 1, 2, 6, 10)]
+    [0.0, 0.5, 1.0, 0.5, 0.0]
+    """
+    if step < warmup:
+        return step / max(1, warmup)
+    progress = (step - warmup) / max(1, total - warmup)
+    return max(0.0, 0.5 * (1.0 + math.cos(math.pi * progress)))
+
+
+def optimizer(
+    model: Any, head: Any | None, sft: SFTConfig, *, learning_rate: float, max_steps: int
+) -> tuple[Any, Any]:
+    """AdamW over three groups — the LoRA weights (``learning_rate``: the plan's, decayed by
+    iteration), the head's layers (``sft.joint_head_learning_rate``), both on the cosine schedule
+    over ``max_steps``, and the head's scale (``sft.joint_scale_learning_rate``, constant: under the
+    cosine at the head's rate the temperature could not move, issue 30 §3) — and its schedule.
+    Without a head (``None``: SFT's step alone), the LoRA group only.
+
+    >>> import torch
+    >>> from burnqed.config import EBMConfig
+    >>> from burnqed.ebm.train import build_head
+    >>> lora = torch.nn.Linear(2, 2)
+    >>> opt, _ = optimizer(lora, build_head(4, EBMConfig(hidden_sizes=(3,))), SFTConfig(),
+    ...                    learning_rate=1e-4, max_steps=10)
+    >>> [g["name"] for g in opt.param_groups]
+    ['lora', 'head', 'head_scale']
+    """
+    import functools
+
+    import torch
+
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    groups = [{"params": trainable, "lr": learning_rate, "name": "lora"}]
+    cosine = functools.partial(cosine_with_warmup, warmup=sft.warmup_steps, total=max_steps)
+    factors: list[Callable[[int], float]] = [cosine]
+    if head is not None:
+        layers, scale = head_param_groups(head)
+        groups += [
+            {"params": layers, "lr": sft.joint_head_learning_rate, "name": "head"},
+            {"params": scale, "lr": sft.joint_scale_learning_rate, "name": "head_scale"},
+        ]
+        factors += [cosine, _constant]
+    opt = torch.optim.AdamW(groups)
+    return opt, torch.optim.lr_scheduler.LambdaLR(opt, factors)
+
+
+def _constant(step: int) -> float:
+    return 1.0
+
+
+# --------------------------------------------------------------------------------------------
+# Monitor: held-out health, validation, health checks
+
+
 def embed_rows(
     model: Any, tokenizer: Any, rows: Sequence[list[int]], pooling: str, dev: Any
 ) -> Any:
     """``(N, d)`` embeddings of token-id rows, one forward per row (the scorer's rule), no grad."""
     import torch
 
-    from burnqed.policy.transformers_backend import pool_hidden
+    from burnqed.policy.embedding import pool_hidden
 
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     was = base.training
@@ -647,22 +823,11 @@ def embed_rows(
     return torch.stack(out)
 
 
-def _labelled_states(groups: Any, held: Sequence[int], gt: GroupTexts) -> dict[str, bool]:
-    """The held-out groups' states, each once, with their label (positive = on a proof path)."""
-    label: dict[str, bool] = {}
-    for i in held:
-        for j, h in enumerate(gt.state_hashes[i]):
-            label[h] = label.get(h, False) or j == 0
-    return label
-
-
 def monitor(
     model: Any,
     head: Any,
     tokenizer: Any,
-    held_states: Mapping[str, bool],
-    gt: GroupTexts,
-    held: Sequence[int],
+    data: JointData,
     pooling: str,
     dev: Any,
 ) -> dict:
@@ -674,6 +839,7 @@ def monitor(
 
     from burnqed.ebm.quality import centroid_separation, linear_probe
 
+    held_states, gt, held = data.held_states, data.gt, data.held
     if not held_states:
         return {"states": 0}
     keys = sorted(held_states)
@@ -684,7 +850,7 @@ def monitor(
     xs = x[: len(keys)].cpu().numpy().astype(np.float64)
     l2, separation = centroid_separation(xs, y)
     probe = linear_probe(xs, y, seed=0)
-    rank1, ties = [], 0
+    rank1, spans, ties = [], [], 0
     was = head.training
     head.eval()
     with torch.no_grad():
@@ -692,6 +858,7 @@ def monitor(
             z = x[[row[h] for h in gt.state_hashes[i]]]  # (1+K, d)
             g = x[row[gt.goal_hashes[i]]]  # (d,)
             e = head(z.unsqueeze(0), g.view(1, 1, -1))[0]  # (1+K,)
+            spans.append(float(e.max() - e.min()))
             best = e.min()
             tied = int((e == best).sum())
             ties += tied > 1
@@ -706,19 +873,42 @@ def monitor(
         "probe_majority_baseline": probe.get("majority_baseline"),
         "rank1": float(np.mean(rank1)) if rank1 else None,
         "tie_rate": ties / len(rank1) if rank1 else None,
+        # median spread of a group's energies (in nats: -energy is InfoNCE's logit), beside the
+        # log-prob's span it must reach to change the search's choice (issue 30 §3)
+        "energy_span": float(np.median(spans)) if spans else None,
         "groups": len(rank1),
         "temperature": float(head.temperature.detach()),
     }
 
 
 def _check_temperature(head: Any, ebm: EBMConfig, step: int, work: Path) -> None:
-    pinned = head.pinned()
-    if pinned:
-        bound = ebm.temperature_min if pinned == "floor" else ebm.temperature_max
+    """Abort when the head's temperature sits at its ceiling (the energies collapsed: nothing
+    ranked).  At its floor it is the state of a head that ranks (a warm start from A's EBM starts
+    there, :mod:`burnqed.ebm.train`), bounded: the monitor's held-out figures judge it."""
+    if head.pinned() == "ceiling":
         raise JointTrainingError(
-            f"joint step {step}: the head's temperature pinned to its {pinned} ({bound:g}; healthy "
-            f"0.5–3.0); the last exact-resume checkpoint is in {work}. Lower "
-            "sft.joint_head_learning_rate or sft.joint_lambda"
+            f"joint step {step}: the head's temperature pinned to its ceiling "
+            f"({ebm.temperature_max:g}; healthy 0.5–3.0): the energies collapsed; the last "
+            f"exact-resume checkpoint is in {work}. Lower sft.joint_head_learning_rate or "
+            "sft.joint_lambda"
+        )
+
+
+def _check_sft_loss(scales: LossScales, sft: SFTConfig, step: int) -> None:
+    """Abort when the SFT loss's moving average is above ``sft.joint_sft_loss_ceiling`` after
+    ``joint_sft_loss_ceiling_after`` steps: the contrastive term is crowding out the policy."""
+    ceiling = sft.joint_sft_loss_ceiling
+    if (
+        ceiling is not None
+        and step >= sft.joint_sft_loss_ceiling_after
+        and scales.sft is not None
+        and scales.sft > ceiling
+    ):
+        raise JointTrainingError(
+            f"joint step {step}: the SFT loss ({scales.sft:.4f}, moving average) is above "
+            f"sft.joint_sft_loss_ceiling {ceiling} after "
+            f"{sft.joint_sft_loss_ceiling_after} steps: the contrastive term is crowding "
+            "out the policy; lower sft.joint_lambda"
         )
 
 
@@ -818,6 +1008,10 @@ def _before_after(history: Mapping[int, Mapping[str, float]], chosen: int) -> di
     return out
 
 
+# --------------------------------------------------------------------------------------------
+# Checkpoint: exact resume, and the published adapter
+
+
 def _content_digest(value: Any) -> str:
     return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -825,7 +1019,7 @@ def _content_digest(value: Any) -> str:
 def resume_key(
     *, sft: SFTConfig, ebm: EBMConfig, pooling: str, iteration: int, seed: int, base: Path,
     warm_start: Path | None, sft_rows: Sequence, val_rows: Mapping[str, Sequence], groups: Any,
-    gt: GroupTexts,
+    gt: GroupTexts, warm_head: Path | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """What a resume checkpoint must have been made by to be continued: the config and seed, the
     weights it starts from (base model and warm-start adapter, :func:`weights_digest`), the data by
@@ -839,6 +1033,7 @@ def resume_key(
         "iteration": iteration, "seed": seed,
         "base": weights_digest(base),
         "warm_start": weights_digest(warm_start) if warm_start is not None else None,
+        "warm_head": weights_digest(warm_head) if warm_head is not None else None,
         "examples": _content_digest(list(sft_rows)), "validation": _content_digest(val_rows),
         "groups": _content_digest(
             [gt.states, gt.goals, [bool(h) for h in groups.heldout], list(groups.theorem)]
@@ -909,6 +1104,45 @@ def _resume(
     return int(saved["step"])
 
 
+def _restart_records(work: Path, start: int) -> tuple[Path, CheckpointSelection]:
+    """The run's metrics file and checkpoint selection in ``work``: a resumed run's, its records up
+    to step ``start`` kept (the ones after it are replayed by this run), else fresh ones."""
+    metrics_path = work / "metrics.jsonl"
+    work.mkdir(parents=True, exist_ok=True)
+    if metrics_path.exists():  # records after the resumed step are replayed by this run
+        kept = [ln for ln in metrics_path.read_text().splitlines()
+                if ln.strip() and json.loads(ln).get("step", 0) <= start]  # fmt: skip
+        metrics_path.write_text("".join(ln + "\n" for ln in kept))
+    selection = CheckpointSelection(work / "checkpoints")
+    history_path = work / "history.json"
+    if start and history_path.is_file():
+        selection.history = {int(k): v for k, v in json.loads(history_path.read_text()).items()}
+    return metrics_path, selection
+
+
+def _publish(
+    out: Path, model: Any, tokenizer: Any, selection: CheckpointSelection, chosen: Chosen,
+    metrics_path: Path, *, summary: Mapping[str, Any], hyperparameters: Mapping[str, Any],
+    head_meta: Mapping[str, Any], started: float,
+) -> None:  # fmt: skip
+    """``out``: the chosen step's adapter and head (:func:`~.loop.publish_chosen`), the tokenizer,
+    ``metrics.jsonl``, ``training_summary.json`` (with provenance), ``hyperparameters.json``,
+    ``joint_head.json`` and ``run_info.json`` — written whole or not at all."""
+    with staged_dir(out) as staging:
+        model.save_pretrained(str(staging))
+        tokenizer.save_pretrained(str(staging))
+        publish_chosen(selection, chosen, staging)  # the chosen step's adapter and head
+        shutil.copy(metrics_path, staging / "metrics.jsonl")
+        write_json(staging / "training_summary.json", {**summary, **provenance()})
+        write_json(staging / "hyperparameters.json", hyperparameters)
+        (staging / HEAD_META).write_text(json.dumps(head_meta, indent=2, sort_keys=True) + "\n")
+        write_run_info(staging, started=started)
+
+
+# --------------------------------------------------------------------------------------------
+# After training: the adapter of an iteration, the head as an EBM
+
+
 def train_adapter(
     *,
     base: Path,
@@ -924,6 +1158,7 @@ def train_adapter(
     eval_benchmarks: Sequence[Path] = (),
     decontamination: str = "refuse",
     seed: int,
+    warm_head: Path | None = None,
 ) -> None:
     """The adapter of iteration ``iteration`` as ``sft.mode`` says: joint training from iteration 1
     on (there are trees to learn the value from), SFT at iteration 0 and with ``mode: sft``."""
@@ -934,6 +1169,7 @@ def train_adapter(
             base=base, train=train, val=val, out=out, cfg=cfg, ebm=ebm, pooling=pooling,
             iteration=iteration, previous_adapter=previous_adapter, trajectories=trajectories,
             eval_benchmarks=eval_benchmarks, decontamination=decontamination, seed=seed,
+            warm_head=warm_head,
         )  # fmt: skip
         return
     train_sft(
@@ -941,3 +1177,57 @@ def train_adapter(
         previous_adapter=previous_adapter, trajectories=trajectories,
         eval_benchmarks=eval_benchmarks, decontamination=decontamination, seed=seed,
     )  # fmt: skip
+
+
+def export_joint_ebm(
+    *, adapter: Path, merged: Path, out: Path, pooling: str,
+    searches: Sequence[Path] = (), embeddings: Path | None = None, warm_head: Path | None = None,
+    eval_benchmarks: Sequence[Path] = (), decontamination: str = "refuse", seed: int = 0,
+) -> dict:  # fmt: skip
+    """The joint head of ``adapter`` as an EBM directory (``burnqed.ebm.scorer`` format) for the
+    merged model ``merged``: its weights, its config, the merged model's embedding digest (what
+    :func:`burnqed.ebm.scorer.load_value_model` checks against the policy in use) and, given the
+    pool ``searches`` and their ``embeddings`` by the merged model, its fitted energy weight
+    (:func:`burnqed.ebm.stage.joint_energy_weight`: on the theorems neither it nor its warm start
+    ``warm_head`` trained on)."""
+    from safetensors.torch import load_file
+
+    from burnqed.ebm.embeddings import model_digest
+    from burnqed.ebm.scorer import save_ebm
+    from burnqed.ebm.train import build_head
+
+    adapter, merged, out = Path(adapter), Path(merged), Path(out)
+    meta_path = adapter / HEAD_META
+    if not meta_path.is_file():
+        raise FileNotFoundError(f"{adapter}: no {HEAD_META} (not a jointly trained adapter)")
+    meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    if meta.get("pooling") != pooling:
+        raise ValueError(
+            f"{meta_path}: the head was trained on {meta.get('pooling')!r}-pooled embeddings, "
+            f"but policy.pooling is {pooling!r}"
+        )
+    cfg = EBMConfig.from_dict(meta["config"])
+    head = build_head(int(meta["dim"]), cfg)
+    head.load_state_dict(load_file(str(adapter / HEAD_WEIGHTS)))
+    digest = model_digest(merged, pooling)
+    if searches and embeddings is not None:
+        from burnqed.ebm.stage import joint_energy_weight
+
+        weight = joint_energy_weight(
+            head, meta, searches=searches, embeddings=embeddings, embedding_model_digest=digest,
+            warm_head=warm_head, seed=seed, eval_benchmarks=eval_benchmarks,
+            decontamination=decontamination,
+        )  # fmt: skip
+    else:
+        weight = {"per_logprob_weight": None, "reason": "exported without the pool searches"}
+    ebm_meta = {
+        **meta,
+        "kind": "joint",
+        "embedding_model": str(merged),
+        "embedding_model_digest": digest,
+        "adapter": str(adapter),
+        "energy_weight": weight,
+    }
+    with staged_dir(out) as staging:
+        save_ebm(staging, head, ebm_meta)
+    return ebm_meta

@@ -12,7 +12,7 @@ first question of a real run; this module answers it before one is rented:
 - **estimated** (documented, not measured here): the 4-bit weight storage and the activations at the
   configured sequence lengths and batch.
 
-What each figure assumes (QLoRA as ``burnqed.train.sft.load_base_model`` loads it):
+What each figure assumes (QLoRA as ``burnqed.train.loop.load_base_model`` loads it):
 
 - the decoder's linear layers in NF4 with double quantisation: 4 bits per weight plus 8-bit block
   constants per 64 weights and 32-bit second-level constants per 256 blocks (bitsandbytes) —

@@ -22,6 +22,7 @@ EBM = {
     "steps": 60,
     "batch_size": 16,
     "learning_rate": 3e-3,
+    "temperature_learning_rate": 0.05,
     "temperature_init": 1.0,
     "temperature_min": 0.05,
     "temperature_max": 20.0,
@@ -30,6 +31,7 @@ EBM = {
     "log_every": 20,
     "save_every": 20,
     "heldout_fraction": 0.25,
+    "fit_folds": 5,
 }
 
 

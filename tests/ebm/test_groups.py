@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 
 import pytest
 
@@ -26,8 +26,11 @@ def test_trajectory_dirs_accepts_a_search_dir_a_manifest_or_a_shard(searches, tm
 def test_groups_hold_one_positive_and_k_true_negatives(data):
     g = build_groups(data, negatives=3, heldout_fraction=0.25, seed=0)
     pos = data.positives()
-    # One group per unique positive, roots (the goals themselves) excepted.
-    assert len(g) == sum(len(v - {data.goal[t]}) for t, v in pos.items())
+    # One group per on-path node of each attempt, roots (the goals themselves) excepted, or a
+    # dropped one.
+    decisions = sum(p and k is not None for p, k in zip(data.on_path, data.parent_key, strict=True))
+    assert len(g) + g.dropped == decisions > sum(len(v - {data.goal[t]}) for t, v in pos.items())
+    assert len(g) > g.dropped
     assert all(row[0] != data.goal[t] for row, t in zip(g.states, g.theorem, strict=True))
     assert min(g.depth) >= 1
     assert all(len(row) == 4 for row in g.states)
@@ -37,7 +40,86 @@ def test_groups_hold_one_positive_and_k_true_negatives(data):
         assert len(set(row)) == 4
         assert goal == data.goal[t]
     assert sum(g.kind_counts.values()) == 3 * len(g) and set(g.kind_counts) == set(KINDS)
-    assert g.kind_counts["sibling"] > 0 and g.kind_counts["other_theorem"] > 0
+    assert g.kind_counts["sibling"] > 0 and g.kind_counts["frontier"] > 0
+    assert g.counts() == {"groups": len(g), "train_groups": int((~g.heldout).sum()),
+                          "heldout_groups": int(g.heldout.sum()), "dropped": g.dropped,
+                          "negatives_by_kind": g.kind_counts}  # fmt: skip
+
+
+def _theorems_of(data):
+    out = defaultdict(set)
+    for t, h in zip(data.theorem, data.state_hash, strict=True):
+        out[h].add(t)
+    return out
+
+
+@pytest.mark.parametrize("negatives", [3, 7])
+def test_no_group_holds_more_than_one_other_theorem_state(data, negatives):
+    """The search compares states of one theorem: a group is its theorem's states, with at most
+    one state of another theorem (only when its own run out one short)."""
+    g = build_groups(data, negatives=negatives, heldout_fraction=0.25, seed=0)
+    theorems_of = _theorems_of(data)
+    for row, t, kinds in zip(g.states, g.theorem, g.kinds, strict=True):
+        foreign = [s for s in row[1:] if t not in theorems_of[s]]
+        assert len(foreign) <= 1, (t, row, kinds)
+        assert kinds.count("other_theorem") == len(foreign)
+        assert len(row) == 1 + negatives
+    assert g.kind_counts["other_theorem"] <= len(g)
+
+
+def test_negative_kinds_come_in_order_siblings_frontier_dead_ends_off_path(data):
+    """Each group takes the open siblings first, then the rest of the search's frontier at the
+    positive's pop, then dead ends, then other off-path states: a kind appears only once every
+    state of the kinds before it is in the group."""
+    g = build_groups(data, negatives=7, heldout_fraction=0.25, seed=0)
+    rank = {k: i for i, k in enumerate(KINDS)}
+    pos = data.positives()
+    node = {k: i for i, k in enumerate(data.node_key)}
+    # Every kind's own candidates, recomputed from the trees, for each group's decision.
+    decisions = [i for i, p in enumerate(data.on_path) if p and data.parent_key[i] is not None]
+    assert len(g) + g.dropped == len(decisions)
+    kept = iter(decisions)
+
+    def opened(j, i):  # node j was in the queue when node i was popped
+        parent = data.parent_key[j]
+        made = -1 if parent is None else data.expansion[node[parent]]
+        e = data.expansion[j]
+        return (
+            made is not None and made < data.expansion[i] and (e is None or e > data.expansion[i])
+        )
+
+    seen = Counter()
+    for row, t, kinds in zip(g.states, g.theorem, g.kinds, strict=True):
+        assert [rank[k] for k in kinds] == sorted(rank[k] for k in kinds), kinds
+        occ = [next(i for i in kept if data.state_hash[i] == row[0] and data.theorem[i] == t)]
+        same = [j for j in range(len(data.theorem)) if data.theorem[j] == t]
+        cands = {
+            "sibling": {data.state_hash[j] for i in occ for j in same
+                        if data.parent_key[j] == data.parent_key[i] and opened(j, i)},
+            "frontier": {data.state_hash[j] for i in occ for j in same
+                         if data.node_key[j][:3] == data.node_key[i][:3] and opened(j, i)},
+            "dead_end": {data.state_hash[j] for j in same if data.failed[j]},
+            "off_path": {data.state_hash[j] for j in same},
+        }  # fmt: skip
+        used: set[str] = {row[0]}
+        for kind, state in zip(kinds, row[1:], strict=True):
+            seen[kind] += 1
+            if kind != "other_theorem":
+                assert state in cands[kind] and state not in pos[t], (kind, state)
+            for earlier in KINDS[: rank[kind]]:
+                if earlier != "other_theorem":  # every state of an earlier kind is already in
+                    assert cands[earlier] - pos[t] - used == set(), (kind, earlier)
+            used.add(state)
+    assert all(seen[k] > 0 for k in ("sibling", "frontier", "off_path")), seen
+
+
+def test_a_positive_whose_theorem_cannot_fill_a_group_is_dropped_and_counted(data):
+    g = build_groups(data, negatives=12, heldout_fraction=0.25, seed=0)
+    positives = sum(p and k is not None for p, k in zip(data.on_path, data.parent_key, strict=True))
+    assert 0 < g.dropped < positives and len(g) + g.dropped == positives
+    assert all(len(row) == 13 for row in g.states)
+    with pytest.raises(ValueError, match="dropped"):
+        build_groups(data, negatives=500, heldout_fraction=0.25, seed=0)
 
 
 def test_siblings_share_the_positives_parent(data):

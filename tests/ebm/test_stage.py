@@ -15,6 +15,7 @@ import torch
 import burnqed.policy.backend
 from burnqed.cli import main as cli_main
 from burnqed.config import SearchConfig
+from burnqed.data.prompt import embedding_text
 from burnqed.ebm.embeddings import embedding_model_digest
 from burnqed.ebm.scorer import IncompatibleEmbeddings, load_ebm
 from burnqed.ebm.stage import run_embed, run_metrics, run_train
@@ -110,7 +111,7 @@ def test_editing_the_pooling_function_embeds_every_state_again(
 
     first = _embed(searches, tmp_path / "emb")
     assert first["embedded_this_run"] == first["states"] > 0
-    backend = "burnqed/policy/transformers_backend.py"
+    backend = "burnqed/policy/embedding.py"
     pooled = "return torch.nn.functional.normalize(hidden[-1], dim=-1)"  # in pool_hidden
     same = edited_checkout(tmp_path / "copy", backend, pooled, pooled)
     monkeypatch.setattr(burnqed.provenance, "SOURCE_ROOT", same)
@@ -153,9 +154,17 @@ def test_train_writes_weights_hyperparameters_hashes_and_curve(trained):
     assert not ebm.with_name("ebm.partial").exists()
     meta = json.loads((ebm / "ebm.json").read_text())
     assert meta["config"] == EBM and meta["seed"] == 0
+    # search.energy_weight: fitted — out-of-fold energies on the toy searches' decisions.
+    fit = meta["energy_weight"]
+    assert fit["folds"] == 5 and fit["decisions"] == fit["fit"]["decisions"] > 20
+    assert fit["per_logprob_weight"] >= 0 and fit["fit"]["log_likelihood"] < 0
+    assert set(fit["heldout_frontier_top1"]) == {"logprob", "energy", "sum"}
+    assert fit["heldout_log_likelihood"] <= fit["fit"]["log_likelihood"]
     assert meta["embedding_model_digest"] == trained["emb"]["embedding_model_digest"]
     assert len(meta["data"]["groups_sha256"]) == 16 and len(meta["data"]["trajectories"]) == 2
     assert sum(meta["data"]["negatives_by_kind"].values()) == 3 * meta["data"]["groups"]
+    assert meta["data"]["dropped"] >= 0
+    assert meta["data"]["negatives_by_kind"]["other_theorem"] <= meta["data"]["groups"]
     assert meta["chance"] == 0.25 and meta["heldout"]["groups"] == meta["data"]["heldout_groups"]
     assert meta["heldout"]["tie_rate"] == 0.0 and meta["heldout"]["rank1_by_depth"]
     assert all("tie_rate" in v for v in meta["heldout"]["rank1_by_depth"].values())
@@ -204,14 +213,17 @@ def test_value_model_scores_batches_and_caches_goal_embeddings(trained):
     goal = "x : Nat\n⊢ reach 9"
     e = value.energies(states, [goal] * 3)
     assert e.shape == (3,) and e.dtype == np.float32 and e[0] == e[2]
-    assert gen.embedded.count(goal) == 1 and len(gen.embedded) == 3  # 2 unique states + the goal
+    # States and goals are embedded as the policy's prompt for them (issue 30 §5).
+    goal_text = embedding_text(goal)
+    assert gen.embedded.count(goal_text) == 1 and len(gen.embedded) == 3  # 2 states + the goal
     value.energies(states[:1], [goal])
-    assert gen.embedded.count(goal) == 1  # cached per goal
+    assert gen.embedded.count(goal_text) == 1  # cached per goal
     head, _ = load_ebm(trained["root"] / "ebm")
     from tests.ebm.fakes import toy_vector
 
     with torch.no_grad():
-        want = head(torch.from_numpy(toy_vector(states[1])), torch.from_numpy(toy_vector(goal)))
+        want = head(torch.from_numpy(toy_vector(embedding_text(states[1]))),
+                    torch.from_numpy(toy_vector(goal_text)))  # fmt: skip
     assert e[1] == pytest.approx(want.item(), rel=1e-5)
 
 
@@ -256,3 +268,43 @@ def test_cli_runs_the_three_subcommands(searches, tmp_path, repo_root, fake_back
                      "--out", str(tmp_path / "m.json"), "--plots", str(tmp_path / "plots")]) == 0  # fmt: skip
     assert json.loads((tmp_path / "m.json").read_text())["ebm"]["path"] == str(tmp_path / "ebm")
     assert Path(tmp_path / "ebm" / "ebm.safetensors").stat().st_size > 0
+
+
+def test_a_head_without_fold_heads_is_fitted_on_the_theorems_it_never_trained_on(
+    trained, searches, tmp_path
+):
+    """The joint head's energy weight (configuration C): only the decisions of theorems held out
+    of its training and of its warm start's are scored and fitted."""
+    from burnqed.ebm.fit import pool_decisions
+    from burnqed.ebm.groups import load_states
+    from burnqed.ebm.stage import _dirs, joint_energy_weight
+
+    head, meta = load_ebm(trained["root"] / "ebm")
+    dirs = _dirs(searches)
+    sets, _ = pool_decisions(dirs, set(load_states(dirs).goal))
+    theorems = sorted({c.theorem for c in sets})
+    assert len(theorems) >= 8
+    joint_held, warm_held = [*theorems[:7], "never-searched"], theorems[1:8]
+    (tmp_path / "A").mkdir()
+    (tmp_path / "A" / "ebm.json").write_text(json.dumps({"data": {"heldout_theorems": warm_held}}))
+    digest = trained["emb"]["embedding_model_digest"]
+
+    def fit(held, warm=tmp_path / "A", model_digest=digest):
+        return joint_energy_weight(
+            head, {"config": meta["config"], "heldout_theorems": held}, searches=searches,
+            embeddings=trained["root"] / "embeddings", embedding_model_digest=model_digest,
+            warm_head=warm, seed=0,
+        )  # fmt: skip
+
+    block = fit(joint_held)
+    both = theorems[1:7]  # held out of both: the only theorems scored
+    assert block["heldout_theorems"] == both and block["theorems"] == 6
+    assert block["decisions"] == sum(c.theorem in both for c in sets)
+    assert block["heldout_sets"] == {"joint_training": 8, "warm_start": 7, "both": 6}
+    assert block["per_logprob_weight"] is not None and block["folds"] == 5
+    assert set(block["heldout_frontier_top1"]) == {"logprob", "energy", "sum"}
+    assert fit(joint_held, warm=None)["heldout_theorems"] == theorems[:7]
+    # Too few theorems for the folds, a head without the list, another model's embeddings: no fit.
+    assert "fewer than ebm.fit_folds" in fit(theorems[:4])["reason"]
+    assert fit(None)["per_logprob_weight"] is None
+    assert "model digest" in fit(joint_held, model_digest="0" * 16)["reason"]

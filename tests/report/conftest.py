@@ -17,6 +17,7 @@ import torch
 
 import burnqed.policy.backend
 from burnqed.config import SearchConfig
+from burnqed.data.prompt import embedding_text
 from burnqed.ebm.groups import load_states
 from burnqed.ebm.stage import run_embed, run_metrics, run_train
 from burnqed.eval.stage import run as eval_run
@@ -118,7 +119,8 @@ def embedding_runs(tmp_path_factory) -> dict[str, dict]:
 
     asyncio.run(go())
     data = load_states([search])
-    positives = {data.texts[h] for hs in data.positives().values() for h in hs}
+    # The EBM stage embeds each state as the policy's prompt for it (issue 30 §5).
+    positives = {embedding_text(data.texts[h]) for hs in data.positives().values() for h in hs}
     runs, before = {}, torch.get_num_threads()
     torch.set_num_threads(1)
     mp = pytest.MonkeyPatch()

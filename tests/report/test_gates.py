@@ -72,9 +72,12 @@ def test_embedding_gates_go_on_healthy_and_no_go_on_collapsed_embeddings(embeddi
     assert collapsed["centroid_separation"]["value"] < 0.1, values
     # Every state the same vector: every energy ties; rank-1 scores chance (1/4), not 100 %.
     assert identical["ebm_rank1"]["value"] == pytest.approx(0.25)
-    assert identical["ebm_rank1"]["note"] == "tie rate 100.0%"
+    assert identical["ebm_rank1"]["note"].startswith("tie rate 100.0%")
+    # Groups of 1 + 3 over a few held-out groups: rank-1 must clear chance by two standard errors
+    # (collapsed embeddings score 1/3 here, above the configured red line 0.3 but not chance's).
+    assert "red line: chance + 2 SE" in collapsed["ebm_rank1"]["note"], values
     assert {g: identical[g]["verdict"] for g in gated} == dict.fromkeys(gated, "no-go"), values
-    assert healthy["ebm_rank1"]["note"] == "tie rate 0.0%"
+    assert healthy["ebm_rank1"]["note"].startswith("tie rate 0.0%")
     # No embedding metrics (iteration 0, no EBM yet): n/a, not a verdict.
     none = by_gate(evaluate_gates(CFG, current=evals["strong"], ebm=None))
     assert {g: none[g]["verdict"] for g in gated} == dict.fromkeys(gated, "n/a")

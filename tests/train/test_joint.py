@@ -1,5 +1,5 @@
 """Joint training: both losses reach LoRA, the training embedding is the scorer's, InfoNCE has no
-temperature of its own, a pinned temperature aborts, resume is exact, the head becomes an EBM."""
+temperature of its own, a temperature at its ceiling aborts (at its floor goes on), resume is exact, the head becomes an EBM."""
 
 from __future__ import annotations
 
@@ -146,11 +146,31 @@ def test_a_pinned_temperature_aborts(tiny_base, lora_adapter, pairs, searches, t
     """A head learning rate that drives the temperature to its ceiling stops training at once."""
     ebm = {**EBM, "temperature_init": 1.0, "temperature_min": 0.9, "temperature_max": 1.02}
     cfg = {**JOINT, "joint_head_learning_rate": 0.5}
-    with pytest.raises(JointTrainingError, match=r"temperature pinned to its (ceiling|floor)"):
+    with pytest.raises(JointTrainingError, match=r"temperature pinned to its ceiling"):
         train_joint(base=tiny_base, train=pairs["train"], val=pairs["val"], out=tmp_path / "a",
                     cfg=cfg, ebm=ebm, pooling="last", iteration=1, previous_adapter=lora_adapter,
                     trajectories=searches, seed=0)  # fmt: skip
     assert not (tmp_path / "a").exists()  # nothing that looks finished
+
+
+def test_a_head_at_its_temperature_floor_goes_on_and_one_at_its_ceiling_stops(tmp_path):
+    """A head warm-started from configuration A's EBM sits at its floor from step 0 (a decoupled
+    head that ranks drives it there): joint training goes on; at the ceiling (a collapse) it stops."""
+    from burnqed.ebm.head import GoalConditionedEnergyHead
+
+    cfg = EBMConfig()
+    head = GoalConditionedEnergyHead(8, hidden_sizes=(4,), temperature_min=cfg.temperature_min,
+                                     temperature_max=cfg.temperature_max)  # fmt: skip
+    with torch.no_grad():
+        head.log_temperature.fill_(math.log(cfg.temperature_min))
+    assert head.pinned() == "floor"
+    joint._check_temperature(head, cfg, 1, tmp_path)  # no abort
+    with torch.no_grad():
+        head.log_temperature.fill_(math.log(cfg.temperature_max))
+    with pytest.raises(
+        JointTrainingError, match=r"step 7: the head's temperature pinned to its ceiling"
+    ):
+        joint._check_temperature(head, cfg, 7, tmp_path)
 
 
 def test_a_probe_fall_within_its_noise_warns_and_one_beyond_it_aborts(caplog):
@@ -206,6 +226,16 @@ def test_joint_training_writes_the_adapter_the_head_and_what_it_measured(joint_r
     assert all(r["sft_loss"] > 0 and r["nce_loss"] > 0 for r in records)
     assert (joint_run / "joint_head.safetensors").is_file()
     assert not joint_run.with_name(joint_run.name + ".work").exists()  # removed when done
+
+
+def test_the_joint_head_lists_the_theorems_it_never_trained_on(joint_run, searches, tmp_path):
+    """What its energy weight is fitted on (burnqed.ebm.stage.joint_energy_weight)."""
+    _, groups = joint.read_groups(searches, EBMConfig.from_dict(EBM), iteration=1, seed=0,
+                                  eval_benchmarks=(), decontamination="refuse")  # fmt: skip
+    held = {t for t, h in zip(groups.theorem, groups.heldout, strict=True) if h}
+    trained = {t for t, h in zip(groups.theorem, groups.heldout, strict=True) if not h}
+    meta = json.loads((joint_run / joint.HEAD_META).read_text())
+    assert held and set(meta["heldout_theorems"]) == held and not held & trained
 
 
 def test_a_killed_run_resumes_to_the_same_weights(
@@ -276,6 +306,8 @@ def test_the_joint_head_becomes_the_iterations_ebm(joint_run, tiny_base, tmp_pat
     merge_adapter(base=tiny_base, adapter=joint_run, out=merged)
     meta = export_joint_ebm(adapter=joint_run, merged=merged, out=tmp_path / "ebm", pooling="last")
     assert meta["kind"] == "joint"
+    assert meta["energy_weight"] == {"per_logprob_weight": None,
+                                     "reason": "exported without the pool searches"}  # fmt: skip
     value = load_value_model(tmp_path / "ebm", TransformersGenerator(merged), device="cpu")
     e = value.energies(STATES[:2], [GOAL] * 2)
     assert e.shape == (2,) and np.isfinite(e).all()

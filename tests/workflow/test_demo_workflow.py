@@ -23,7 +23,7 @@ import yaml
 from burnqed import isa
 from burnqed.policy import salted_seed
 from burnqed.trajectory import read_nodes, read_summary
-from tests.workflow.conftest import DEMO_TARGETS, LOWERED, demo_env
+from tests.workflow.conftest import DEMO_TARGETS, LOWERED, REPO, demo_env
 from tests.workflow.conftest import snakemake as run_tiny
 
 # The session fixture ``demo`` (tests/workflow/conftest.py) runs the whole shrunken workflow:
@@ -48,15 +48,19 @@ def test_iteration_0_search_outputs_exist_and_are_consistent(demo):
     report = json.loads((demo / "data/theorems/search_pool.report.json").read_text())
     pool = 8 - report["decontamination"]["rows_dropped"]
     assert report["theorems"] == pool >= 6
+    # config/demo.yaml searches each pool theorem several times (its own seeds per attempt).
+    attempts = yaml.safe_load((REPO / "config/demo.yaml").read_text())["search"]["attempts"]
+    assert attempts > 1
     for target in TARGETS:
         manifest = json.loads((demo / target).read_text(encoding="utf-8"))
-        assert manifest["attempts"] == manifest["theorems"] == pool
+        assert manifest["theorems"] == pool and manifest["attempts"] == pool * attempts
         shard = demo / Path(target).parent / "shard_0"
         summary = read_summary(shard)
-        assert summary.skipped == [] and summary.table.num_rows == pool
+        assert summary.skipped == [] and summary.table.num_rows == pool * attempts
         rows = summary.table.to_pylist()
+        assert {r["attempt"] for r in rows} == set(range(attempts))
         proved = [r for r in rows if r["status"] == "proved"]
-        assert sum(manifest["statuses"].values()) == pool
+        assert sum(manifest["statuses"].values()) == pool * attempts
         assert manifest["statuses"].get("proved", 0) == len(proved)
         # A proof counts only after whole-file verification.
         assert all(r["verified"] and r["proof"] for r in proved)

@@ -103,7 +103,8 @@ def test_a_new_lean_toolchain_mathlib_or_pantograph_reruns_every_search_and_eval
         for p, data in before.items():
             p.write_bytes(data)
     evals = {rule: n for rule, n in whole.items() if rule.startswith("eval")}
-    assert len(evals) == 6 and sum(evals.values()) == 9  # baseline, iterations, controls, configs
+    # baseline, iterations, controls, configurations, the feature value
+    assert len(evals) == 7 and sum(evals.values()) == 10
     assert {"search_shard", "search_noise_shard", "search_pool_select"} <= set(whole)
     for rule in (*evals, *(r for r in SEARCHES if r in whole)):
         assert plan.get(rule) == whole[rule], (rule, plan)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -231,8 +232,51 @@ def test_dry_run_plans_the_whole_loop(overlay, tmp_path):
         "ebm_metrics_config": 3 * (n - 1),
         "eval_config": 3 * (n - 1),
         "eval_config_no_ebm": n - 1,
+        # the feature value (the EBM's control): fitted, replayed over eval_no_ebm, evaluated
+        "value_features": n - 1,
+        "replay_features": n - 1,
+        "eval_features": n - 1,
+        # each configuration's EBM replayed over its no-EBM twin's trees: C, and A, S, B
+        "replay_ebm": n - 1,
+        "replay_config": 3 * (n - 1),
     }
     assert {k: jobs.get(k) for k in expected} == expected, out[-3000:]
+
+
+def _planned_jobs(out: str, rule: str) -> dict[str, set[str]]:
+    """Output file → input files of each job of ``rule`` in a ``snakemake -n`` plan."""
+    jobs = {}
+    for block in out.split(f"\nrule {rule}:\n")[1:]:
+        # the job's fields are the indented lines after its rule line
+        lines = itertools.takewhile(lambda line: line.startswith("    "), block.splitlines())
+        fields = dict(line.strip().split(": ", 1) for line in lines)
+        jobs[fields["output"]] = set(fields["input"].split(", "))
+    return jobs
+
+
+def test_each_replay_reads_its_configurations_twin_ebm_and_policy(tmp_path):
+    """The replay prediction of each configuration reads its no-EBM twin's eval (A: iteration 0's
+    eval at i = 1, i-1's eval_no_ebm at i = 2), its EBM and its policy — and not the live eval
+    with the EBM (no ordering edge: the replay is a function of the twin's trees and the EBM)."""
+    shutil.copy(REPO / "params.yaml", tmp_path / "params.yaml")
+    targets = ["results/iter_1/replay.json", "results/iter_1/configs/S/replay.json",
+               *(f"results/iter_{i}/configs/{c}/replay.json" for i in (1, 2) for c in "AB")]  # fmt: skip
+    r = snakemake("-n", "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path), *targets)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out
+    jobs = {**_planned_jobs(out, "replay_ebm"), **_planned_jobs(out, "replay_config")}
+    assert set(jobs) == set(targets)
+    assert jobs["results/iter_1/replay.json"] == {
+        "results/iter_1/eval_no_ebm.json", "models/iter_1/ebm", "models/iter_1/merged"}  # fmt: skip
+    for i, c, twin, model in [
+        (1, "A", "results/iter_0/eval.json", "models/iter_0/merged"),
+        (2, "A", "results/iter_1/eval_no_ebm.json", "models/iter_1/merged"),
+        (1, "S", "results/iter_1/configs/S/eval_no_ebm.json", "models/iter_1/configs/S/merged"),
+        (1, "B", "results/iter_1/eval_no_ebm.json", "models/iter_1/merged"),
+        (2, "B", "results/iter_2/eval_no_ebm.json", "models/iter_2/merged"),
+    ]:
+        ebm = f"models/iter_{i}/configs/{c}/ebm"
+        assert jobs[f"results/iter_{i}/configs/{c}/replay.json"] == {twin, ebm, model}, (i, c)
 
 
 def test_the_last_iterations_eval_needs_every_stage_before_it(tmp_path):
@@ -244,7 +288,9 @@ def test_the_last_iterations_eval_needs_every_stage_before_it(tmp_path):
     jobs = _job_counts(out)
     assert jobs["eval_baseline"] == 1 and jobs["eval"] == 3
     assert jobs["sft"] == jobs["merge"] == 3 and jobs["ebm_export_joint"] == 2
-    assert "ebm_embed" not in jobs  # the joint head needs no frozen embeddings (metrics and B do)
+    # the joint head's energy weight is fitted on its held-out theorems' states, embedded by the
+    # joint model (the embeddings metrics and B use too)
+    assert jobs["ebm_embed"] == 2
     assert jobs["search_shard"] == 2 and jobs["search_noise_shard"] == 1
 
 

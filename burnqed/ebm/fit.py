@@ -1,0 +1,218 @@
+"""The energy's weight against the log-prob, fitted on the pool searches' decisions with
+out-of-fold energies (issue 30 §3; ``search.energy_weight: fitted``).
+
+The pool searches' trees give decisions (:func:`burnqed.value.frontier.choice_sets`).  Theorems
+are dealt into ``ebm.fit_folds`` folds (:func:`burnqed.value.fit.theorem_folds`); per fold a head
+is trained exactly as the EBM is (same groups, config and seed) but without that fold's theorems,
+and scores that fold's open nodes — so no state's energy comes from a head that trained on its
+theorem.  Each open node's features are the priority's log-prob term (``cum_logprob /
+max(depth, 1)^k`` with the pool search's own ``depth_normalisation``) and that energy; the
+conditional logit (:func:`burnqed.value.fit.cross_fit`) gives weights, cross-fitted by theorem
+too, and the search's weight is their ratio per unit of ``logprob_weight``
+(:func:`burnqed.value.fit.energy_weight`).  The EBM's ``ebm.json`` keeps it under
+``energy_weight`` with the fit's log-likelihood (in sample and held out) and the out-of-fold
+frontier top-1 of log-prob alone, energy alone and the fitted sum.
+
+Example::
+
+    block = fit_energy_weight(vectors, data, groups, cfg, dirs=dirs, work=Path("ebm.partial/folds"))
+    block["per_logprob_weight"], block["heldout_frontier_top1"]["sum"]
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from burnqed.config import EBMConfig
+from burnqed.trajectory import MANIFEST, read_nodes
+from burnqed.value.fit import cross_fit, energy_weight, theorem_folds
+from burnqed.value.frontier import choice_sets, top1_gain, top1_hit, top1_rate
+
+log = logging.getLogger(__name__)
+
+FEATURES = ("logprob", "energy")
+_COLUMNS = ["theorem", "attempt", "node_id", "parent_id", "state", "state_hash", "solved",
+            "duplicate_of", "depth", "expansion_index", "step", "on_proof_path", "cum_logprob"]  # fmt: skip
+
+
+def _search_setting(d: Path, key: str) -> Any:
+    """A search setting from the manifest of a trajectory directory (or of its parent, for a
+    shard); None when neither has it."""
+    for m in (d / MANIFEST, d.parent / MANIFEST):
+        if m.is_file():
+            v = (json.loads(m.read_text(encoding="utf-8")).get("config") or {}).get(key)
+            if v is not None:
+                return v
+    return None
+
+
+def pool_decisions(dirs: Sequence[Path], theorems: set[str]) -> tuple[list, dict]:
+    """The choice sets of the searches in ``dirs`` over ``theorems`` (the decontaminated ones),
+    and the search settings they were made with (``max_depth``, ``depth_normalisation``)."""
+    sets, settings = [], {"max_depth": [], "depth_normalisation": []}
+    for src, d in enumerate(dirs):
+        rows = [
+            {**r, "attempt": (src, r["attempt"])}  # the same theorem in two searches: two trees
+            for r in read_nodes(d).table.select(_COLUMNS).to_pylist()
+            if r["theorem"] in theorems
+        ]
+        depth = _search_setting(d, "max_depth")
+        for k in settings:
+            settings[k].append(_search_setting(d, k))
+        sets.extend(choice_sets(rows, max_depth=int(depth) if depth else 1 << 30))
+    k = {v for v in settings["depth_normalisation"] if v is not None}
+    if len(k) > 1:
+        raise ValueError(f"the pool searches used different depth_normalisation values: {k}")
+    return sets, {"depth_normalisation": float(next(iter(k), 0.0))}
+
+
+def score_states(
+    head: Any, vectors: Mapping[str, np.ndarray], data: Any, need: set[tuple[str, str]]
+) -> dict[tuple[str, str], float]:
+    """``head``'s energy of each (theorem, state hash) in ``need``, against the theorem's goal."""
+    head = head.eval()
+    dev = next(head.parameters()).device
+    order = sorted(need)
+    out: dict[tuple[str, str], float] = {}
+    with torch.no_grad():
+        for i in range(0, len(order), 512):
+            chunk = order[i : i + 512]
+            zs = torch.from_numpy(np.stack([vectors[h] for _, h in chunk])).float().to(dev)
+            zg = torch.from_numpy(np.stack([vectors[data.goal[t]] for t, _ in chunk]))
+            es = head(zs, zg.float().to(dev)).float().cpu().numpy()
+            out.update(zip(chunk, es.tolist(), strict=True))
+    return out
+
+
+def fit_energy_weight(
+    vectors: Mapping[str, np.ndarray],
+    data: Any,
+    groups: Any,
+    cfg: EBMConfig,
+    *,
+    dirs: Sequence[Path],
+    work: Path,
+    seed: int = 0,
+    device: str = "auto",
+) -> dict:
+    """The ``energy_weight`` block of ``ebm.json`` (module docstring); fold heads are trained in
+    ``work`` (removed after)."""
+    from burnqed.ebm.train import train_head
+
+    sets, settings = pool_decisions(dirs, set(data.goal))
+    theorems = sorted({c.theorem for c in sets})
+    if len(theorems) < cfg.fit_folds:
+        return _no_fit(sets, theorems,
+                       f"fewer theorems with decisions than ebm.fit_folds ({cfg.fit_folds})")  # fmt: skip
+    folds = theorem_folds(theorems, cfg.fit_folds, seed=seed)
+    k = settings["depth_normalisation"]
+    energies: dict[tuple, float] = {}  # (theorem, state hash) → out-of-fold energy
+    for f in range(cfg.fit_folds):
+        in_fold = np.array([folds.get(t, -1) == f for t in groups.theorem])
+        if in_fold.all():
+            raise ValueError(f"fold {f} holds every group's theorem: nothing to train its head on")
+        fold_groups = replace(groups, heldout=in_fold)  # the fold: measured, never trained on
+        r = train_head(vectors, fold_groups, cfg, work_dir=work / f"fold_{f}", seed=seed,
+                       device=device)  # fmt: skip
+        need = {(c.theorem, n["state_hash"]) for c in sets if folds[c.theorem] == f
+                for n in c.open}  # fmt: skip
+        energies.update(score_states(r.head, vectors, data, need))
+    shutil.rmtree(work, ignore_errors=True)
+    return fitted_block(
+        sets, energies, folds, depth_normalisation=k,
+        scheme="energies of each fold of theorems from a head trained without them; held-out "
+        "figures from weights fitted without them; the weight used: the fit on all",
+    )  # fmt: skip
+
+
+def fitted_block(
+    sets: Sequence, energies: Mapping[tuple, float], folds: Mapping[str, int], *,
+    depth_normalisation: float, scheme: str,
+) -> dict:  # fmt: skip
+    """The ``energy_weight`` block from decisions ``sets`` and each open node's energy
+    (``energies[theorem, state hash]``, scored by a head that never trained on that theorem): the
+    conditional logit on every decision (the weight used) and cross-fitted by ``folds`` (the
+    held-out log-likelihood and frontier top-1)."""
+    k = depth_normalisation
+
+    def x(c) -> np.ndarray:
+        return np.array([[n["cum_logprob"] / max(n["depth"], 1) ** k if k else n["cum_logprob"],
+                          energies[c.theorem, n["state_hash"]]] for n in c.open])  # fmt: skip
+
+    X = [x(c) for c in sets]
+    chosen = [np.array(c.on_path) for c in sets]
+    names = [c.theorem for c in sets]
+    cf = cross_fit(X, chosen, names, folds)
+    ratio = energy_weight(cf.fit.weights, 1.0)
+    held = {"logprob": [], "energy": [], "sum": []}
+    for c, xi, fold in zip(sets, X, cf.decision_fold, strict=True):
+        w = cf.heldout_weights[fold]
+        held["logprob"].append(top1_hit(c, xi[:, 0]))
+        held["energy"].append(top1_hit(c, -xi[:, 1]))
+        held["sum"].append(top1_hit(c, xi[:, 0] - energy_weight(w, 1.0) * xi[:, 1]))
+    block = {
+        "per_logprob_weight": ratio,
+        "features": list(FEATURES),
+        "fit": cf.fit.to_json(FEATURES),
+        "heldout_log_likelihood": cf.heldout_log_likelihood,
+        "heldout_log_likelihood_per_decision": cf.heldout_log_likelihood / len(sets),
+        "heldout_frontier_top1": {n: top1_rate(h, names) for n, h in held.items()},
+        # The fitted sum against log-prob alone, paired by decision (SE of the difference).
+        "heldout_sum_gain": top1_gain(held["sum"], held["logprob"], names),
+        "folds": max(folds.values()) + 1,
+        "decisions": len(sets),
+        "theorems": len(set(names)),
+        "depth_normalisation": k,
+        "scheme": scheme,
+    }
+    log.info(
+        "energy weight %.3f per unit of logprob_weight (%d decisions, %d theorems); held-out "
+        "frontier top-1: log-prob %.3f, energy %.3f, fitted sum %.3f",
+        ratio, len(sets), block["theorems"], *(block["heldout_frontier_top1"][n]["rate"]
+                                               for n in ("logprob", "energy", "sum")),
+    )  # fmt: skip
+    return block
+
+
+def _no_fit(sets: Sequence, theorems: Sequence[str], why: str) -> dict:
+    log.warning("energy weight: %s: no fit", why)
+    return {"per_logprob_weight": None, "decisions": len(sets), "theorems": len(theorems),
+            "reason": why}  # fmt: skip
+
+
+def fit_heldout_energy_weight(
+    head: Any, vectors: Mapping[str, np.ndarray], data: Any, cfg: EBMConfig, *,
+    dirs: Sequence[Path], heldout: set[str], seed: int = 0,
+) -> dict:  # fmt: skip
+    """The ``energy_weight`` block of a head that cannot be re-trained per fold (the joint head:
+    one joint training per fold would be the whole adapter again): only the decisions of
+    ``heldout`` theorems — those the head never trained on — are scored by ``head``; the weight is
+    the conditional logit on them, its held-out figures cross-fitted by theorem among them."""
+    sets, settings = pool_decisions(dirs, set(data.goal) & set(heldout))
+    theorems = sorted({c.theorem for c in sets})
+    if len(theorems) < cfg.fit_folds:
+        return _no_fit(sets, theorems, f"{len(theorems)} held-out theorems with decisions, "
+                       f"fewer than ebm.fit_folds ({cfg.fit_folds})")  # fmt: skip
+    energies = score_states(head, vectors, data, {(c.theorem, n["state_hash"]) for c in sets
+                                                  for n in c.open})  # fmt: skip
+    block = fitted_block(
+        sets, energies, theorem_folds(theorems, cfg.fit_folds, seed=seed),
+        depth_normalisation=settings["depth_normalisation"],
+        scheme="energies by the exported head, only on theorems it never trained on (held out of "
+        "its training and of its warm start's); held-out figures from weights fitted without "
+        "each fold of those theorems; the weight used: the fit on all of them",
+    )  # fmt: skip
+    return {**block, "heldout_theorems": theorems}
+
+
+__all__ = ["FEATURES", "fit_energy_weight", "fit_heldout_energy_weight", "fitted_block",
+           "pool_decisions"]  # fmt: skip
