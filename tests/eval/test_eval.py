@@ -342,3 +342,34 @@ def test_the_eval_json_says_what_machine_made_it_and_reruns_compare_without_it(
     )
     assert a != b and without_run_specific(a) == without_run_specific(b)
     assert '"machine"' not in json.dumps(without_run_specific(a))
+
+
+def test_the_proof_shown_for_a_theorem_does_not_depend_on_which_attempt_finished_first(tmp_path):
+    """Two attempts proving a theorem at the same expansion: ``per_theorem`` shows the lowest
+    attempt's proof whatever order the attempts were written in (a concurrent run finishes them in
+    any order; the tie used to go to the first row)."""
+    import pyarrow.parquet as pq
+
+    theorems = toy_theorems(12, seed=0, low=2, high=5)
+    toy_search(tmp_path / "a", theorems, RandomToyPolicy(seed=0), max_nodes=20, attempts=2)
+    shutil.copytree(tmp_path / "a", tmp_path / "b")
+    for p in sorted((tmp_path / "b" / "summary").glob("part-*.parquet")):
+        t = pq.read_table(p)  # each part's rows in the other order
+        pq.write_table(t.take(list(range(t.num_rows))[::-1]), p)
+    scored = [score_trajectories(tmp_path / d, expected=[t.name for t in theorems], budgets=[20],
+                                 pass_n=2)["per_theorem"] for d in "ab"]  # fmt: skip
+    assert scored[0] == scored[1]
+    rows = pq.read_table(tmp_path / "a" / "summary").to_pylist()
+    by = {}
+    for r in rows:
+        if r["status"] == "proved":
+            by.setdefault(r["theorem"], []).append((r["proof_expansion"], r["attempt"], r["proof"]))
+    ties = {
+        t: sorted(v)
+        for t, v in by.items()
+        if len(v) == 2 and v[0][0] == v[1][0] and v[0][2] != v[1][2]
+    }
+    assert ties, "no theorem with two different proofs at the same expansion: the test needs one"
+    per = {r["theorem"]: r for r in scored[0]}
+    for t, v in ties.items():
+        assert per[t]["proof"] == list(v[0][2])  # attempt 0's
