@@ -434,15 +434,6 @@ def value_markdown(section: Mapping[str, Any]) -> list[str]:
         ]  # fmt: skip
     goal = section.get("goal")
     if goal:
-
-        def shown(x: Any) -> str:
-            if isinstance(x, dict):
-                return ", ".join(
-                    f"{k} {format_p(v) if k == 'p_value' else v}" for k, v in x.items()
-                )
-            return "–" if x is None else (f"{x:.3g}" if isinstance(x, float) else str(x))
-
-        mark = {True: "✓", False: "✗", None: "?"}
         out += [
             f"### The value model's goal: **{goal['verdict'].upper()}**",
             "",
@@ -450,9 +441,22 @@ def value_markdown(section: Mapping[str, Any]) -> list[str]:
             f"no-EBM trees predicted {goal['replay_prediction']}, and a priority that knew the "
             f"proof paths would solve {goal['oracle_ceiling']} (the oracle ceiling).",
             "",
-            markdown_table(["", "check", "measured"],
-                           [[mark[x["met"]], x["check"], shown(x["value"])]
-                            for x in goal["checks"]]),
+            goal_table(goal),
             "",
         ]  # fmt: skip
     return out
+
+
+def goal_table(goal: Mapping[str, Any]) -> str:
+    """The goal's checks (:func:`value_goal`) as a markdown table: met (✓, ✗, ? not measured),
+    the check, what was measured (compare.md and the docs' generated block both show it)."""
+    mark = {True: "✓", False: "✗", None: "?"}
+
+    def shown(x: Any) -> str:
+        if isinstance(x, dict):
+            return ", ".join(f"{k} {format_p(v) if k == 'p_value' else v}" for k, v in x.items())
+        return "–" if x is None else (f"{x:.3g}" if isinstance(x, float) else str(x))
+
+    return markdown_table(["", "check", "measured"],
+                          [[mark[x["met"]], x["check"], shown(x["value"])]
+                           for x in goal["checks"]])  # fmt: skip

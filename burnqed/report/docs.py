@@ -30,6 +30,7 @@ from typing import Any
 
 import yaml
 
+from burnqed.eval.configs import goal_table
 from burnqed.eval.table import markdown_table, pct
 from burnqed.report.summary import draw
 
@@ -82,20 +83,10 @@ def value_goal(summary: Mapping[str, Any]) -> str:
     goal = (summary.get("configs") or [{}])[0].get("goal")
     if not goal:
         return "No goal measured in this run.\n"
-    mark = {True: "✓", False: "✗", None: "?"}
-
-    def shown(x: Any) -> str:
-        if isinstance(x, dict):
-            return ", ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}"
-                             for k, v in x.items())  # fmt: skip
-        return "–" if x is None else (f"{x:.3g}" if isinstance(x, float) else str(x))
-
     head = (f"**{goal['verdict'].upper()}**: C solves {goal['live']} with its EBM and "
             f"{goal['no_ebm']} without; its replay predicted {goal['replay_prediction']}; the oracle "
             f"ceiling is {goal['oracle_ceiling']}.\n\n")  # fmt: skip
-    return head + markdown_table(["", "check", "measured"],
-                                 [[mark[x["met"]], x["check"], shown(x["value"])]
-                                  for x in goal["checks"]])  # fmt: skip
+    return head + goal_table(goal)
 
 
 # Generated blocks by name: the text each is, from the summary.

@@ -101,33 +101,41 @@ BOOTSTRAP_SAMPLES = 1000
 BOOTSTRAP_SEED = 0  # fixed: the reported standard error is a function of the data
 
 
-def top1_rate(hits: Sequence[bool], theorems: Sequence[str]) -> dict[str, float | int | None]:
-    """The fraction of decisions a priority got right (``hits``), with a standard error
-    bootstrapped by theorem (theorems resampled with replacement, :data:`BOOTSTRAP_SAMPLES`
-    times, fixed seed): the theorem is the unit that varies, its decisions are correlated.
-
-    >>> top1_rate([True, False, True, True], ["a", "a", "b", "c"])["rate"]
-    0.75
-    """
+def _per_decision_mean(
+    values: Sequence[float], theorems: Sequence[str]
+) -> tuple[float, float | None]:
+    """The mean of per-decision ``values`` and its standard error bootstrapped by theorem
+    (theorems resampled with replacement, :data:`BOOTSTRAP_SAMPLES` times, fixed seed): the
+    theorem is the unit that varies, its decisions are correlated.  ``values`` is not empty."""
     import numpy as np
 
-    if not hits:
-        return {"rate": None, "se": None, "decisions": 0}
-    per: dict[str, list[int]] = {}
-    for hit, t in zip(hits, theorems, strict=True):
-        n_hit = per.setdefault(t, [0, 0])
-        n_hit[0] += 1
-        n_hit[1] += bool(hit)
-    counts = np.array(list(per.values()), dtype=np.float64)  # (theorems, 2): decisions, hits
-    rate = counts[:, 1].sum() / counts[:, 0].sum()
+    per: dict[str, list[float]] = {}
+    for v, t in zip(values, theorems, strict=True):
+        row = per.setdefault(t, [0, 0])
+        row[0] += 1
+        row[1] += v
+    counts = np.array(list(per.values()), dtype=np.float64)  # (theorems, 2): decisions, sum
+    mean = float(counts[:, 1].sum() / counts[:, 0].sum())
     se = None
     if len(counts) > 1:
         rng = np.random.default_rng(BOOTSTRAP_SEED)
         idx = rng.integers(0, len(counts), size=(BOOTSTRAP_SAMPLES, len(counts)))
         sample = counts[idx]  # (B, theorems, 2)
-        rates = sample[..., 1].sum(axis=1) / sample[..., 0].sum(axis=1)
-        se = float(rates.std(ddof=1))
-    return {"rate": float(rate), "se": se, "decisions": len(hits)}
+        se = float((sample[..., 1].sum(axis=1) / sample[..., 0].sum(axis=1)).std(ddof=1))
+    return mean, se
+
+
+def top1_rate(hits: Sequence[bool], theorems: Sequence[str]) -> dict[str, float | int | None]:
+    """The fraction of decisions a priority got right (``hits``), with a standard error
+    bootstrapped by theorem (:func:`_per_decision_mean`).
+
+    >>> top1_rate([True, False, True, True], ["a", "a", "b", "c"])["rate"]
+    0.75
+    """
+    if not hits:
+        return {"rate": None, "se": None, "decisions": 0}
+    rate, se = _per_decision_mean([int(bool(h)) for h in hits], theorems)
+    return {"rate": rate, "se": se, "decisions": len(hits)}
 
 
 def top1_gain(
@@ -141,23 +149,11 @@ def top1_gain(
     >>> g["difference"], g["decisions"]
     (0.5, 4)
     """
-    import numpy as np
-
     if not hits:
         return {"difference": None, "se": None, "in_se": None, "decisions": 0}
-    per: dict[str, list[int]] = {}
-    for hit, base, t in zip(hits, baseline, theorems, strict=True):
-        row = per.setdefault(t, [0, 0])
-        row[0] += 1
-        row[1] += int(bool(hit)) - int(bool(base))
-    counts = np.array(list(per.values()), dtype=np.float64)  # (theorems, 2): decisions, hit gain
-    diff = float(counts[:, 1].sum() / counts[:, 0].sum())
-    se = None
-    if len(counts) > 1:
-        rng = np.random.default_rng(BOOTSTRAP_SEED)
-        idx = rng.integers(0, len(counts), size=(BOOTSTRAP_SAMPLES, len(counts)))
-        sample = counts[idx]
-        se = float((sample[..., 1].sum(axis=1) / sample[..., 0].sum(axis=1)).std(ddof=1))
+    diff, se = _per_decision_mean(
+        [int(bool(h)) - int(bool(b)) for h, b in zip(hits, baseline, strict=True)], theorems
+    )
     return {"difference": diff, "se": se,
             "in_se": None if not se else diff / se, "decisions": len(hits)}  # fmt: skip
 
