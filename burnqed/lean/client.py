@@ -55,7 +55,7 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -465,6 +465,9 @@ class ReplClient:
         self._proc: asyncio.subprocess.Process | None = None
         self._dead = False  # killed, or its stdout ended: no more requests
         self._closing = False  # draining for a recycle: no new requests, in-flight ones finish
+        self._leases = 0  # holders of :meth:`lease`: their requests still go out while draining
+        self._unleased = asyncio.Event()  # set while nobody holds a lease
+        self._unleased.set()
         self._closed: asyncio.Future[None] | None = None  # close() under way or done
         self._reaped = False  # close() has seen the process exit
         self._pending: deque[_Pending] = deque()  # in flight, oldest (the one running) first
@@ -574,15 +577,39 @@ class ReplClient:
                 task.cancel()
         _groups.pop(proc.pid, None)
 
-    async def drain_and_close(self) -> None:
-        """Stop taking requests, let the ones in flight get their replies, then :meth:`close`.
+    @contextlib.contextmanager
+    def lease(self) -> Iterator[ReplClient]:
+        """Hold the REPL for a sequence of requests that only means something whole (restore a
+        state, then run a tactic on it): a :meth:`drain_and_close` that begins meanwhile lets the
+        holder send the rest of its sequence and waits for it to let go.  Without this, a recycle
+        between two requests of a sequence voids the first ones, and under load every retry can
+        land on a REPL that is recycled again before the sequence ends.  A lease is refused with
+        :class:`ReplError` once draining or dead.
+        """
+        if self._closing or not self.alive:
+            why = "is being recycled" if self._closing and self.alive else "is not running"
+            raise ReplError(f"{self.name}: the REPL {why} (cannot lease it)")
+        self._leases += 1
+        self._unleased.clear()
+        try:
+            yield self
+        finally:
+            self._leases -= 1
+            if self._leases == 0:
+                self._unleased.set()
 
-        For recycling a healthy REPL.  It ends: every request in flight either gets its reply or
-        hits its read timeout, which kills the process.  Requests made meanwhile fail with
-        :class:`ReplError` without being sent.
+    async def drain_and_close(self) -> None:
+        """Stop taking requests, let the ones in flight and the holders of a :meth:`lease` finish,
+        then :meth:`close`.
+
+        For recycling a healthy REPL.  It ends: a lease holder's requests are bounded like any
+        other (each gets its reply or hits its read timeout, which kills the process), and every
+        request in flight either gets its reply or hits its read timeout.  Requests made meanwhile
+        fail with :class:`ReplError` without being sent, once no lease is held.
         """
         self._closing = True
         if self.alive:
+            await self._unleased.wait()
             await self._idle.wait()
         await self.close()
 
@@ -809,7 +836,7 @@ class ReplClient:
         timeout = self.read_timeout_s if timeout is None else timeout
         await self._slots.acquire()
         proc = self._proc
-        if proc is None or not self.alive or self._closing:
+        if proc is None or not self.alive or (self._closing and not self._leases):
             self._slots.release()  # wakes the next waiter, which finds the same
             why = "is being recycled" if self._closing and self.alive else "is not running"
             raise ReplError(f"{self.name}: the REPL {why} (cannot send {cmd})")

@@ -480,6 +480,7 @@ class LeanPool:
         elif w.client is client:
             self._counts["crashes"] += 1
         if w.client is not client:
+            log.debug("worker%d: collateral failure, retried: %s", w.index, e)
             return False
         return self._replace(w, client, why)
 
@@ -798,34 +799,35 @@ class ProofSession:
         own_failures = 0
         for _ in range(MAX_TRIES):
             client = await pool._ready(w)
-            t0 = time.perf_counter()
-            try:
-                root = await pool._start_goal(client, self.theorem)
-            except StartError:
-                raise  # Lean's verdict on the statement: a result
-            except ReplTimeoutError as e:
-                # The clock, not Lean, stopped the statement: an infrastructure error (retried by
-                # --resume), never the statement's defect.
-                if e.killed:
-                    pool._failed(w, client, e, f"hard hang starting {self.theorem.key}: {e}")
-                else:
-                    pool._counts["interrupts"] += 1
-                raise ReplError(
-                    f"{self.theorem.key}: the statement did not finish elaborating: {e}"
-                ) from e
-            except ReplError as e:
-                last = e
-                if pool._failed(w, client, e, f"starting {self.theorem.key}: {e}"):
-                    own_failures += 1
-                    if own_failures == 2:
-                        break
-                continue
-            self._ids_client = client
-            self._repl_ids = {0: root.state_id}
-            state = ProofState(0, root.goals, render_goals(root.goals), 0)
-            self._add(state, -1, "", (), time.perf_counter() - t0)
-            await self._save(client, 0, root.state_id)
-            return
+            with client.lease():  # a recycle now waits for the start and its save
+                t0 = time.perf_counter()
+                try:
+                    root = await pool._start_goal(client, self.theorem)
+                except StartError:
+                    raise  # Lean's verdict on the statement: a result
+                except ReplTimeoutError as e:
+                    # The clock, not Lean, stopped the statement: an infrastructure error
+                    # (retried by --resume), never the statement's defect.
+                    if e.killed:
+                        pool._failed(w, client, e, f"hard hang starting {self.theorem.key}: {e}")
+                    else:
+                        pool._counts["interrupts"] += 1
+                    raise ReplError(
+                        f"{self.theorem.key}: the statement did not finish elaborating: {e}"
+                    ) from e
+                except ReplError as e:
+                    last = e
+                    if pool._failed(w, client, e, f"starting {self.theorem.key}: {e}"):
+                        own_failures += 1
+                        if own_failures == 2:
+                            break
+                    continue
+                self._ids_client = client
+                self._repl_ids = {0: root.state_id}
+                state = ProofState(0, root.goals, render_goals(root.goals), 0)
+                self._add(state, -1, "", (), time.perf_counter() - t0)
+                await self._save(client, 0, root.state_id)
+                return
         raise ReplError(
             f"{self.theorem.key}: could not start on worker{w.index} after a restart: {last}"
         ) from last
@@ -1005,66 +1007,67 @@ class ProofSession:
             w.queued += 1
             try:
                 client = await pool._ready(w)
-                try:
-                    if self._ids_client is client and sid in self._repl_ids:
-                        repl_id = self._repl_ids[sid]  # the common case: nothing to restore
-                    else:
-                        async with self._replay_lock:
-                            repl_id = await self._materialize(client, sid)
-                except AdoptedStateError:
-                    raise  # Lean's answer, not the REPL's health: no restart would change it
-                except ReplError as e:  # crash, hang or garbage while restoring
-                    last = e
-                    if pool._failed(w, client, e, f"restoring for {self.theorem.key}: {e}"):
-                        own_failures += 1
-                        if own_failures == 2:
-                            break
-                    continue
-                t0 = time.perf_counter()
-                try:
-                    r = await client.goal_tactic(repl_id, tactic)
-                except ReplTimeoutError as e:
-                    elapsed = time.perf_counter() - t0
-                    if e.killed:  # a hard hang: the client killed it; a spare takes over
-                        pool._failed(w, client, e, f"hard hang: {e}")
-                        await client.close()  # gone (reaped) when the caller hears of it
-                    else:  # a cooperative interrupt: a failed tactic, the REPL stays
-                        pool._counts["interrupts"] += 1
-                        if self._timed_out.get(sid) is client:
-                            del self._timed_out[sid]
-                            pool._replace(
-                                w, client, f"{self.theorem.key}: state {sid} timed out twice"
-                            )
+                with client.lease():  # a recycle now waits for this restore-and-run
+                    try:
+                        if self._ids_client is client and sid in self._repl_ids:
+                            repl_id = self._repl_ids[sid]  # the common case: nothing to restore
                         else:
-                            self._timed_out[sid] = client
-                    return TacticFailure("timeout", str(e), elapsed)
-                except ReplProtocolError as e:
-                    if e.kind == "index" and "state index" in e.desc:  # our ids went stale
+                            async with self._replay_lock:
+                                repl_id = await self._materialize(client, sid)
+                    except AdoptedStateError:
+                        raise  # Lean's answer, not the REPL's health: no restart would change it
+                    except ReplError as e:  # crash, hang or garbage while restoring
                         last = e
-                        if pool._failed(w, client, e, f"lost state ids: {e}"):
+                        if pool._failed(w, client, e, f"restoring for {self.theorem.key}: {e}"):
                             own_failures += 1
                             if own_failures == 2:
                                 break
                         continue
-                    # A Lean exception inside the tactic (PyPantograph #82): the tactic failed.
-                    return TacticFailure("error", e.desc, time.perf_counter() - t0)
-                except ReplError as e:
-                    last = e
-                    if pool._failed(w, client, e, str(e)):
-                        own_failures += 1
-                        log.warning(
-                            "%s: %r (failure %d): %s", self.theorem.key, tactic, own_failures, e
-                        )
-                        if own_failures == 2:
-                            break
-                    continue
-                self._timed_out.pop(sid, None)  # it answered: the state is not stuck
-                if isinstance(r, TacticRejected):
-                    return TacticFailure(r.kind, r.message, r.lean_time_s)
-                new = self._record(sid, tactic, r, client)
-                if self._ids_client is client and self._repl_ids.get(new.sid) == r.state_id:
-                    await self._save(client, new.sid, r.state_id)
-                return TacticSuccess(new, self._messages[new.sid], r.lean_time_s)
+                    t0 = time.perf_counter()
+                    try:
+                        r = await client.goal_tactic(repl_id, tactic)
+                    except ReplTimeoutError as e:
+                        elapsed = time.perf_counter() - t0
+                        if e.killed:  # a hard hang: the client killed it; a spare takes over
+                            pool._failed(w, client, e, f"hard hang: {e}")
+                            await client.close()  # gone (reaped) when the caller hears of it
+                        else:  # a cooperative interrupt: a failed tactic, the REPL stays
+                            pool._counts["interrupts"] += 1
+                            if self._timed_out.get(sid) is client:
+                                del self._timed_out[sid]
+                                pool._replace(
+                                    w, client, f"{self.theorem.key}: state {sid} timed out twice"
+                                )
+                            else:
+                                self._timed_out[sid] = client
+                        return TacticFailure("timeout", str(e), elapsed)
+                    except ReplProtocolError as e:
+                        if e.kind == "index" and "state index" in e.desc:  # our ids went stale
+                            last = e
+                            if pool._failed(w, client, e, f"lost state ids: {e}"):
+                                own_failures += 1
+                                if own_failures == 2:
+                                    break
+                            continue
+                        # A Lean exception inside the tactic (PyPantograph #82): the tactic failed.
+                        return TacticFailure("error", e.desc, time.perf_counter() - t0)
+                    except ReplError as e:
+                        last = e
+                        if pool._failed(w, client, e, str(e)):
+                            own_failures += 1
+                            log.warning(
+                                "%s: %r (failure %d): %s", self.theorem.key, tactic, own_failures, e
+                            )
+                            if own_failures == 2:
+                                break
+                        continue
+                    self._timed_out.pop(sid, None)  # it answered: the state is not stuck
+                    if isinstance(r, TacticRejected):
+                        return TacticFailure(r.kind, r.message, r.lean_time_s)
+                    new = self._record(sid, tactic, r, client)
+                    if self._ids_client is client and self._repl_ids.get(new.sid) == r.state_id:
+                        await self._save(client, new.sid, r.state_id)
+                    return TacticSuccess(new, self._messages[new.sid], r.lean_time_s)
             finally:
                 w.queued -= 1
         if own_failures == 2:

@@ -504,6 +504,31 @@ def test_drain_and_close_finishes_in_flight_requests_and_refuses_new_ones() -> N
     run(main())
 
 
+def test_a_lease_holder_finishes_its_sequence_while_the_repl_drains() -> None:
+    """A recycle between the requests of one restore-and-run sequence waits for its holder: the
+    holder's later requests still go out, others' are refused, and no new lease is given."""
+
+    async def main():
+        repl = ReplClient(make_cfg(tactic_timeout_s=5.0))
+        await repl.start()
+        with repl.lease():
+            root = await repl.goal_start(AND_COMM)
+            draining = asyncio.create_task(repl.drain_and_close())
+            await asyncio.sleep(0.05)
+            assert not draining.done() and repl.alive  # it waits for the holder
+            with pytest.raises(ReplError, match="being recycled.*cannot lease"):
+                with repl.lease():
+                    pass
+            step = await repl.goal_tactic(root.state_id, "intro p q h")  # the sequence goes on
+            assert isinstance(step, GoalState) and step.text.endswith("⊢ q ∧ p")
+        await draining  # let go: the drain ends
+        assert not repl.alive
+        with pytest.raises(ReplError, match="not running"):
+            await repl.stat()
+
+    run(main())
+
+
 def test_close_fails_requests_in_flight() -> None:
     async def main():
         repl = ReplClient(make_cfg(tactic_timeout_s=60.0))
