@@ -34,7 +34,10 @@ Beside each live figure, the **replay prediction** (issue 30 §7; key ``{c}_repl
 again, with the same paired test against the twin; it is marked inexact when the replay needed
 expansions the recording never made (its ``replay`` block's unexpanded pops and inexact attempts at
 the top budget), since those attempts' outcomes are then not what a live search would have got.
-The feature value (``F``, the EBM's control) is shown the same way against C's twin.
+The feature value (``F``, the EBM's control) is shown the same way against C's twin, with where its
+replay and its live eval differ (:func:`replay_agreement`): on the theorems the replay followed
+exactly they must agree theorem by theorem, so a gap between prediction and live figure lies in the
+theorems the recording could not answer.
 
 Beside them, the embedding metrics of each configuration's EBM data (``ebm_metrics.json``): the
 scale-free centroid separation, the linear probe's balanced accuracy, and the EBM's held-out rank-1
@@ -55,6 +58,7 @@ from burnqed.eval.paired import (
     format_p,
     notes_lines,
     paired_test,
+    solved_at,
     table_cells,
     table_headers,
 )
@@ -177,6 +181,7 @@ def value_goal(section: Mapping[str, Any], evals: Mapping[str, Any]) -> dict[str
     gap = None
     if live and replay:
         gap = abs(live["rate"]["solved"] - replay["rate"]["solved"])
+    agreement = feats.get("agreement")
     gain = vm.get("heldout_gain") or {}
 
     def check(name: str, value: Any, met: bool | None) -> dict[str, Any]:
@@ -200,6 +205,9 @@ def value_goal(section: Mapping[str, Any], evals: Mapping[str, Any]) -> dict[str
               else vm["decisions_changed"] >= GOAL_DECISIONS),
         check(f"the feature value live within {GOAL_REPLAY_THEOREMS} theorems of its replay", gap,
               None if gap is None else gap <= GOAL_REPLAY_THEOREMS),
+        check("where its replay was exact, the feature value's live eval agrees theorem by theorem",
+              None if not agreement else agreement_text(agreement),
+              None if not agreement else agreement["agree"] == agreement["exact"]),
     ]  # fmt: skip
     known = [x["met"] for x in checks]
     verdict = "met" if all(m is True for m in known) else (
@@ -210,6 +218,23 @@ def value_goal(section: Mapping[str, Any], evals: Mapping[str, Any]) -> dict[str
             "oracle_ceiling": rp.get("oracle_ceiling"),
             "live": (c.get("rate") or {}).get("solved"),
             "no_ebm": None if not evals.get("C0") else _top_rate(evals["C0"])["solved"]}  # fmt: skip
+
+
+def agreement_text(a: Mapping[str, Any]) -> str:
+    """:func:`replay_agreement` in words.
+
+    >>> agreement_text({"exact": 289, "agree": 289, "inexact": 111, "differ": [],
+    ...                 "live_vs_twin_inexact": {"gained": 13, "lost": 2}})
+    'agrees on 289 of 289; live vs none in the 111 inexact theorems +13/−2'
+    """
+    text = f"agrees on {a['agree']} of {a['exact']}"
+    if a["differ"]:
+        text += f" (differs: {', '.join(a['differ'])})"
+    inexact = a.get("live_vs_twin_inexact")
+    if inexact is not None:
+        text += (f"; live vs none in the {a['inexact']} inexact theorems "
+                 f"+{inexact['gained']}/−{inexact['lost']}")  # fmt: skip
+    return text
 
 
 def holm(p_values: Sequence[float | None]) -> list[float | None]:
@@ -240,7 +265,55 @@ def feature_comparison(evals: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]
     replay = replay_prediction(evals.get("F_replay"), base)
     if replay is not None:
         out["replay"] = replay
+        if live is not None:
+            out["agreement"] = replay_agreement(evals["F_replay"], live, base)
     return out or None
+
+
+def replay_agreement(
+    replay: Mapping[str, Any], live: Mapping[str, Any], twin: Mapping[str, Any] | None
+) -> dict[str, Any] | None:
+    """Where a replay prediction and the live eval of the same priority differ, at the replay's top
+    budget: a theorem is *exact* when none of its attempts needed an answer the recording lacked
+    before that budget (the replay block's ``inexact_attempts``); there the two must agree theorem
+    by theorem (else replay and search differ).  ``live_vs_twin_inexact``: the live eval's gained
+    and lost theorems against the ``twin`` (whose trees were replayed) that lie among the inexact
+    theorems — what the recording could not show.  None without per-theorem rows.
+
+    >>> row = lambda t, b: {"theorem": t, "evaluated": True, "budget_at_proof": b}
+    >>> rep = {"budgets": [4], "per_theorem": [row("a", 2), row("b", None), row("c", None)],
+    ...        "replay": {"inexact_attempts": [{"theorem": "c", "attempt": 0, "from_expansion": 1}]}}
+    >>> live = {"budgets": [4], "per_theorem": [row("a", 2), row("b", None), row("c", 3)]}
+    >>> twin = {"budgets": [4], "per_theorem": [row("a", 1), row("b", None), row("c", None)]}
+    >>> a = replay_agreement(rep, live, twin)
+    >>> a["exact"], a["agree"], a["inexact"], a["live_vs_twin_inexact"]
+    (2, 2, 1, {'gained': 1, 'lost': 0})
+    """
+    budget = max(replay["budgets"])
+    got, want = solved_at(replay, budget), solved_at(live, budget)
+    if got is None or want is None:
+        return None
+    inexact = {
+        x["theorem"]
+        for x in (replay.get("replay") or {}).get("inexact_attempts") or []
+        if x["from_expansion"] < budget
+    }
+    exact = [t for t in got if t not in inexact and t in want]
+    out: dict[str, Any] = {
+        "budget": budget,
+        "exact": len(exact),
+        "agree": sum(got[t] == want[t] for t in exact),
+        "differ": sorted(t for t in exact if got[t] != want[t])[:10],
+        "inexact": len(inexact & set(want)),
+        "live_vs_twin_inexact": None,
+    }
+    before = solved_at(twin, budget) if twin is not None else None
+    if before is not None:
+        out["live_vs_twin_inexact"] = {
+            "gained": sum(want[t] and not before.get(t, False) for t in inexact if t in want),
+            "lost": sum(before.get(t, False) and not want[t] for t in inexact if t in want),
+        }
+    return out
 
 
 def replay_prediction(
@@ -390,6 +463,11 @@ def configs_markdown(section: Mapping[str, Any]) -> list[str]:
                            [["features", *cells]]),
             "",
         ]  # fmt: skip
+        if feats.get("agreement"):
+            a = feats["agreement"]
+            out += [f"Replay against live, theorem by theorem at {a['budget']} nodes: on the "
+                    f"{a['exact']} theorems the replay followed exactly it "
+                    f"{agreement_text(a)} (what the recording could not answer).", ""]  # fmt: skip
     out += value_markdown(section)
     lines = [f"- {n}: undecided — {r}" for n, t in [*ablations, *named] for r in t["reasons"]]
     lines += notes_lines([*ablations, *named])

@@ -214,6 +214,14 @@ def test_the_value_models_goal_is_checked_point_by_point_beside_the_replay_and_t
     }
     ev["C_replay"]["replay"] = {"by_budget": [{"budget": 64, "unexpanded": 0,
                                                "inexact_attempts": 0, "oracle_ceiling": 30}]}  # fmt: skip
+    # The feature value's replay follows 37 theorems exactly (and agrees with live on them); the
+    # three it could not (pops its recording never expanded) are the ones live solved beyond it.
+    ev["F_replay"]["replay"] = {
+        "by_budget": [{"budget": 64, "unexpanded": 3, "inexact_attempts": 3, "oracle_ceiling": 30}],
+        "inexact_attempts": [
+            {"theorem": t, "attempt": 0, "from_expansion": 5} for t in NAMES[17:20]
+        ],
+    }
     verdicts = {}
     for in_se in (2.5, 1.0):
         ev["C"]["value_model"] = _value_model(in_se)
@@ -234,5 +242,24 @@ def test_the_value_models_goal_is_checked_point_by_point_beside_the_replay_and_t
         assert f"### The value model's goal: **{goal['verdict'].upper()}**" in md
         assert "| C | 1.7 (fitted) | 0.900 / 2.000 (0.45) | 25.0% of 120 |" in md
         assert "the feature value live within 5 theorems of its replay | 3 |" in md
+        agreement = "agrees on 37 of 37; live vs none in the 3 inexact theorems +3/−0"
+        assert section["features"]["agreement"]["agree"] == 37
+        assert (
+            f"replay was exact, the feature value's live eval agrees theorem by theorem | {agreement} |"
+            in md
+        )
+        assert f"on the 37 theorems the replay followed exactly it {agreement}" in md
     assert verdicts == {2.5: "met", 1.0: "not met"}
+    # A replay that differs from live where it was exact: replay and search differ, not met.
+    ev["F_replay"]["replay"]["inexact_attempts"] = []
+    ev["C"]["value_model"] = _value_model(2.5)
+    d = tmp_path / "differ"
+    d.mkdir()
+    paths = dict(zip(ev, _write(d, ev), strict=True))
+    c = run(evals=[paths["C0"], paths["C"]], out_md=d / "c.md",
+            configs={1: {"evals": paths, "metrics": {}}})  # fmt: skip
+    goal = c["configs"][0]["goal"]
+    (check,) = [x for x in goal["checks"] if x["check"].startswith("where its replay was exact")]
+    assert check["met"] is False and check["value"].startswith("agrees on 37 of 40 (differs: ")
+    assert goal["verdict"] == "not met"
     assert met["held-out pool decisions"] is False  # the 1.0 SE run, the one check short
