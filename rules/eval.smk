@@ -336,6 +336,8 @@ rule replay_features:
     input:
         recording="results/iter_{i}/eval_no_ebm.json",
         value="models/iter_{i}/features",
+        # The policy whose tokenizer counts the feature value's tokens (the recording's model).
+        model="models/iter_{i}/merged",
     output:
         json="results/iter_{i}/replay_features.json",
     log:

@@ -91,7 +91,9 @@ def _configs(section: Mapping[str, Any]) -> dict[str, Any]:
     feats = {k: None if not f else {"rate": (f.get("rate") or {}).get("rate"),
                                     "solved": (f.get("rate") or {}).get("solved"),
                                     "test": _test(f["test"]) if f.get("test") else None}
-             for k, f in (section.get("features") or {}).items()}  # fmt: skip
+             for k, f in (section.get("features") or {}).items() if k != "agreement"}  # fmt: skip
+    if (section.get("features") or {}).get("agreement"):  # replay against live, theorem by theorem
+        feats["agreement"] = section["features"]["agreement"]
     return {
         "iteration": section.get("iteration"),
         "rates": rates,

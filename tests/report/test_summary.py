@@ -106,3 +106,17 @@ def test_the_figure_is_a_function_of_the_summary(tmp_path):
     s["evals"]["iter_1"]["rates"]["4"], s["evals"]["iter_1"]["solved"]["4"] = 0.9, 360
     draw(s, tmp_path / "c.png")
     assert not np.array_equal(imread(tmp_path / "a.png"), imread(tmp_path / "c.png"))
+
+
+def test_the_feature_values_replay_agreement_reaches_the_summary():
+    """compare's features section: live and replay become rates; the replay's agreement with live
+    (burnqed.eval.configs.replay_agreement) is carried whole, not read as a rate."""
+    from burnqed.report.summary import _configs
+
+    agreement = {"budget": 4, "exact": 289, "agree": 289, "differ": [], "inexact": 111,
+                 "live_vs_twin_inexact": {"gained": 13, "lost": 2}}  # fmt: skip
+    live = {"label": "iter_1 features", "rate": {"budget": 4, "rate": 0.228, "solved": 91}}
+    out = _configs({"configs": [], "features": {"live": {**live, "test": None},
+                                                "agreement": agreement}})  # fmt: skip
+    assert out["features"]["agreement"] == agreement
+    assert out["features"]["live"] == {"rate": 0.228, "solved": 91, "test": None}
