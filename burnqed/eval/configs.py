@@ -293,25 +293,26 @@ def replay_agreement(
     got, want = solved_at(replay, budget), solved_at(live, budget)
     if got is None or want is None:
         return None
-    inexact = {
+    made_up = {
         x["theorem"]
         for x in (replay.get("replay") or {}).get("inexact_attempts") or []
         if x["from_expansion"] < budget
     }
-    exact = [t for t in got if t not in inexact and t in want]
+    exact = [t for t in got if t not in made_up and t in want]
+    inexact = [t for t in want if t in made_up]
     out: dict[str, Any] = {
         "budget": budget,
         "exact": len(exact),
         "agree": sum(got[t] == want[t] for t in exact),
         "differ": sorted(t for t in exact if got[t] != want[t])[:10],
-        "inexact": len(inexact & set(want)),
+        "inexact": len(inexact),
         "live_vs_twin_inexact": None,
     }
     before = solved_at(twin, budget) if twin is not None else None
     if before is not None:
         out["live_vs_twin_inexact"] = {
-            "gained": sum(want[t] and not before.get(t, False) for t in inexact if t in want),
-            "lost": sum(before.get(t, False) and not want[t] for t in inexact if t in want),
+            "gained": sum(want[t] and not before.get(t, False) for t in inexact),
+            "lost": sum(before.get(t, False) and not want[t] for t in inexact),
         }
     return out
 

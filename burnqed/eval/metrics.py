@@ -166,8 +166,7 @@ with per as (
            avg(a.wall_s) as mean_time_s,
            -- ties on the expansion go to the lowest attempt: the parts' row order is the order
            -- the attempts finished in, which a concurrent run does not fix
-           arg_min(a.proof, a.pe * 1000000 + a.attempt) filter (where a.proved and a.pe < $max_budget)
-               as proof
+           arg_min(a.proof, (a.pe, a.attempt)) filter (where a.proved and a.pe < $max_budget) as proof
     from thm t left join eval_att a on a.theorem = t.theorem
     group by t.theorem, t.ok_attempts, t.error_attempts, t.statement_defect
 )

@@ -96,12 +96,13 @@ Example (with burnqed's propositional REPL)::
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 import shutil
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -484,6 +485,14 @@ class LeanPool:
             return False
         return self._replace(w, client, why)
 
+    @contextlib.asynccontextmanager
+    async def _leased(self, w: _Worker) -> AsyncIterator[ReplClient]:
+        """The worker's live client (:meth:`_ready`), leased for the caller's sequence of requests
+        (:meth:`ReplClient.lease`): a recycle that begins meanwhile waits for it to end."""
+        client = await self._ready(w)
+        with client.lease():
+            yield client
+
     async def _ready(self, w: _Worker) -> ReplClient:
         """The worker's live client: waits for a (re)start, recycles an old one, revives a dead one.
 
@@ -798,8 +807,7 @@ class ProofSession:
         last: ReplError | None = None
         own_failures = 0
         for _ in range(MAX_TRIES):
-            client = await pool._ready(w)
-            with client.lease():  # a recycle now waits for the start and its save
+            async with pool._leased(w) as client:  # a recycle waits for the start and its save
                 t0 = time.perf_counter()
                 try:
                     root = await pool._start_goal(client, self.theorem)
@@ -1006,8 +1014,7 @@ class ProofSession:
             w = self._place()
             w.queued += 1
             try:
-                client = await pool._ready(w)
-                with client.lease():  # a recycle now waits for this restore-and-run
+                async with pool._leased(w) as client:  # a recycle waits for this restore-and-run
                     try:
                         if self._ids_client is client and sid in self._repl_ids:
                             repl_id = self._repl_ids[sid]  # the common case: nothing to restore
