@@ -19,6 +19,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
 from burnqed.trajectory import read_summary
 from tests.workflow.conftest import REPO, snakemake, tiny_env
@@ -133,7 +134,11 @@ def test_sharded_search_on_slurm_gathers_the_local_result(runs):
     mine = json.loads((on_slurm / TARGET).read_text(encoding="utf-8"))
     ref = json.loads((local / TARGET).read_text(encoding="utf-8"))
     assert len(mine["per_shard"]) == 2
-    assert mine["attempts"] == ref["attempts"] == mine["theorems"] == 4
+    # config/demo.yaml searches each pool theorem several times, each attempt with its own seeds.
+    attempts = yaml.safe_load((on_slurm / "config/demo.yaml").read_text())["search"]["attempts"]
+    assert attempts > 1
+    assert mine["theorems"] == ref["theorems"] == 4
+    assert mine["attempts"] == ref["attempts"] == 4 * attempts
     assert mine["statuses"] == ref["statuses"]
     for shard in ("shard_0", "shard_1"):
         m = mine["per_shard"][f"results/iter_0/search/{shard}"]
@@ -153,7 +158,8 @@ def test_sharded_search_on_slurm_gathers_the_local_result(runs):
             )
             for run in (on_slurm, local)
         ]
-        assert rows[0] == rows[1] and len(rows[0]) == 2, rows
+        assert rows[0] == rows[1] and len(rows[0]) == 2 * attempts, rows
+        assert {row[1] for row in rows[0]} == set(range(attempts)), rows
     # Both shards and the gather went through sbatch, none ran locally.
     assert len(re.findall(r"has been submitted with SLURM jobid \d+", log)) == 3, log[-3000:]
 
