@@ -102,7 +102,7 @@ import logging
 import shutil
 import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -174,6 +174,19 @@ class AdoptedStateError(ReplError):
 
 
 MAX_TRIES = 6  # per apply/start: tries, counting retries of requests that never ran
+
+
+@contextlib.contextmanager
+def _leaves(starts: set[asyncio.Task[None]]) -> Iterator[None]:
+    """The running start task leaves ``starts`` as it ends, in the step that publishes its process.
+
+    A done callback would remove it one loop turn later: a take in between counted the new
+    process twice (published and still starting) and started no successor.
+    """
+    try:
+        yield
+    finally:
+        starts.discard(asyncio.current_task())  # type: ignore[arg-type]
 
 
 class _Worker:
@@ -379,21 +392,22 @@ class LeanPool:
             task.add_done_callback(self._spare_starts.discard)
 
     async def _start_spare(self) -> None:
-        name = f"spare{next(self._names)}"
-        client = ReplClient(self.cfg, name=name, stderr_log=self._log_file(name))
-        try:
-            await self._start(client)
-        except ReplError as e:  # the next takeover finds no spare and starts a process itself
-            log.warning("%s did not start: %s", name, e)
-            return
-        if self._closed:
-            await client.close()
-            return
-        self._spares.append(client)
-        loop = asyncio.get_running_loop()
-        self._spare_timers[client] = loop.call_later(
-            self.cfg.recycle_after_s, self._expire_spare, client
-        )
+        with _leaves(self._spare_starts):
+            name = f"spare{next(self._names)}"
+            client = ReplClient(self.cfg, name=name, stderr_log=self._log_file(name))
+            try:
+                await self._start(client)
+            except ReplError as e:  # the next takeover finds no spare and starts one itself
+                log.warning("%s did not start: %s", name, e)
+                return
+            if self._closed:
+                await client.close()
+                return
+            self._spares.append(client)
+            loop = asyncio.get_running_loop()
+            self._spare_timers[client] = loop.call_later(
+                self.cfg.recycle_after_s, self._expire_spare, client
+            )
 
     def _expire_spare(self, client: ReplClient) -> None:
         """A spare idle for ``recycle_after_s``: replaced like a worker would be."""
@@ -657,18 +671,19 @@ class LeanPool:
             task.add_done_callback(self._verifier_starts.discard)
 
     async def _start_verifier(self) -> None:
-        name = f"verifier{next(self._names)}"
-        client = ReplClient(self.cfg, name=name, stderr_log=self._log_file("verifier"))
-        try:
-            await self._start(client)
-        except ReplError as e:
-            self._verifiers.put_nowait(e)  # the check waiting for it fails instead of hanging
-            return
-        if self._closed:
-            await client.close()
-            return
-        self._warm_verifiers.add(client)
-        self._verifiers.put_nowait(client)
+        with _leaves(self._verifier_starts):
+            name = f"verifier{next(self._names)}"
+            client = ReplClient(self.cfg, name=name, stderr_log=self._log_file("verifier"))
+            try:
+                await self._start(client)
+            except ReplError as e:
+                self._verifiers.put_nowait(e)  # the check waiting for it fails, not hangs
+                return
+            if self._closed:
+                await client.close()
+                return
+            self._warm_verifiers.add(client)
+            self._verifiers.put_nowait(client)
 
     async def _take_verifier(self) -> ReplClient:
         """A warm verifier (waiting for one to start if none is warm); the next one starts now."""

@@ -103,6 +103,28 @@ def test_the_verification_pool_checks_in_warm_fresh_processes(verifiers: int) ->
     asyncio.run(main())
 
 
+def test_a_check_that_waits_for_its_verifier_still_starts_the_next() -> None:
+    """A check that finds no verifier warm waits for the one starting; the moment that one is
+    handed over, its successor starts (the start that published it no longer counts as starting:
+    counted a loop turn longer, the pool believed one was on its way and started none, and the
+    next check had to start its own: CI's "next verifiers warm within 20 s: saw 0")."""
+
+    async def main():
+        async with LeanPool(make_cfg(verifiers=1)) as pool:
+            start = pool._start
+
+            async def slow_start(client):  # white-box: every start slower than a check
+                await asyncio.sleep(0.3)
+                await start(client)
+
+            pool._start = slow_start
+            for _ in range(3):  # the first finds one warm, the others wait for theirs
+                assert (await pool.verify(THM, SIMPLE_PROOF)).ok
+                assert pool._verifiers.qsize() + len(pool._verifier_starts) == 1
+
+    asyncio.run(main())
+
+
 def test_sorry_is_rejected_by_lean_when_the_guard_lets_it_through() -> None:
     v = asyncio.run(verify_proof(make_cfg(banned_tactics=()), THM, ("intro h", "sorry")))
     assert not v.ok
