@@ -47,7 +47,7 @@ import json
 import logging
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -233,6 +233,9 @@ class TrajectoryWriter:
     rows when the tree is absent).  Context manager: leaving it (also by an exception or
     cancellation) flushes what is buffered.  Opening a directory that already holds parts continues
     the numbering after them (resume); ``metadata`` (str → str) goes into every part's schema.
+    ``before_checkpoint``: called before each part pair is written (the expansion cache writes the
+    answers the attempts were found with, so a killed run's resume finds them for every attempt it
+    does not redo).
     """
 
     def __init__(
@@ -241,11 +244,13 @@ class TrajectoryWriter:
         *,
         checkpoint_every: int = 50,
         metadata: Mapping[str, str] | None = None,
+        before_checkpoint: Callable[[], None] | None = None,
     ) -> None:
         if checkpoint_every < 1:
             raise ValueError(f"checkpoint_every must be >= 1, got {checkpoint_every}")
         self.out = Path(out)
         self.checkpoint_every = checkpoint_every
+        self.before_checkpoint = before_checkpoint
         self.metadata = {k: str(v) for k, v in (metadata or {}).items()}
         self.nodes_dir = self.out / NODES_DIR
         self.summary_dir = self.out / SUMMARY_DIR
@@ -298,6 +303,8 @@ class TrajectoryWriter:
         """Write buffered attempts as a new part pair (nothing when the buffer is empty)."""
         if not self._summary:
             return
+        if self.before_checkpoint is not None:
+            self.before_checkpoint()
         part = part_name(self.next_part)
         # Column by column: several times faster than pa.table(dict, schema=...) on Python lists.
         nodes = pa.Table.from_arrays(

@@ -498,14 +498,19 @@ class CachedSource:
             },
         }
 
+    def flush(self) -> None:
+        """Write the buffered answers now (a shard per kind that has any): before a search's
+        checkpoint, so every attempt it commits has its answers on disk."""
+        for store in (self.policy_store, self.lean_store):
+            if store is not None:
+                store.flush()
+
     def close(self) -> None:
         """Write the buffered answers and this run's record (idempotent)."""
         if self._closed:
             return
         self._closed = True
-        for store in (self.policy_store, self.lean_store):
-            if store is not None:
-                store.flush()
+        self.flush()
         write_run_record(self.dir, self.writer, self.stats())
 
 

@@ -399,7 +399,12 @@ async def search_to_dir(
     live = LiveSource(generator, env)
     source: AnswerSource = live if cache is None else cache.open(live)
     try:
-        with TrajectoryWriter(out, checkpoint_every=cfg.checkpoint_every, metadata=meta) as writer:
+        with TrajectoryWriter(
+            out,
+            checkpoint_every=cfg.checkpoint_every,
+            metadata=meta,
+            before_checkpoint=source.flush if isinstance(source, CachedSource) else None,
+        ) as writer:
             await search_from_source(
                 theorems,
                 source,
