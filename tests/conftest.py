@@ -68,7 +68,8 @@ def minif2f_path() -> Path:
 # Path prefix -> the group (one xdist work unit) of every test under it: the package-scoped
 # fixtures of tests/train (the tactic pairs, the tiny base, the LoRA adapter), tests/ebm (the toy
 # searches) and tests/report (the EBM runs), the session-scoped tiny model of tests/policy, and
-# the shrunken demo workflow that the DVC tests push and pull (tests/workflow/conftest.py).
+# the shrunken loop's two runs (tests/workflow/loops.py; slow) that the demo's artifact tests
+# read and the DVC tests push and pull.
 SHARED_FIXTURE_GROUPS = (
     ("tests/train/", "tests/train"),
     ("tests/ebm/", "tests/ebm"),
@@ -76,6 +77,7 @@ SHARED_FIXTURE_GROUPS = (
     ("tests/policy/", "tests/policy"),
     ("tests/workflow/test_demo_workflow.py", "demo workflow"),
     ("tests/workflow/test_dvc.py", "demo workflow"),
+    ("tests/workflow/test_loop.py", "demo workflow"),
 )
 # Groups by their length on one worker, longest first (measured with --durations on 2 cores);
 # every other module follows in collection order.

@@ -54,19 +54,24 @@ def tiny_env(**extra: str) -> dict[str, str]:
     )
 
 
-def make_repo(dest: Path, **overrides: dict) -> Path:
+def make_repo(dest: Path, *, profiles: bool = False, **overrides: dict) -> Path:
     """The workflow's files in ``dest``, a tiny overlay ``tiny.yaml`` (TINY updated section by
-    section with ``overrides``), as a git repository with one commit."""
+    section with ``overrides``), as a git repository with one commit.  ``profiles``: with the
+    repository's workflow profile (profiles/default: a killed run resumes by the same command)."""
     dest.mkdir(parents=True, exist_ok=True)
     for name in ("Snakefile", "params.yaml", ".dvcignore"):
         shutil.copy(REPO / name, dest / name)
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "tmp", "cache", "config.local")
-    for name in ("rules", "workflow", "config", "burnqed", ".dvc"):
+    names = ("rules", "workflow", "config", "burnqed", ".dvc", *(("profiles",) if profiles else ()))
+    for name in names:
         shutil.copytree(REPO / name, dest / name, ignore=ignore)
     shutil.copy(REPO / ".gitignore", dest / ".gitignore")
     tiny = {k: dict(v) for k, v in TINY.items()}
     for section, values in overrides.items():
-        tiny.setdefault(section, {}).update(values)
+        if isinstance(values, dict):
+            tiny.setdefault(section, {}).update(values)
+        else:  # a top-level value (iterations, cache)
+            tiny[section] = values
     (dest / "tiny.yaml").write_text(yaml.safe_dump(tiny), encoding="utf-8")
     for cmd in (["git", "init", "-q"], ["git", "add", "-A"], ["git", "commit", "-qm", "tiny"]):
         subprocess.run(cmd, cwd=dest, env=tiny_env(), check=True, capture_output=True)
@@ -79,13 +84,19 @@ def make_tiny_repo() -> Callable[..., Path]:
     return make_repo
 
 
+def snakemake_argv(*args: str) -> list[str]:
+    """Snakemake's command line on the tiny overlay (``--configfile`` goes last: it takes several
+    values)."""
+    exe = shutil.which("snakemake", path=str(BIN)) or "snakemake"
+    return [exe, *args, "--configfile", "config/demo.yaml", "tiny.yaml"]
+
+
 def snakemake(
     workdir: Path, *args: str, env: dict | None = None, timeout: float = 600
 ) -> subprocess.CompletedProcess:
-    """Snakemake on the tiny overlay (``--configfile`` goes last: it takes several values)."""
-    exe = shutil.which("snakemake", path=str(BIN)) or "snakemake"
+    """Snakemake on the tiny overlay, to the end."""
     return subprocess.run(
-        [exe, *args, "--configfile", "config/demo.yaml", "tiny.yaml"],
+        snakemake_argv(*args),
         cwd=workdir,
         env=env or tiny_env(),
         capture_output=True,
@@ -99,36 +110,8 @@ def run_snakemake() -> Callable[..., subprocess.CompletedProcess]:
     return snakemake
 
 
-# The shrunken demo: the demo overlay with fewer theorems, training steps and search nodes, built
-# through iteration 0's search and noise search.
-DEMO = {
-    "data": {
-        # One depth range for pairs and pool here (the demo holds out deeper theorems): a 400-step
-        # model must prove something in its 8-theorem pool.
-        "proplogic": {
-            "theorems": 400,
-            "max_depth": 3,
-            "test_theorems": 8,
-            "held_out_min_depth": None,
-            "held_out_max_depth": None,
-        },
-        "val_fraction": 0.1,
-    },
-    "lean": {"workers": 1},
-    "model": {
-        # Bounded by steps, not by the clock: on a loaded machine a 60 s cap stopped it after 40
-        # steps, and the model then proved nothing (the proof count must not depend on load).
-        "tiny": {
-            "steps": 400,
-            "max_seconds": 900,
-            "warmup_steps": 10,
-            "eval_pairs": 20,
-            "max_proof_steps": None,  # all the pairs (the demo pretrains on short proofs only)
-        },
-    },
-    "sft": {"max_steps": 6, "eval_steps": 3, "batch_size": 8, "warmup_steps": 1},
-    "search": {"max_nodes": 8, "timeout_s": 60, "concurrency": 4, "checkpoint_every": 3},
-}
+# Iteration 0's search and noise search: what the demo's artifact tests (the clean loop of
+# tests/workflow/loops.py) and the DVC round trip look at first.
 DEMO_TARGETS = ("results/iter_0/search/manifest.json", "results/iter_0/search_noise/manifest.json")
 # What a user may have exported: every variable of the instruction-set pin set below the
 # machine's level (tests/workflow/test_demo_workflow.py checks that the Snakefile's pin wins).
@@ -148,13 +131,26 @@ def demo_env() -> dict[str, str]:
 
 
 @pytest.fixture(scope="session")
-def demo(tmp_path_factory) -> Path:
-    """The shrunken demo run for real on 2 cores (data → tiny base → SFT → merge → iteration 0's
-    search and noise search), in a git repository made by :func:`make_repo`: minutes on a busy
-    2-core machine, so built once for tests/workflow/test_demo_workflow.py and the DVC round trip
-    of tests/workflow/test_dvc.py (one xdist group, tests/conftest.py).  A test that edits it puts
-    it back."""
-    work = make_repo(tmp_path_factory.mktemp("demo") / "a", **DEMO)
-    r = snakemake(work, "--cores", "2", *DEMO_TARGETS, env=demo_env(), timeout=900)
-    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-8000:]
-    return work
+def loops(tmp_path_factory):
+    """The shrunken loop's two runs, started together (tests/workflow/loops.py): minutes on 2
+    cores, so built once for test_loop.py, test_demo_workflow.py and test_dvc.py (one xdist
+    group, tests/conftest.py; all marked slow)."""
+    from tests.workflow.loops import Loops
+
+    loops = Loops.start(tmp_path_factory.mktemp("loops"))
+    try:
+        yield loops
+    finally:
+        loops.stop()
+
+
+@pytest.fixture(scope="session")
+def loop(loops) -> Path:
+    """The clean run of the whole loop, finished.  A test that edits it puts it back."""
+    return loops.clean()
+
+
+@pytest.fixture(scope="session")
+def resumed(loops):
+    """The killed run, resumed and finished (tests/workflow/loops.py: Resumed)."""
+    return loops.resumed()

@@ -11,7 +11,8 @@ acceptance: the cache changes what answers cost, never what is found; compare.md
 rates).
 
 Two loops in all (the first, and the second killed twice), not one per check: each is minutes
-on 2 cores.  Marked ``slow``; ``.ci/run`` runs it as its own step.
+on 2 cores, and the two run at once (tests/workflow/loops.py; the clean one also serves
+test_demo_workflow.py and test_dvc.py).  Marked ``slow``; ``.ci/run`` runs it as its own step.
 """
 
 from __future__ import annotations
@@ -19,14 +20,7 @@ from __future__ import annotations
 import base64
 import io
 import json
-import os
 import re
-import shutil
-import signal
-import subprocess
-import sys
-import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -39,89 +33,11 @@ from burnqed.eval.stage import without_run_specific
 from burnqed.eval.table import pct
 from burnqed.trajectory import finished_attempts, read_summary
 from tests.browser.conftest import WALK, dump_dom, find_chromium, screenshot
+from tests.workflow.conftest import demo_env, snakemake
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(5400)]
 
 REPO = Path(__file__).resolve().parents[2]
-BIN = Path(sys.executable).parent
-SNAKEMAKE = shutil.which("snakemake", path=str(BIN)) or "snakemake"
-
-SMALL = {
-    "iterations": 2,
-    "data": {
-        "proplogic": {
-            "theorems": 400,
-            "max_depth": 3,
-            "test_theorems": 40,  # enough that iteration 1's search is caught half-way
-            "held_out_min_depth": 2,
-            "held_out_max_depth": 4,
-        },
-        "val_fraction": 0.1,
-    },
-    "lean": {"workers": 1},
-    "model": {
-        "tiny": {
-            "steps": 150,
-            "max_seconds": 900,
-            "warmup_steps": 10,
-            "eval_pairs": 20,
-            "max_proof_steps": None,  # all the pairs: iteration 0 must prove something to learn from
-        }
-    },
-    "sft": {
-        "max_steps": 6,
-        "later_max_steps": 4,
-        "eval_steps": 3,
-        "batch_size": 8,
-        "warmup_steps": 1,
-        "base_pair_subsample": 200,
-    },
-    "search": {"max_nodes": 8, "timeout_s": 120, "concurrency": 4, "checkpoint_every": 2},
-    "eval": {"budgets": [4, 8]},
-    "ebm": {"hidden_sizes": [32, 16], "steps": 10, "batch_size": 8, "save_every": 5},
-    # Run A of issue 31's acceptance: the clean loop without the expansion cache (the demo's is
-    # on); the killed-and-resumed loop runs with it (WITH_CACHE), and both are the same but the
-    # clock fields, per-node Lean times and the `cache` block.
-    "cache": None,
-}
-# The killed-and-resumed loop: the cache on and empty at its start (run B: the miss path), each
-# resume with what the killed commands stored (the hit path), and every eval of one model after
-# the first answered from what the first stored (the EBM ablation's twins, the search-longer
-# control, configuration A).
-WITH_CACHE = {**SMALL, "cache": "results/cache"}
-
-
-def _prepare(work: Path, overlay: dict) -> Path:
-    for name in ("Snakefile", "params.yaml"):
-        shutil.copy(REPO / name, work / name)
-    for name in ("rules", "workflow", "config", "profiles"):  # profiles/default: rerun-incomplete
-        shutil.copytree(REPO / name, work / name)
-    (work / "burnqed").symlink_to(REPO / "burnqed")  # so rules/common.smk digests the real code
-    (work / "small.yaml").write_text(yaml.safe_dump(overlay), encoding="utf-8")
-    return work
-
-
-def _argv(*targets: str) -> list[str]:
-    # --configfile takes several values: it goes last, after the targets.
-    return [SNAKEMAKE, "--cores", "2", *targets, "--configfile", "config/demo.yaml", "small.yaml"]
-
-
-def _env() -> dict:
-    return dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}")
-
-
-def snakemake(work: Path, *targets: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        _argv(*targets), cwd=work, env=_env(), capture_output=True, text=True, timeout=3600
-    )
-
-
-@pytest.fixture(scope="module")
-def loop(tmp_path_factory) -> Path:
-    work = _prepare(tmp_path_factory.mktemp("loop"), SMALL)
-    r = snakemake(work)  # rule all: the whole loop
-    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-8000:]
-    return work
 
 
 def test_rule_all_builds_the_whole_loop(loop):
@@ -167,10 +83,7 @@ def test_rule_all_builds_the_whole_loop(loop):
 def loop_report(loop) -> Path:
     """The README's `snakemake --report report.html --configfile config/demo.yaml` (with the run's
     shrinking overlay too) after the loop."""
-    r = subprocess.run(
-        [SNAKEMAKE, "--report", "report.html", "--configfile", "config/demo.yaml", "small.yaml"],
-        cwd=loop, env=_env(), capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+    r = snakemake(loop, "--report", "report.html", env=demo_env())
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-8000:]
     return loop / "report.html"
 
@@ -293,86 +206,6 @@ def _same_as(loop: Path, work: Path) -> None:
     assert models == _models(work)
 
 
-def _start(work: Path, targets: tuple[str, ...], log: Path) -> subprocess.Popen:
-    """The loop's command in the background, in its own process group (a terminal's foreground
-    job: a signal to the group reaches Snakemake and its running jobs)."""
-    return subprocess.Popen(
-        _argv(*targets), cwd=work, env=_env(), stdout=subprocess.DEVNULL, stderr=log.open("w"),
-        start_new_session=True,
-    )  # fmt: skip
-
-
-def _kill_when_checkpointed(proc: subprocess.Popen, shard: Path, sig: int, log: Path) -> None:
-    """Send ``sig`` to ``proc``'s group once ``shard`` has written its first checkpoint part."""
-    deadline = time.monotonic() + 1200
-    while not list((shard / "summary").glob("part-*.parquet")):
-        assert proc.poll() is None, log.read_text()[-4000:]
-        assert time.monotonic() < deadline, f"{shard} never wrote a checkpoint"
-        time.sleep(0.05)
-    os.killpg(proc.pid, sig)
-
-
-@dataclass(frozen=True)
-class Resumed:
-    """A second run of the loop, killed twice and resumed: ``snakemake`` for iteration 1's search
-    (which only a third iteration would need) killed with SIGKILL during iteration 0's search,
-    then, after the README's unlock, the same command killed with SIGINT (Ctrl-C) during
-    iteration 1's search, then the same command again; what stood on disk before that last
-    command; then ``rule all`` for the rest of the loop."""
-
-    work: Path
-    target: str
-    rerun: subprocess.CompletedProcess  # the same command, which finished iteration 1's search
-    rest: subprocess.CompletedProcess  # rule all after it
-    done_before: set  # iteration 1's attempts finished before the SIGINT
-    parts_before: dict[str, bytes]  # iteration 1's checkpoint parts before the SIGINT
-    times_before: dict[Path, int]  # mtimes of jobs finished before the SIGINT
-
-
-@pytest.fixture(scope="module")
-def resumed(loop, tmp_path_factory) -> Resumed:
-    """One run stands for the rerun and both kills (each a full loop's time on 2 cores): every
-    job outside the two killed searches runs as in a clean second run, and the killed ones must
-    resume to the uninterrupted bytes as well (test_a_run_killed_*).  The killed commands target
-    iteration 1's search, so the searches are all they kill (an eval killed beside them would
-    resume too, and record it)."""
-    # With the expansion cache, empty at the start (issue 31's run B: the miss path); each resumed
-    # command and the rest of the loop answer from what was stored before (the hit path).
-    work = _prepare(tmp_path_factory.mktemp("resumed"), WITH_CACHE)
-    target = "results/iter_1/search/manifest.json"
-    logs = tmp_path_factory.mktemp("resumed_logs")  # Snakemake's own output, outside the run
-    # 1. The machine goes away (SIGKILL: no handler runs) while iteration 0's search is half-way,
-    #    the noise search beside it; every later job of the loop depends on that search.
-    shard0 = work / "results/iter_0/search/shard_0"
-    proc = _start(work, (target,), logs / "first.log")
-    _kill_when_checkpointed(proc, shard0, signal.SIGKILL, logs / "first.log")
-    assert proc.wait(120) == -signal.SIGKILL
-    assert not (shard0 / "manifest.json").exists(), "iteration 0's search finished before the kill"
-    # The README's way back: unlock if the lock remains, then the same command.
-    unlock = subprocess.run([*_argv(target), "--unlock"], cwd=work, env=_env(),
-                            capture_output=True, text=True, timeout=300)  # fmt: skip
-    assert unlock.returncode == 0, unlock.stderr[-3000:]
-    # 2. Ctrl-C (snakemake and its running job) while iteration 1's search is half-way.
-    shard1 = work / "results/iter_1/search/shard_0"
-    proc = _start(work, (target,), logs / "second.log")
-    _kill_when_checkpointed(proc, shard1, signal.SIGINT, logs / "second.log")
-    assert proc.wait(120) != 0
-    assert not (shard1 / "manifest.json").exists(), "iteration 1's search finished before Ctrl-C"
-    done_before, _ = finished_attempts(shard1)
-    parts_before = {p.name: p.read_bytes() for p in (shard1 / "summary").glob("part-*.parquet")}
-    finished_jobs = [
-        work / "models/iter_1/merged/config.json",
-        work / "models/iter_1/ebm/ebm.safetensors",
-        work / "results/iter_0/search/manifest.json",
-        work / "results/iter_1/search_pool.jsonl",
-    ]
-    times_before = {p: p.stat().st_mtime_ns for p in finished_jobs}
-    # 3. The same command again; then the rest of the loop.
-    rerun = snakemake(work, target)
-    rest = snakemake(work, "all", target)
-    return Resumed(work, target, rerun, rest, done_before, parts_before, times_before)
-
-
 def _cache_blocks(work: Path) -> dict[str, dict | None]:
     """The ``cache`` block of every eval JSON of a loop, by path (null: run without the cache)."""
     return {
@@ -454,4 +287,5 @@ def test_a_killed_run_resumes_without_redoing_finished_jobs_or_attempts(resumed)
     assert manifest["resumed"] is True
     log = (work / "logs/search/iter_1_shard_0.log").read_text()
     assert f"{len(every) - len(resumed.done_before)} to do" in log, log[-3000:]
-    assert "Nothing to be done" in snakemake(work, "-n", resumed.target).stdout
+    r = snakemake(work, "--cores", "2", "-n", resumed.target, env=demo_env())
+    assert "Nothing to be done" in r.stdout + r.stderr
