@@ -54,17 +54,26 @@ def tiny_env(**extra: str) -> dict[str, str]:
     )
 
 
-def make_repo(dest: Path, *, profiles: bool = False, **overrides: dict) -> Path:
+def make_repo(
+    dest: Path, *, profiles: bool = False, link_code: bool = False, **overrides: dict
+) -> Path:
     """The workflow's files in ``dest``, a tiny overlay ``tiny.yaml`` (TINY updated section by
     section with ``overrides``), as a git repository with one commit.  ``profiles``: with the
-    repository's workflow profile (profiles/default: a killed run resumes by the same command)."""
+    repository's workflow profile (profiles/default: a killed run resumes by the same command).
+    ``link_code``: ``burnqed/`` a link to this checkout's, not a copy, so the artifacts record
+    this checkout's commit (two runs that must match to the bit — tests/workflow/loops.py — are
+    two repositories with two commits, as a user's two runs of one checkout are not)."""
     dest.mkdir(parents=True, exist_ok=True)
     for name in ("Snakefile", "params.yaml", ".dvcignore"):
         shutil.copy(REPO / name, dest / name)
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "tmp", "cache", "config.local")
-    names = ("rules", "workflow", "config", "burnqed", ".dvc", *(("profiles",) if profiles else ()))
+    names = ("rules", "workflow", "config", ".dvc", *(("profiles",) if profiles else ()))
     for name in names:
         shutil.copytree(REPO / name, dest / name, ignore=ignore)
+    if link_code:
+        (dest / "burnqed").symlink_to(REPO / "burnqed")
+    else:
+        shutil.copytree(REPO / "burnqed", dest / "burnqed", ignore=ignore)
     shutil.copy(REPO / ".gitignore", dest / ".gitignore")
     tiny = {k: dict(v) for k, v in TINY.items()}
     for section, values in overrides.items():

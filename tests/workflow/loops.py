@@ -10,8 +10,11 @@ round trip, the report) run while the killed one goes on.  Nothing either run co
 the other or on the load: trees are schedule-invariant, and the checks compare them to the bit.
 
 Both runs are git repositories made by :func:`tests.workflow.conftest.make_repo` (the DVC tests
-clone the clean one) and run with :func:`~tests.workflow.conftest.demo_env`: a caller that exports
-the lowest instruction set, so the Snakefile's pin must decide what every job computes.
+clone the clean one) whose ``burnqed/`` links to this checkout's, so both record its commit as a
+user's two runs of one checkout would (each with a copy, each recorded its own repository's
+commit, and the models' digests differed by it); they run with
+:func:`~tests.workflow.conftest.demo_env`: a caller that exports the lowest instruction set, so the
+Snakefile's pin must decide what every job computes.
 """
 
 from __future__ import annotations
@@ -110,8 +113,8 @@ class Loops:
     @classmethod
     def start(cls, root: Path) -> Loops:
         loops = cls(
-            make_repo(root / "clean", profiles=True, **LOOP),
-            make_repo(root / "killed", profiles=True, **LOOP_WITH_CACHE),
+            make_repo(root / "clean", profiles=True, link_code=True, **LOOP),
+            make_repo(root / "killed", profiles=True, link_code=True, **LOOP_WITH_CACHE),
             root / "logs",  # Snakemake's own output, outside the runs
         )
         loops.logs.mkdir()
