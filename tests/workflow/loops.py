@@ -118,7 +118,7 @@ class Loops:
             root / "logs",  # Snakemake's own output, outside the runs
         )
         loops.logs.mkdir()
-        loops._clean_proc = loops._popen(loops.clean_dir, (), loops.logs / "clean.log")
+        loops._clean_proc = loops._popen(loops.clean_dir, (), "clean.log")
         loops._thread.start()
         return loops
 
@@ -128,16 +128,9 @@ class Loops:
         """The clean run's directory once ``rule all`` finished there (asserted)."""
         if self._clean_done is None:
             assert self._clean_proc is not None
-            try:
-                self._clean_proc.wait(LOOP_TIMEOUT_S)
-            finally:
-                self._forget(self._clean_proc)
-            log = (self.logs / "clean.log").read_text(encoding="utf-8", errors="replace")
-            self._clean_done = subprocess.CompletedProcess(
-                self._clean_proc.args, self._clean_proc.returncode, "", log
-            )
+            self._clean_done = self._finish(self._clean_proc, "clean.log")
         r = self._clean_done
-        assert r.returncode == 0, r.stderr[-8000:]
+        assert r.returncode == 0, r.stdout[-8000:]
         return self.clean_dir
 
     def resumed(self) -> Resumed:
@@ -162,32 +155,36 @@ class Loops:
 
     # -- processes -------------------------------------------------------------------------
 
-    def _popen(self, work: Path, targets: tuple[str, ...], log: Path) -> subprocess.Popen:
+    def _popen(self, work: Path, targets: tuple[str, ...], log: str) -> subprocess.Popen:
         """The loop's command in the background, in its own process group (a terminal's
-        foreground job: a signal to the group reaches Snakemake and its running jobs)."""
+        foreground job: a signal to the group reaches Snakemake and its running jobs); its
+        output in ``logs/<log>``."""
         with self._lock:
             if self._stopping.is_set():
                 raise RuntimeError("the loops were stopped")
             proc = subprocess.Popen(
                 snakemake_argv("--cores", "2", *targets), cwd=work, env=demo_env(),
-                stdin=subprocess.DEVNULL, stdout=log.open("w"), stderr=subprocess.STDOUT,
-                start_new_session=True,
+                stdin=subprocess.DEVNULL, stdout=(self.logs / log).open("w"),
+                stderr=subprocess.STDOUT, start_new_session=True,
             )  # fmt: skip
             self._procs.append(proc)
             return proc
 
-    def _forget(self, proc: subprocess.Popen) -> None:
-        with self._lock:
-            self._procs.remove(proc)
-
-    def _run(self, work: Path, *args: str, log: str) -> subprocess.CompletedProcess:
-        proc = self._popen(work, args, self.logs / log)
+    def _finish(
+        self, proc: subprocess.Popen, log: str, timeout: float = LOOP_TIMEOUT_S
+    ) -> subprocess.CompletedProcess:
+        """Wait for ``proc`` (no longer :meth:`stop`'s to end); its exit status, its output as
+        stdout."""
         try:
-            proc.wait(LOOP_TIMEOUT_S)
+            proc.wait(timeout)
         finally:
-            self._forget(proc)
+            with self._lock:
+                self._procs.remove(proc)
         out = (self.logs / log).read_text(encoding="utf-8", errors="replace")
         return subprocess.CompletedProcess(proc.args, proc.returncode, out, "")
+
+    def _run(self, work: Path, *args: str, log: str) -> subprocess.CompletedProcess:
+        return self._finish(self._popen(work, args, log), log)
 
     def _kill_when_checkpointed(self, proc: subprocess.Popen, shard: Path, sig: int) -> None:
         """Send ``sig`` to ``proc``'s group once ``shard`` has written its first checkpoint
@@ -214,28 +211,21 @@ def _kill_and_resume(loops: Loops) -> Resumed:
     commands target iteration 1's search, so the searches are all they kill (an eval killed
     beside them would resume too, and record it)."""
     work, target = loops.killed_dir, KILLED_TARGET
-
-    def wait(proc: subprocess.Popen) -> int:
-        try:
-            return proc.wait(120)
-        finally:
-            loops._forget(proc)
-
     # 1. The machine goes away (SIGKILL: no handler runs) while iteration 0's search is half-way,
     #    the noise search beside it; every later job of the loop depends on that search.
     shard0 = work / "results/iter_0/search/shard_0"
-    proc = loops._popen(work, (target,), loops.logs / "killed_1.log")
+    proc = loops._popen(work, (target,), "killed_1.log")
     loops._kill_when_checkpointed(proc, shard0, signal.SIGKILL)
-    assert wait(proc) == -signal.SIGKILL
+    assert loops._finish(proc, "killed_1.log", timeout=120).returncode == -signal.SIGKILL
     assert not (shard0 / "manifest.json").exists(), "iteration 0's search finished before the kill"
     # The README's way back: unlock if the lock remains, then the same command.
     unlock = loops._run(work, target, "--unlock", log="unlock.log")
     assert unlock.returncode == 0, unlock.stdout[-3000:]
     # 2. Ctrl-C (snakemake and its running job) while iteration 1's search is half-way.
     shard1 = work / "results/iter_1/search/shard_0"
-    proc = loops._popen(work, (target,), loops.logs / "killed_2.log")
+    proc = loops._popen(work, (target,), "killed_2.log")
     loops._kill_when_checkpointed(proc, shard1, signal.SIGINT)
-    assert wait(proc) != 0
+    assert loops._finish(proc, "killed_2.log", timeout=120).returncode != 0
     assert not (shard1 / "manifest.json").exists(), "iteration 1's search finished before Ctrl-C"
     done_before, _ = finished_attempts(shard1)
     parts_before = {p.name: p.read_bytes() for p in (shard1 / "summary").glob("part-*.parquet")}
