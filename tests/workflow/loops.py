@@ -30,13 +30,18 @@ from pathlib import Path
 from burnqed.trajectory import finished_attempts
 from tests.workflow.conftest import demo_env, make_repo, snakemake_argv
 
+TEST_THEOREMS = 20
 LOOP = {
     "iterations": 2,
     "data": {
         "proplogic": {
             "theorems": 400,
             "max_depth": 3,
-            "test_theorems": 40,  # enough that iteration 1's search is caught half-way
+            # The benchmark's size and the pool's (each eval, replay and pool search scales with
+            # it): 20 theorems, 4 attempts each in a pool search — enough that iteration 1's
+            # search is caught half-way.  (40 made each loop 1,450 job-s, 1,050 of them evals,
+            # replays and pool searches: 17 min for the two on 2 cores.)
+            "test_theorems": TEST_THEOREMS,
             "held_out_min_depth": 2,
             "held_out_max_depth": 4,
         },

@@ -34,6 +34,7 @@ from burnqed.eval.table import pct
 from burnqed.trajectory import finished_attempts, read_summary
 from tests.browser.conftest import WALK, dump_dom, find_chromium, screenshot
 from tests.workflow.conftest import demo_env, snakemake
+from tests.workflow.loops import TEST_THEOREMS
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(5400)]
 
@@ -62,7 +63,7 @@ def test_rule_all_builds_the_whole_loop(loop):
         for k in ("baseline/eval", "iter_0/eval", "iter_1/eval", "iter_1/eval_no_ebm")
     }
     for e in evals.values():
-        assert e["status"]["complete"] and e["status"]["evaluated_theorems"] == 40
+        assert e["status"]["complete"] and e["status"]["evaluated_theorems"] == TEST_THEOREMS
     # The ablation: same theorems and seeds, without the EBM.
     assert evals["iter_1/eval"]["provenance"]["ebm"]["path"] == "models/iter_1/ebm"
     assert evals["iter_1/eval_no_ebm"]["provenance"]["ebm"] is None
