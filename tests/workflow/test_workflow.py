@@ -63,7 +63,7 @@ def test_cli_help_lists_the_subcommands():
 
 @pytest.mark.parametrize("profile", ["local", "gpu"])
 def test_dry_run_with_each_machine_profile(profile):
-    # (The slurm profile needs snakemake-executor-plugin-slurm: `pip install 'burnqed[slurm]'`.)
+    # (The slurm profile needs snakemake-executor-plugin-slurm: tests/workflow/test_profiles.py.)
     args = ["-n", "--profile", f"workflow/profiles/{profile}"]
     if profile == "local":
         args += ["--configfile", "config/demo.yaml"]
