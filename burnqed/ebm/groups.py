@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import random
 from collections import Counter, defaultdict
 from collections.abc import Sequence
@@ -275,6 +276,17 @@ class Groups:
             kinds=[self.kinds[i] for i in idx] if self.kinds else [],
             dropped=self.dropped,
         )
+
+
+def chance_bound(chance: float, groups: int) -> float:
+    """Chance rank-1 (``1 / group size``) plus two binomial standard errors over ``groups``
+    groups: a rank-1 at or below it cannot be told from chance.  The EBM's training watch and the
+    report's rank-1 gate both draw this line.
+
+    >>> round(chance_bound(0.25, 12), 3)
+    0.5
+    """
+    return chance + 2 * math.sqrt(chance * (1 - chance) / groups)
 
 
 def split_theorems(

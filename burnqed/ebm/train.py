@@ -48,7 +48,7 @@ import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 
 from burnqed.config import EBMConfig
-from burnqed.ebm.groups import DEPTH_BUCKETS, Groups, depth_bucket
+from burnqed.ebm.groups import DEPTH_BUCKETS, Groups, chance_bound, depth_bucket
 from burnqed.ebm.head import GoalConditionedEnergyHead
 from burnqed.provenance import code_digest
 
@@ -249,8 +249,8 @@ def above_chance(ev: Mapping[str, Any], k: int) -> bool:
     >>> above_chance({"rank1": 0.5, "groups": 100}, 7), above_chance({"rank1": 0.15, "groups": 100}, 7)
     (True, False)
     """
-    n, p = ev.get("groups") or 0, 1.0 / (k + 1)
-    return bool(n) and ev["rank1"] > p + 2 * math.sqrt(p * (1 - p) / n)
+    n = ev.get("groups") or 0
+    return bool(n) and ev["rank1"] > chance_bound(1.0 / (k + 1), n)
 
 
 def _pinned_error(work_dir: Path, cfg: EBMConfig, done: int, pinned: str, loss: float,

@@ -34,12 +34,12 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from burnqed.config import ReportConfig
+from burnqed.ebm.groups import chance_bound
 from burnqed.eval.paired import BETTER, NO_EFFECT, UNDECIDED, WORSE, paired_test
 
 log = logging.getLogger(__name__)
@@ -84,7 +84,7 @@ def chance_line(ebm: Mapping[str, Any]) -> float | None:
     0.5
     """
     p, n = ebm.get("ebm_chance"), ebm.get("ebm_groups")
-    return None if not p or not n else p + 2 * math.sqrt(p * (1 - p) / n)
+    return None if not p or not n else chance_bound(p, n)
 
 
 def verdict(value: float | None, *, target: float, red_line: float) -> str:
