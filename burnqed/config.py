@@ -41,9 +41,19 @@ class InputError(ValueError):
 # Loading and schema validation
 
 
+# libyaml's safe loader where PyYAML was built with it (the same documents as the pure-Python
+# one, ~6x faster: the schema and params.yaml are read at every Snakemake start and command).
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def load_yaml(text: str) -> Any:
+    """``yaml.safe_load`` with :data:`_LOADER`."""
+    return yaml.load(text, Loader=_LOADER)  # a safe loader (CSafeLoader or SafeLoader)
+
+
 @cache
 def schema() -> dict:
-    return yaml.safe_load(SCHEMA_PATH.read_text(encoding="utf-8"))
+    return load_yaml(SCHEMA_PATH.read_text(encoding="utf-8"))
 
 
 def deep_merge(base: Mapping, overlay: Mapping) -> dict:
@@ -60,7 +70,7 @@ def deep_merge(base: Mapping, overlay: Mapping) -> dict:
 def read_yaml(path: Path) -> dict:
     """One config file as a mapping (not validated); :class:`ConfigError` naming it otherwise."""
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = load_yaml(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such config file") from None
     except yaml.YAMLError as e:
