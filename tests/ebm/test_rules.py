@@ -5,12 +5,13 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
+from tests import snakemake_cli
+from tests.snakemake_cli import SNAKEMAKE
+
 REPO = Path(__file__).resolve().parents[2]
-SNAKEMAKE = shutil.which("snakemake", path=str(Path(sys.executable).parent)) or "snakemake"
 
 
 def _blocks(stdout: str) -> list[dict[str, str]]:
@@ -35,11 +36,11 @@ def test_iteration_1_search_takes_the_ebm_of_iteration_0s_searches(tmp_path):
     (tmp_path / "burnqed").symlink_to(REPO / "burnqed")  # the code digests hash the package
     env = {**os.environ, "PYTHONPATH": str(REPO),
            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}  # fmt: skip
-    r = subprocess.run(
+    r = snakemake_cli.run(
         [SNAKEMAKE, "-n", "results/iter_1/search/manifest.json", "results/iter_1/ebm_metrics.json",
          *(f"results/iter_1/configs/{c}/ebm_metrics.json" for c in "ASB"),
          "--configfile", "config/demo.yaml"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+        cwd=tmp_path, env=env, timeout=300,
     )  # fmt: skip
     assert r.returncode == 0, r.stdout + r.stderr
     jobs = {(j["rule"], j["output"]): j for j in _blocks(r.stdout)}

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -18,10 +17,11 @@ from burnqed.config import ProplogicConfig
 from burnqed.data.benchmarks import build_proplogic_benchmark
 from burnqed.policy.tiny import build_tiny_model
 from burnqed.theorems import read_theorems
+from tests import snakemake_cli
+from tests.snakemake_cli import SNAKEMAKE
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
-SNAKEMAKE = shutil.which("snakemake", path=str(BIN)) or "snakemake"
 SMALL = {
     "lean": {"workers": 1},
     "search": {"concurrency": 2, "timeout_s": 30, "batch_generate_size": 4},
@@ -48,11 +48,11 @@ def test_eval_and_report_rules_run_under_snakemake(tmp_path):
     build_tiny_model(work / "models/base", corpus, vocab_size=300, hidden_size=64, heads=2)
     shutil.copytree(work / "models/base", work / "models/iter_0/merged")
     env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}")
-    r = subprocess.run(
+    r = snakemake_cli.run(
         # Options taking several values end at the next option: the target goes first.
         [SNAKEMAKE, "results/iter_0/report", "--cores", "2", "--allowed-rules", "eval_baseline",
          "eval", "report", "--configfile", "config/demo.yaml", "small.yaml"],
-        cwd=work, env=env, capture_output=True, text=True, timeout=300,
+        cwd=work, env=env, timeout=300,
     )  # fmt: skip
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-6000:]
     base = json.loads((work / "results/baseline/eval.json").read_text())

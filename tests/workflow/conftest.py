@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from burnqed import isa
+from tests import snakemake_cli
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -96,21 +97,16 @@ def make_tiny_repo() -> Callable[..., Path]:
 def snakemake_argv(*args: str) -> list[str]:
     """Snakemake's command line on the tiny overlay (``--configfile`` goes last: it takes several
     values)."""
-    exe = shutil.which("snakemake", path=str(BIN)) or "snakemake"
-    return [exe, *args, "--configfile", "config/demo.yaml", "tiny.yaml"]
+    return [snakemake_cli.SNAKEMAKE, *args, "--configfile", "config/demo.yaml", "tiny.yaml"]
 
 
 def snakemake(
     workdir: Path, *args: str, env: dict | None = None, timeout: float = 600
 ) -> subprocess.CompletedProcess:
-    """Snakemake on the tiny overlay, to the end."""
-    return subprocess.run(
-        snakemake_argv(*args),
-        cwd=workdir,
-        env=env or tiny_env(),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
+    """Snakemake on the tiny overlay, to the end (forked from a process that imported it:
+    tests/snakemake_cli.py)."""
+    return snakemake_cli.run(
+        snakemake_argv(*args), cwd=workdir, env=env or tiny_env(), timeout=timeout
     )
 
 

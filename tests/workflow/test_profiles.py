@@ -6,18 +6,18 @@ snakemake-executor-plugin-slurm (``pip install -e '.[slurm]'``, not in ``dev``):
 from __future__ import annotations
 
 import re
-import subprocess
 
 import pytest
 
+from tests import snakemake_cli
 from tests.workflow.conftest import BIN, REPO, tiny_env
 
 
 def dry_run(profile: str) -> str:
-    r = subprocess.run(
+    r = snakemake_cli.run(
         [str(BIN / "snakemake"), "-n", "--profile", f"workflow/profiles/{profile}",
          "--configfile", "config/a100-7b.yaml"],
-        cwd=REPO, env=tiny_env(), capture_output=True, text=True, timeout=300,
+        cwd=REPO, env=tiny_env(), timeout=300,
     )  # fmt: skip
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     return r.stdout + r.stderr

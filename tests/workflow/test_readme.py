@@ -46,12 +46,13 @@ import yaml
 
 from burnqed.cli import build_parser
 from burnqed.report.docs import doc_files
+from tests import snakemake_cli
+from tests.snakemake_cli import SNAKEMAKE
 from tests.workflow.conftest import REPO, TINY
 
 README = REPO / "README.md"
 PAGES = doc_files(REPO)  # README.md and docs/*.md
 BIN = Path(sys.executable).parent
-SNAKEMAKE = shutil.which("snakemake", path=str(BIN)) or "snakemake"
 
 # A sample value for each placeholder the README's synopses use.
 SAMPLES = {
@@ -288,8 +289,8 @@ def test_snakemake_command_plans_as_written(command, workflow_copy):
         at = args.index("--report")
         del args[at : at + 2]
     env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}")
-    r = subprocess.run([SNAKEMAKE, "-n", "--quiet=rules", *args], cwd=workflow_copy, env=env,
-                       capture_output=True, text=True, timeout=300)  # fmt: skip
+    r = snakemake_cli.run([SNAKEMAKE, "-n", "--quiet=rules", *args], cwd=workflow_copy, env=env,
+                          timeout=300)  # fmt: skip
     assert r.returncode == 0, (
         f"{command.page} line {command.line}: `{command.written}` does not plan "
         f"(`snakemake -n {' '.join(command.argv[1:])}`):\n{r.stdout[-2000:]}{r.stderr[-4000:]}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -13,16 +14,40 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests import snakemake_cli
+from tests.snakemake_cli import SNAKEMAKE
+
 REPO = Path(__file__).resolve().parents[2]
 OVERLAYS = sorted((REPO / "config").glob("*.yaml"))
-SNAKEMAKE = shutil.which("snakemake", path=str(Path(sys.executable).parent)) or "snakemake"
 
 
 def snakemake(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
-    return subprocess.run(
-        [SNAKEMAKE, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300
+    return snakemake_cli.run([SNAKEMAKE, *args], cwd=cwd, env=env, timeout=300)
+
+
+def test_a_forked_plan_is_a_fresh_processs_plan(tmp_path):
+    """The tests plan through tests/snakemake_cli.py (each command a fork of a process that imported
+    Snakemake): the same command in a fresh process plans the same jobs with the same log header,
+    but for the date and workflow id, and for the order of the jobs, which follows the hash seed."""
+    args = ["-n", "-s", str(REPO / "Snakefile"), "--directory", str(REPO),
+            "--configfile", str(REPO / "config/demo.yaml")]  # fmt: skip
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    fresh = subprocess.run(
+        [SNAKEMAKE, *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
     )
+    forked = snakemake(*args, cwd=tmp_path)  # (the server's own directory is this checkout)
+    assert fresh.returncode == forked.returncode == 0, forked.stdout[-2000:] + forked.stderr
+
+    def lines(out: str) -> list[tuple[str, ...]]:
+        """Each line's words, sorted (a reason lists its files in hash order), lines sorted."""
+        drop = re.compile(r"^\s*(Date|Workflow ID): |^\[\w{3} \w{3} +\d+ [\d:]+ \d{4}\]$")
+        return sorted(tuple(sorted(re.split(r"[,;]?\s+", line.strip())))
+                      for line in out.splitlines() if not drop.match(line))  # fmt: skip
+
+    assert lines(forked.stdout) == lines(fresh.stdout)
+    assert lines(forked.stderr) == lines(fresh.stderr)
+    assert "Job stats:" in forked.stdout and f"Run directory: {tmp_path}" in forked.stdout
 
 
 def test_lint_is_clean():
