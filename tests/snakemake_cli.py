@@ -67,7 +67,7 @@ def run(
     *,
     cwd: Path | str,
     env: Mapping[str, str] | None = None,
-    timeout: float = 600,
+    timeout: float | None = 600,
 ) -> subprocess.CompletedProcess:
     """``snakemake`` with ``argv[1:]`` (``argv[0]``: :data:`SNAKEMAKE`) to the end, as
     ``subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)``
@@ -172,7 +172,8 @@ def serve() -> None:
         pid = os.fork()
         if pid == 0:
             _child(request, channel)
-        returncode, timed_out = _wait(pid, float(request["timeout"]))
+        timeout = request["timeout"]
+        returncode, timed_out = _wait(pid, float("inf") if timeout is None else float(timeout))
         reply = {"returncode": returncode, "timed_out": timed_out}
         os.write(channel, (json.dumps(reply) + "\n").encode())
 
