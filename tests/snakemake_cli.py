@@ -28,7 +28,6 @@ Example::
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import gc
 import json
@@ -40,9 +39,9 @@ import sys
 import tempfile
 import threading
 import time
-import traceback
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import NoReturn
 
 BIN = Path(sys.executable).parent
 SNAKEMAKE = shutil.which("snakemake", path=str(BIN)) or "snakemake"
@@ -108,42 +107,27 @@ def run(
 # one JSON line each.
 
 
-def _child(request: dict, channel: int) -> None:
-    """In the fork: become the command (never returns)."""
-    code = 1
-    try:
-        os.close(channel)
-        os.setsid()  # its own process group: a timeout kills the jobs it started too
-        os.chdir(request["cwd"])
-        os.environ.clear()
-        os.environ.update(request["env"])
-        streams = (os.open(os.devnull, os.O_RDONLY),
-                   os.open(request["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC),
-                   os.open(request["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC))  # fmt: skip
-        for fd, stream in enumerate(streams):
-            os.dup2(stream, fd)
-        sys.argv = list(request["argv"])
-        from snakemake.cli import main
-        from snakemake.workflow import Workflow
+def _child(request: dict, channel: int) -> NoReturn:
+    """In the fork: become the command.  It ends as a fresh process does: its ``SystemExit`` (or an
+    uncaught exception) leaves :func:`serve`, and the interpreter exits with its status, running
+    the atexit handlers (logging's, Snakemake's) and flushing the streams."""
+    os.close(channel)
+    os.setsid()  # its own process group: a timeout kills the jobs it started too
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    streams = (os.open(os.devnull, os.O_RDONLY),
+               os.open(request["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC),
+               os.open(request["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC))  # fmt: skip
+    for fd, stream in enumerate(streams):
+        os.dup2(stream, fd)
+    sys.argv = list(request["argv"])
+    from snakemake.cli import main
+    from snakemake.workflow import Workflow
 
-        Workflow._rundir = os.getcwd()  # set when a fresh process imports Snakemake: its cwd
-
-        try:
-            main()
-            code = 0
-        except SystemExit as e:  # what the interpreter does with it
-            if e.code is None or isinstance(e.code, int):
-                code = e.code or 0
-            else:
-                print(e.code, file=sys.stderr)
-        atexit._run_exitfuncs()  # logging's shutdown, Snakemake's own
-    except BaseException:  # an uncaught exception, printed as the interpreter would
-        traceback.print_exc()
-    finally:
-        for stream in (sys.stdout, sys.stderr):
-            with contextlib.suppress(Exception):
-                stream.flush()
-        os._exit(code & 0xFF)
+    Workflow._rundir = os.getcwd()  # set when a fresh process imports Snakemake: its cwd
+    main()
+    raise SystemExit(0)
 
 
 def _wait(pid: int, timeout: float) -> tuple[int, bool]:
