@@ -21,9 +21,13 @@ REPO = Path(__file__).resolve().parents[2]
 OVERLAYS = sorted((REPO / "config").glob("*.yaml"))
 
 
+def tool_env() -> dict[str, str]:
+    """This environment with the virtualenv's scripts (snakemake, burnqed) first on PATH."""
+    return dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+
+
 def snakemake(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
-    return snakemake_cli.run([SNAKEMAKE, *args], cwd=cwd, env=env, timeout=300)
+    return snakemake_cli.run([SNAKEMAKE, *args], cwd=cwd, env=tool_env(), timeout=300)
 
 
 def test_a_forked_plan_is_a_fresh_processs_plan(tmp_path):
@@ -32,7 +36,7 @@ def test_a_forked_plan_is_a_fresh_processs_plan(tmp_path):
     but for the date and workflow id, and for the order of the jobs, which follows the hash seed."""
     args = ["-n", "-s", str(REPO / "Snakefile"), "--directory", str(REPO),
             "--configfile", str(REPO / "config/demo.yaml")]  # fmt: skip
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    env = tool_env()
     fresh = subprocess.run(
         [SNAKEMAKE, *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
     )
@@ -102,7 +106,7 @@ def test_minif2f_benchmark_through_the_workflow(tmp_path, minif2f_path):
         shutil.copy(REPO / name, tmp_path / name)
     for name in ("rules", "workflow"):
         shutil.copytree(REPO / name, tmp_path / name)
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    env = tool_env()
     fetch = subprocess.run(
         [sys.executable, "-m", "burnqed.cli", "data", "fetch", "minif2f", "--from", str(minif2f_path)],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
@@ -178,7 +182,7 @@ def test_proofnet_benchmark_through_the_workflow(tmp_path):
         shutil.copy(REPO / name, tmp_path / name)
     for name in ("rules", "workflow"):
         shutil.copytree(REPO / name, tmp_path / name)
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    env = tool_env()
 
     def fetch(src: Path) -> subprocess.CompletedProcess:
         return subprocess.run(
