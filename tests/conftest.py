@@ -1,7 +1,8 @@
 """Shared test set-up: offline, CPU-only, hermetic; and how the suite shares the 2 cores.
 
-``python -m pytest`` runs on two pytest-xdist workers (pyproject's ``addopts``: ``-n 2 --dist
-loadscope``).  Three things here make that pay:
+``python -m pytest`` runs on three pytest-xdist workers (pyproject's ``addopts``: ``-n 3 --dist
+loadscope``; the third fills the time the others wait on the processes their tests start).  Three
+things here make that pay:
 
 - **One torch thread per worker, and no spinning.**  Two workers each running torch on both
   cores spin against each other (the 2-thread default lost 5–10x per step on a shared 2-core
@@ -12,8 +13,8 @@ loadscope``).  Three things here make that pay:
   (tests/train, tests/ebm, tests/report) set it themselves.
 - **Tests that share an expensive fixture run on one worker**, so it is built once:
   :data:`SHARED_FIXTURE_GROUPS` (package- or session-scoped fixtures; xdist's ``loadscope``
-  alone groups by module and would build them on both workers).
-- **The longest groups start first** (:data:`LONG_FIRST`), so neither worker is left with one
+  alone groups by module and would build them on several workers).
+- **The longest groups start first** (:data:`LONG_FIRST`), so no worker is left with one
   at the end.
 """
 
