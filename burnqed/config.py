@@ -445,6 +445,7 @@ class SearchConfig(Section):
     temperature: float = 0.8
     temperature_with_ebm: float = 1.0
     noise_temperature: float = 1.2
+    noise_order: str = "random"  # the noise search's frontier order (burnqed.search.engine.ORDERS)
     depth_normalisation: float = 0.0
     logprob_weight: float = 1.0
     # "fitted": the value model's own fitted weight (its artifact's energy_weight block), or a number
@@ -474,6 +475,11 @@ class SearchConfig(Section):
             w == "fitted" or (isinstance(w, int | float) and not isinstance(w, bool) and w >= 0),
             "energy_weight",
             f"must be 'fitted' or a number >= 0 (got {w!r})",
+        )
+        self._require(
+            self.noise_order in ("priority", "random"),
+            "noise_order",
+            f"must be priority or random (got {self.noise_order!r})",
         )
 
 

@@ -99,6 +99,8 @@ rule search_noise_shard:
         policy=lookup(dpath="policy", within=config),
         seed=lookup(dpath="seed", within=config),
         temperature=lookup(dpath="search/noise_temperature", within=config),
+        # A seeded random frontier order: decisions that favour no priority (params.yaml).
+        order=lookup(dpath="search/noise_order", within=config),
         # Independent of the pool search's draws for the same theorems and states.
         seed_salt="search_noise/iter_0",
         code=code_digest("search_shard", "lean", "policy"),

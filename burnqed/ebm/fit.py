@@ -44,20 +44,38 @@ _COLUMNS = ["theorem", "attempt", "node_id", "parent_id", "state", "state_hash",
             "duplicate_of", "depth", "expansion_index", "step", "on_proof_path", "cum_logprob"]  # fmt: skip
 
 
-def _search_setting(d: Path, key: str) -> Any:
+def _search_setting(d: Path, key: str, *, section: str | None = "config") -> Any:
     """A search setting from the manifest of a trajectory directory (or of its parent, for a
-    shard); None when neither has it."""
+    shard): ``manifest[section][key]``, or ``manifest[key]`` with ``section=None``; None when
+    neither has it."""
     for m in (d / MANIFEST, d.parent / MANIFEST):
         if m.is_file():
-            v = (json.loads(m.read_text(encoding="utf-8")).get("config") or {}).get(key)
+            manifest = json.loads(m.read_text(encoding="utf-8"))
+            v = (manifest.get(section) or {} if section else manifest).get(key)
             if v is not None:
                 return v
     return None
 
 
+RANDOM_ORDER = "random-order searches"
+EVERY_SEARCH = "every pool search"
+
+
 def pool_decisions(dirs: Sequence[Path], theorems: set[str]) -> tuple[list, dict]:
     """The choice sets of the searches in ``dirs`` over ``theorems`` (the decontaminated ones),
-    and the search settings they were made with (``max_depth``, ``depth_normalisation``)."""
+    and the search settings they were made with (``depth_normalisation``; ``decisions_from``).
+
+    Where some of the searches popped their frontier in a seeded random order (the noise search,
+    ``search.noise_order: random``; manifest ``order``), only the decisions of those are used
+    (``decisions_from`` :data:`RANDOM_ORDER`, else :data:`EVERY_SEARCH`).  A search that pops by
+    log-prob finds the proof paths log-prob leads to: wherever it popped an on-path node, log-prob
+    ranked one first by construction, so on its decisions any other priority can only tie or lose
+    (docs/value-model.md measured it: a value that wins live lost there).  A random order favours
+    no priority, so a weight fitted on its decisions, and a gain judged on them, are not tilted
+    toward the log-prob."""
+    random_dirs = [d for d in dirs if _search_setting(d, "order", section=None) == "random"]
+    if random_dirs:
+        dirs = random_dirs
     sets, settings = [], {"max_depth": [], "depth_normalisation": []}
     for src, d in enumerate(dirs):
         rows = [
@@ -72,7 +90,8 @@ def pool_decisions(dirs: Sequence[Path], theorems: set[str]) -> tuple[list, dict
     k = {v for v in settings["depth_normalisation"] if v is not None}
     if len(k) > 1:
         raise ValueError(f"the pool searches used different depth_normalisation values: {k}")
-    return sets, {"depth_normalisation": float(next(iter(k), 0.0))}
+    return sets, {"depth_normalisation": float(next(iter(k), 0.0)),
+                  "decisions_from": RANDOM_ORDER if random_dirs else EVERY_SEARCH}  # fmt: skip
 
 
 def score_states(
@@ -111,8 +130,8 @@ def fit_energy_weight(
     sets, settings = pool_decisions(dirs, set(data.goal))
     theorems = sorted({c.theorem for c in sets})
     if len(theorems) < cfg.fit_folds:
-        return _no_fit(sets, theorems,
-                       f"fewer theorems with decisions than ebm.fit_folds ({cfg.fit_folds})")  # fmt: skip
+        return _no_fit(sets, theorems, f"fewer theorems with decisions than ebm.fit_folds "
+                       f"({cfg.fit_folds})", settings["decisions_from"])  # fmt: skip
     folds = theorem_folds(theorems, cfg.fit_folds, seed=seed)
     k = settings["depth_normalisation"]
     energies: dict[tuple, float] = {}  # (theorem, state hash) → out-of-fold energy
@@ -127,11 +146,12 @@ def fit_energy_weight(
                 for n in c.open}  # fmt: skip
         energies.update(score_states(r.head, vectors, data, need))
     shutil.rmtree(work, ignore_errors=True)
-    return fitted_block(
+    block = fitted_block(
         sets, energies, folds, depth_normalisation=k,
         scheme="energies of each fold of theorems from a head trained without them; held-out "
         "figures from weights fitted without them; the weight used: the fit on all",
     )  # fmt: skip
+    return {**block, "decisions_from": settings["decisions_from"]}
 
 
 def fitted_block(
@@ -183,10 +203,10 @@ def fitted_block(
     return block
 
 
-def _no_fit(sets: Sequence, theorems: Sequence[str], why: str) -> dict:
+def _no_fit(sets: Sequence, theorems: Sequence[str], why: str, decisions_from: str) -> dict:
     log.warning("energy weight: %s: no fit", why)
     return {"per_logprob_weight": None, "decisions": len(sets), "theorems": len(theorems),
-            "reason": why}  # fmt: skip
+            "reason": why, "decisions_from": decisions_from}  # fmt: skip
 
 
 def fit_heldout_energy_weight(
@@ -201,7 +221,8 @@ def fit_heldout_energy_weight(
     theorems = sorted({c.theorem for c in sets})
     if len(theorems) < cfg.fit_folds:
         return _no_fit(sets, theorems, f"{len(theorems)} held-out theorems with decisions, "
-                       f"fewer than ebm.fit_folds ({cfg.fit_folds})")  # fmt: skip
+                       f"fewer than ebm.fit_folds ({cfg.fit_folds})",
+                       settings["decisions_from"])  # fmt: skip
     energies = score_states(head, vectors, data, {(c.theorem, n["state_hash"]) for c in sets
                                                   for n in c.open})  # fmt: skip
     block = fitted_block(
@@ -211,7 +232,7 @@ def fit_heldout_energy_weight(
         "its training and of its warm start's); held-out figures from weights fitted without "
         "each fold of those theorems; the weight used: the fit on all of them",
     )  # fmt: skip
-    return {**block, "heldout_theorems": theorems}
+    return {**block, "heldout_theorems": theorems, "decisions_from": settings["decisions_from"]}
 
 
 __all__ = ["FEATURES", "fit_energy_weight", "fit_heldout_energy_weight", "fitted_block",

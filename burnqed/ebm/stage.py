@@ -339,6 +339,7 @@ def run_fit_features(
     tokenizer = AutoTokenizer.from_pretrained(str(model), local_files_only=True)
     block = fit_features(sets, token_counter(tokenizer), folds=ebm_cfg.fit_folds, seed=seed,
                         depth_normalisation=settings["depth_normalisation"])  # fmt: skip
+    block["energy_weight"]["decisions_from"] = settings["decisions_from"]
     meta = write_feature_value(Path(out), {**block, "seed": seed, "trajectories":
                                _search_hashes(dirs), "decontamination": check}, model=model)  # fmt: skip
     log.info("feature value → %s: weights %s, held-out frontier top-1 %s", out, block["weights"],

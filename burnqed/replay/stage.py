@@ -393,6 +393,12 @@ def run(
         search_cfg = replace(search_cfg, energy_weight=float(recorded_weight))  # its own priority
     with_value = priority_name == "value" or (priority_name == "recorded" and bool(recorded_ebm))
     what = f"{recording} replayed with priority {priority_name}"
+    if priority_name == "recorded" and manifest.get("order", "priority") != "priority":
+        raise ReplayRefused(
+            f"{what}: the recording popped its frontier in {manifest['order']} order (its "
+            "manifest's order), which replay does not repeat; replay it under logprob, value or "
+            "oracle"
+        )
     if priority_name != "oracle":  # the ceiling is the recording's own, whatever it sampled
         check_sampling(
             manifest.get("sampling"),

@@ -59,6 +59,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         help="sampling temperature (default: search.temperature, or "
         "search.temperature_with_ebm with --ebm)",
     )
+    p.add_argument(
+        "--order",
+        choices=("priority", "random"),
+        default="priority",
+        help="how each search pops its frontier: priority (best-first, the default) or random "
+        "(a seeded random order, as the noise search's search.noise_order)",
+    )
     p.add_argument("--max-nodes", type=int, default=None, help="override search.max_nodes")
     p.add_argument(
         "--num-candidates", type=int, default=None, help="override search.num_candidates"
@@ -108,6 +115,7 @@ def main(args: argparse.Namespace) -> int:
             policy=params.get("policy") or {},
             ebm=args.ebm,
             temperature=args.temperature,
+            order=args.order,
             resume=args.resume,
             seed=args.seed if args.seed is not None else int(params.get("seed", 0)),
             shard=args.shard,

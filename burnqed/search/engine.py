@@ -43,6 +43,13 @@ serves it, or how long anything takes; and a run with ``max_nodes = b`` performs
 ``b`` expansions of a run with a larger budget, so ``SearchResult.solved_within(b)`` on the larger
 run equals the smaller run's outcome.
 
+**Frontier order.**  ``order="priority"`` (every eval and pool search) pops by :func:`priority`;
+``order="random"`` pops in a seeded random order instead — each state's key a uniform number drawn
+from (run seed, theorem, attempt, state hash) (:func:`random_key`), so the tree is as repeatable
+and schedule-invariant as a priority search's.  Its decisions (which open node lay on the proof
+path it found) favour no priority, which makes them the fair data to fit and judge a value against
+the log-prob on (the noise search, ``search.noise_order``; :mod:`burnqed.value.frontier`).
+
 Example (with a generator ``gen`` and a ``LeanPool`` or fake environment ``env``)::
 
     cfg = SearchConfig(max_nodes=64, num_candidates=4, concurrency=8)
@@ -55,6 +62,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import hashlib
 import heapq
 import logging
 import time
@@ -77,7 +85,7 @@ from burnqed.search.sources import (
     ProofSessionLike,
     ProofStateLike,
 )
-from burnqed.search.tree import FAILED, PROVED, InvariantError, Node, SearchTree
+from burnqed.search.tree import FAILED, PROVED, InvariantError, Node, SearchTree, state_hash
 from burnqed.search.value import ValueModel, priority, resolve_energy_weight, value_meta
 from burnqed.theorems import Theorem
 
@@ -331,6 +339,20 @@ class _Scheduler:
 # One search
 
 
+ORDERS = ("priority", "random")  # how a search pops its frontier (module docstring)
+
+
+def random_key(seed: int | None, theorem: str, attempt: int, state_hash: str) -> float:
+    """A random-order search's frontier key of a state: uniform in [0, 1), a function of the run
+    seed, theorem, attempt and state alone (not of when or where the state was reached).
+
+    >>> random_key(0, "t", 0, "ab") == random_key(0, "t", 0, "ab") != random_key(0, "t", 1, "ab")
+    True
+    """
+    text = f"frontier\0{seed or 0}\0{theorem}\0{attempt}\0{state_hash}".encode()
+    return int.from_bytes(hashlib.sha256(text).digest()[:8], "big") / 2.0**64
+
+
 class _Attempt:
     """Best-first search of one (theorem, attempt); builds a :class:`SearchResult`."""
 
@@ -342,6 +364,7 @@ class _Attempt:
         theorem: Theorem,
         attempt: int,
         use_value: bool,
+        order: str = "priority",
     ) -> None:
         self.sched = sched
         self.source = source
@@ -349,6 +372,7 @@ class _Attempt:
         self.theorem = theorem
         self.attempt = attempt
         self.use_value = use_value
+        self.order = order
         self.search = _Search()
         self.tree: SearchTree | None = None
         self.in_flight: list[Node] = []  # popped, not yet finished (rolled back on timeout)
@@ -527,6 +551,11 @@ class _Attempt:
                     continue
                 e = energy.get(st.text)
                 depth = parent.depth + 1
+                key = (
+                    self._priority(parent.cum_logprob + cand.logprob, depth, e)
+                    if self.order == "priority"
+                    else random_key(sched.seed, self.theorem.key, self.attempt, state_hash(st.text))
+                )
                 child = tree.add_state(
                     parent,
                     cand.text,
@@ -537,7 +566,7 @@ class _Attempt:
                     lean_s=lean,
                     created_s=now,
                     ebm_energy=e,
-                    priority=self._priority(parent.cum_logprob + cand.logprob, depth, e),
+                    priority=key,
                 )
                 if child.solved:
                     solved.append(child)
@@ -602,6 +631,7 @@ async def search_all(
     skip: frozenset[tuple[str, int]] | set[tuple[str, int]] = frozenset(),
     keep_trees: bool = False,
     on_result: Callable[[SearchResult], None] | None = None,
+    order: str = "priority",
 ) -> list[SearchResult]:
     """Search every (theorem, attempt) not in ``skip``, ``cfg.concurrency`` at a time, asking the
     policy ``generator`` and Lean ``env`` (:class:`~burnqed.search.sources.LiveSource`).
@@ -611,7 +641,8 @@ async def search_all(
     returned results drop their trees unless ``keep_trees`` (trees of a large run do not fit in
     memory).  ``cfg.expansions_per_step`` (k) nodes are popped per step of each search.  ``seed``
     is the run seed every candidate's seed derives from (:func:`burnqed.policy.candidate_seeds`;
-    None: unseeded sampling, not reproducible).
+    None: unseeded sampling, not reproducible).  ``order``: how each search pops its frontier
+    (:data:`ORDERS`; the module docstring).
     """
     return await search_from_source(
         theorems,
@@ -625,6 +656,7 @@ async def search_all(
         skip=skip,
         keep_trees=keep_trees,
         on_result=on_result,
+        order=order,
     )
 
 
@@ -641,12 +673,17 @@ async def search_from_source(
     skip: frozenset[tuple[str, int]] | set[tuple[str, int]] = frozenset(),
     keep_trees: bool = False,
     on_result: Callable[[SearchResult], None] | None = None,
+    order: str = "priority",
 ) -> list[SearchResult]:
     """:func:`search_all` with its answers — candidate lists, Lean outcomes, verdicts — from
     ``source`` (:mod:`burnqed.search.sources`: live, a recorded tree, …); the search itself is the
     same code whatever answers it."""
     if cfg.expansions_per_step < 1:
         raise ValueError(f"expansions_per_step must be >= 1, got {cfg.expansions_per_step}")
+    if order not in ORDERS:
+        raise ValueError(f"order must be one of {ORDERS}, got {order!r}")
+    if order == "random" and value_model is not None:
+        raise ValueError("a random-order search has no use for a value model")
     # search.energy_weight: fitted → the value model's own weight (a number from here on).
     weight = 0.0  # unused without a value model
     if value_model is not None:
@@ -665,7 +702,8 @@ async def search_from_source(
     async def worker() -> None:
         while work:
             theorem, a = work.popleft()
-            attempt = _Attempt(sched, source, cfg, theorem, a, use_value=value_model is not None)
+            attempt = _Attempt(sched, source, cfg, theorem, a, use_value=value_model is not None,
+                               order=order)  # fmt: skip
             result = await attempt.run()
             if writer is not None:
                 writer.add(result)
@@ -705,11 +743,13 @@ def _without_tree(r: SearchResult) -> SearchResult:
 
 
 __all__ = [
+    "ORDERS",
     "STATUSES",
     "ProofEnvironment",
     "ProofSessionLike",
     "ProofStateLike",
     "SearchResult",
+    "random_key",
     "search_all",
     "search_from_source",
 ]

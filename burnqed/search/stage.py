@@ -61,7 +61,7 @@ from burnqed.policy import SamplingParams, TacticGenerator, salted_seed
 from burnqed.progress import Progress
 from burnqed.provenance import code_digest, git_commit, launched_modules, lean_project_versions
 from burnqed.search.cache import CachedSource, CacheSpec, lean_settings, policy_settings
-from burnqed.search.engine import ProofEnvironment, SearchResult, search_from_source
+from burnqed.search.engine import ORDERS, ProofEnvironment, SearchResult, search_from_source
 from burnqed.search.sources import AnswerSource, LiveSource
 from burnqed.search.value import ValueModel, resolve_energy_weight, value_meta
 from burnqed.theorems import Theorem, read_theorems
@@ -337,6 +337,7 @@ async def search_to_dir(
     provenance: Mapping[str, Any] | None = None,
     machine: Mapping[str, Any] | None = None,
     cache: CacheSpec | None = None,
+    order: str = "priority",
 ) -> dict:
     """Search the unfinished attempts of ``theorems`` into ``out``; return the manifest.
 
@@ -344,7 +345,8 @@ async def search_to_dir(
     ever overwritten).  The manifest is written last, after every attempt is flushed, with the
     ``machine`` block (:func:`burnqed.determinism.machine`; measured here when not given).
     ``cache``: answer through the expansion cache (:mod:`burnqed.search.cache`) — the same
-    results, its ``cache`` block in the manifest (null without it).
+    results, its ``cache`` block in the manifest (null without it).  ``order``: how each search
+    pops its frontier (:data:`burnqed.search.engine.ORDERS`), the manifest's ``order``.
     """
     out = Path(out)
     done: set[tuple[str, int]] = set()
@@ -415,6 +417,7 @@ async def search_to_dir(
                 value_model=value_model,
                 skip=done,
                 on_result=on_result,
+                order=order,
             )
     finally:
         bar.close()
@@ -461,6 +464,8 @@ async def search_to_dir(
         "cache": source.stats() if isinstance(source, CachedSource) else None,
         "node_rows": sum(summary.column("nodes_total").to_pylist()),
         "expansions_per_step": cfg.expansions_per_step,
+        # priority (best-first) or random (a seeded random frontier order: the noise search)
+        "order": order,
         "sampling": {
             "n": sampling.n,
             "temperature": sampling.temperature,
@@ -547,6 +552,7 @@ def run(
     log_dir: Path | None = None,
     kind: str = "search",
     cache: Path | str | None = None,
+    order: str = "priority",
 ) -> dict:
     """The search stage (see the module docstring); returns the manifest.
 
@@ -563,6 +569,11 @@ def run(
     (:func:`burnqed.policy.salted_seed`), recorded as the manifest's ``sampling.seed`` beside
     ``seed`` and ``seed_salt``; None (evals) draws from ``seed`` itself.
 
+    ``order``: ``priority`` (best-first by :func:`burnqed.search.value.priority`) or ``random``
+    (a seeded random frontier order, :func:`burnqed.search.engine.random_key`: the noise search's
+    ``search.noise_order``, whose decisions favour no priority — what the value model's weight is
+    fitted and judged on, :mod:`burnqed.ebm.fit`).
+
     ``resume="auto"`` (the workflow's rules) resumes parts written by this same job and discards
     parts written by a different one (:func:`prepare_auto_resume`), so re-running the same
     ``snakemake`` command after a kill finishes the search without redoing finished attempts.
@@ -574,6 +585,10 @@ def run(
     lean_cfg = LeanConfig.from_dict(lean)
     policy_cfg = PolicyConfig.from_dict(policy)
     # Inputs first, in milliseconds: a typo must not wait for a 7B load or a server launch.
+    if order not in ORDERS:
+        raise InputError(f"search order must be one of {', '.join(ORDERS)} (got {order!r})")
+    if order == "random" and ebm is not None:
+        raise InputError(f"{ebm}: a random-order search pops no value model's choice; pass no EBM")
     pool_theorems = shard_theorems(read_theorem_file(Path(theorems)), shard)
     if temperature is None:
         temperature = search_cfg.temperature_with_ebm if ebm else search_cfg.temperature
@@ -587,6 +602,7 @@ def run(
         temperature=temperature,
         seed=seed,
         seed_salt=seed_salt,
+        order=order,
         shard=shard,
         theorems=hashlib.sha256(Path(theorems).read_bytes()).hexdigest(),
         model=_listing_digest(model),
@@ -662,6 +678,7 @@ def run(
                         provenance=provenance,
                         machine=machine,
                         cache=spec,
+                        order=order,
                     )
                 finally:  # restarts, replays and moves: where the Lean time went
                     log.info("Lean pool: %s", env.stats())

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import json
 import os
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -308,3 +309,31 @@ def test_a_head_without_fold_heads_is_fitted_on_the_theorems_it_never_trained_on
     assert "fewer than ebm.fit_folds" in fit(theorems[:4])["reason"]
     assert fit(None)["per_logprob_weight"] is None
     assert "model digest" in fit(joint_held, model_digest="0" * 16)["reason"]
+
+
+def test_the_value_is_fitted_on_the_random_order_searches_decisions_when_there_are_any(
+    searches, tmp_path
+):
+    """A search that popped by log-prob favours log-prob on its own decisions; where the pool has
+    random-order searches (the noise search's manifest ``order: random``) only theirs are used."""
+    from burnqed.ebm.fit import EVERY_SEARCH, RANDOM_ORDER, pool_decisions
+    from burnqed.ebm.groups import load_states
+    from burnqed.ebm.stage import _dirs
+
+    copies = [tmp_path / "iter_0" / s.name for s in searches]
+    for s, c in zip(searches, copies, strict=True):
+        shutil.copytree(s, c)
+    dirs = _dirs(copies)
+    goals = set(load_states(dirs).goal)
+    every, settings = pool_decisions(dirs, goals)
+    assert settings["decisions_from"] == EVERY_SEARCH
+    noise_dirs = _dirs([copies[1]])
+    noise_only, _ = pool_decisions(noise_dirs, goals)
+    assert 0 < len(noise_only) < len(every)
+
+    (copies[1] / "manifest.json").write_text(json.dumps({"order": "random"}))  # the gather's
+    chosen, settings = pool_decisions(dirs, goals)
+    assert settings["decisions_from"] == RANDOM_ORDER
+    assert [(c.theorem, c.expansion, c.popped) for c in chosen] == [
+        (c.theorem, c.expansion, c.popped) for c in noise_only
+    ]

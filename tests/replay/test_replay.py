@@ -241,3 +241,18 @@ def test_statement_errors_and_rejected_proofs_replay_as_recorded(tmp_path):
     assert rows(tmp_path / "replay", summary=True) == summary
     assert rows(tmp_path / "replay") == rows(tmp_path / "rec")
     assert source.stats()["verifications"].get("recorded", 0) > 0 and not source.assumed
+
+
+def test_a_random_order_recording_is_refused_as_its_own_priority(tmp_path):
+    """A noise search pops in a seeded random order (its manifest's ``order``): replay does not
+    repeat that order, so ``recorded`` would silently be another search; it is refused."""
+    theorems = toy_theorems(4, seed=8, low=5, high=20)
+    cfg = SearchConfig.from_dict({**SEARCH, "max_nodes": 6})
+    sampling = SamplingParams(n=cfg.num_candidates, temperature=cfg.temperature)
+    asyncio.run(search_to_dir(theorems, RandomToyPolicy(seed=1), ToyEnv(), cfg, tmp_path / "rec",
+                              sampling=sampling, order="random"))  # fmt: skip
+    assert json.loads((tmp_path / "rec" / "manifest.json").read_text())["order"] == "random"
+    with pytest.raises(ReplayRefused, match="popped its frontier in random order"):
+        replay_run(recording=tmp_path / "rec", out=tmp_path / "replay.json", cfg=EVAL,
+                   search=SEARCH, lean=LEAN, policy=POLICY)  # fmt: skip
+    assert not (tmp_path / "replay.json").exists()

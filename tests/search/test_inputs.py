@@ -216,3 +216,14 @@ def test_theorem_file_checks_are_in_process_too(tmp_path):
     path = tmp_path / "t.jsonl"
     write_theorems(path, [GOOD, Theorem(name="t1", formal_statement="lemma t1 : True :=\n")])
     assert [t.name for t in read_theorem_file(path)] == ["t0", "t1"]
+
+
+def test_a_random_order_search_with_a_value_model_is_one_line(tmp_path):
+    """A random frontier order (the noise search's) pops no value model's choice: asking for
+    both is an error before anything loads."""
+    path = theorem_file(tmp_path, [record("t0", GOOD.formal_statement)])
+    (tmp_path / "ebm").mkdir()
+    rc, err, _ = burnqed_search(tmp_path, "--theorems", str(path), "--model", "models/nope",
+                                "--out", "out", "--order", "random", "--ebm", "ebm")  # fmt: skip
+    assert_one_line(rc, err, "ebm", "random-order")
+    assert not (tmp_path / "out").exists()

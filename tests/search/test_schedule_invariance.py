@@ -26,6 +26,8 @@ from burnqed.data.proplogic import generate_theorems
 from burnqed.lean.pool import LeanPool
 from burnqed.policy import Candidate, Generation, SamplingParams, check_seeds, dedup_candidates
 from burnqed.search import search_all
+from burnqed.search.engine import random_key
+from burnqed.value.frontier import choice_sets
 from tests.search.test_proplogic_pool import WRONG, trace_steps
 
 # Everything a node records except timings (which are wall-clock and differ by design).
@@ -91,7 +93,15 @@ def _trace(theorems, lean: LeanConfig) -> dict[str, str]:
     return asyncio.run(main())
 
 
-def _search(theorems, steps, lean: LeanConfig, cfg: SearchConfig, *, slow_verify: bool = False):
+def _search(
+    theorems,
+    steps,
+    lean: LeanConfig,
+    cfg: SearchConfig,
+    *,
+    slow_verify: bool = False,
+    order: str = "priority",
+):
     policy, value = SeededTracedPolicy(steps), TextValue()
 
     async def main():
@@ -105,8 +115,9 @@ def _search(theorems, steps, lean: LeanConfig, cfg: SearchConfig, *, slow_verify
 
                 pool.verify = slow  # type: ignore[method-assign]
             return await search_all(
-                theorems, policy, pool, cfg, seed=7, value_model=value, keep_trees=True
-            )
+                theorems, policy, pool, cfg, seed=7, keep_trees=True, order=order,
+                value_model=value if order == "priority" else None,
+            )  # fmt: skip
 
     results = asyncio.run(main())
     return {r.theorem: r for r in results}, policy, value
@@ -183,3 +194,51 @@ def test_a_slow_verifier_does_not_change_a_tree():
     for key in fast:
         assert _outcome(fast[key]) == _outcome(slow[key]), key
         assert _tree(fast[key]) == _tree(slow[key]), key
+
+
+def _rows(key: str, result) -> list[dict]:
+    """A tree's nodes as trajectory rows (what :func:`choice_sets` reads), with their keys."""
+
+    def none_if_negative(v):
+        return None if v < 0 else v
+
+    return [
+        dict(theorem=key, attempt=result.attempt, node_id=n.node_id, state=n.text,
+             parent_id=none_if_negative(n.parent_id), duplicate_of=none_if_negative(n.duplicate_of),
+             expansion_index=none_if_negative(n.expansion_index), step=none_if_negative(n.step),
+             solved=n.solved, depth=n.depth, on_proof_path=n.on_proof_path, priority=n.priority)
+        for n in result.tree.nodes
+    ]  # fmt: skip
+
+
+def test_a_random_order_search_pops_by_its_seeded_keys_whatever_the_schedule():
+    """``order="random"`` (the noise search): each state's key is a function of (seed, theorem,
+    attempt, state), every pop takes the open state with the highest key, and the tree does not
+    depend on concurrency, workers or batch sizes — and it is not the best-first search's tree."""
+    theorems = generate_theorems(10, seed=5, min_depth=2, max_depth=5)
+    repl = (sys.executable, "-m", "burnqed.proplogic")
+    base = SearchConfig(max_nodes=24, max_depth=10, num_candidates=5, expansions_per_step=1)
+    steps = _trace(theorems, LeanConfig(repl_command=repl, imports=(), workers=1))
+    one = LeanConfig(repl_command=repl, imports=(), workers=1)
+    serial, p1, _ = _search(theorems, steps, one, order="random",
+                            cfg=dataclasses.replace(base, concurrency=1, batch_generate_size=1))  # fmt: skip
+    wide, p2, _ = _search(theorems, steps, LeanConfig(repl_command=repl, imports=(), workers=3),
+                          dataclasses.replace(base, concurrency=16, batch_generate_size=32),
+                          order="random")  # fmt: skip
+    best_first, _, _ = _search(theorems, steps, one, dataclasses.replace(base, concurrency=4))
+    assert max(p1.batch_sizes) == 1 and max(p2.batch_sizes) > 2  # the schedules differed
+    for key in serial:
+        assert _outcome(serial[key]) == _outcome(wide[key]), key
+        assert _tree(serial[key]) == _tree(wide[key]), key
+    pops_checked = 0
+    for key, r in serial.items():
+        for n in r.tree.nodes[1:]:
+            if n.is_state:
+                assert n.priority == random_key(7, key, r.attempt, n.state_hash)
+        for c in choice_sets(_rows(key, r), max_depth=base.max_depth, on_path_only=False):
+            best = max(c.open, key=lambda row: (row["priority"], -row["node_id"]))
+            assert best["node_id"] == c.popped, (key, c.expansion)
+            pops_checked += 1
+    assert pops_checked >= len(serial)  # not vacuous: pops that chose among several states
+    assert any(_tree(serial[k]) != _tree(best_first[k]) for k in serial)
+    assert any(r.status == "proved" for r in serial.values())

@@ -212,6 +212,7 @@ def test_cli_search_runs_the_stage(tmp_path, monkeypatch, repo_root):
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
     assert manifest["attempts"] == 3  # shard 1 of 2 of 7 theorems: indices 1, 3, 5
     assert manifest["config"]["max_nodes"] == 9 and manifest["sampling"]["temperature"] == 0.5
+    assert manifest["order"] == "priority"  # best-first (burnqed search --order)
     assert {p.n for p in policy.calls} == {3}
     names = set(read_summary(tmp_path / "out").table.column("theorem").to_pylist())
     assert names == {"toy0001", "toy0003", "toy0005"}

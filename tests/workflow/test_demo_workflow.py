@@ -75,6 +75,10 @@ def test_iteration_0_search_outputs_exist_and_are_consistent(loop):
     noise = json.loads((loop / TARGETS[1]).read_text(encoding="utf-8"))
     shard_manifest = noise["per_shard"]["results/iter_0/search_noise/shard_0"]
     assert shard_manifest["sampling"]["temperature"] == pytest.approx(1.5)  # demo noise_temperature
+    # ... popping its frontier in a seeded random order (search.noise_order), the pool search by priority
+    assert shard_manifest["order"] == "random"
+    pool = json.loads((loop / TARGETS[0]).read_text(encoding="utf-8"))
+    assert {m["order"] for m in pool["per_shard"].values()} == {"priority"}
 
 
 def test_the_noise_search_draws_seeds_of_its_own(loop):

@@ -17,6 +17,7 @@ with to_log_file(snakemake.log[0]):
         policy=p.policy,
         ebm=Path(snakemake.input.ebm) if snakemake.input.get("ebm") else None,  # iterations >= 1
         temperature=p.get("temperature"),
+        order=p.get("order", "priority"),  # the noise search's search.noise_order
         seed=p.seed,
         seed_salt=p.get("seed_salt"),  # a search's own draws (rules/common.smk search_seed_salt)
         resume="auto",  # a killed job's finished attempts are kept; a changed job starts afresh
