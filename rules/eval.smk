@@ -330,13 +330,15 @@ rule replay_config:
 
 
 # The feature value of iteration i (models/iter_{i}/features): first its replay prediction over
-# the recorded trees of the eval without a value model (same policy, seeds and temperature), then
-# the live eval, paired with eval_no_ebm in compare.md beside the prediction.
+# the recorded trees of the eval without a value model (same policy, seeds and temperature; what
+# they never expanded, expanded live), then the live eval, paired with eval_no_ebm in compare.md
+# beside the prediction.
 rule replay_features:
     input:
         recording="results/iter_{i}/eval_no_ebm.json",
         value="models/iter_{i}/features",
-        # The policy whose tokenizer counts the feature value's tokens (the recording's model).
+        # The recording's policy: its tokenizer counts the feature value's tokens, and it expands
+        # the states the recording never did.
         model="models/iter_{i}/merged",
     output:
         json="results/iter_{i}/replay_features.json",
@@ -356,6 +358,10 @@ rule replay_features:
         lean=lookup(dpath="lean", within=config),
         policy=lookup(dpath="policy", within=config),
         label=features_replay_label,
+        # States the recording never expanded are expanded live (the recording's model and seeds,
+        # Lean): a 4-node recording cannot answer another priority's pops, and a prediction that
+        # counts them as failures is no prediction (docs/value-model.md).  The rest is recorded.
+        live=True,
         code=code_digest("replay", "lean", "policy"),
     script:
         "../workflow/scripts/replay.py"

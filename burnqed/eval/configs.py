@@ -323,7 +323,9 @@ def replay_prediction(
     """A replay's prediction at its top budget: its rate, its paired test against the ``twin``
     whose trees it replayed (None without a twin), and how far it is exact — ``unexpanded`` pops
     and ``inexact_attempts`` at that budget from its ``replay`` block (None when it has none);
-    ``exact`` is False when either is non-zero.  None without a replay.
+    ``exact`` is False when either is non-zero; ``live_expansions``: the states a ``--live``
+    replay expanded live because the recording never had (None without ``--live``).  None without
+    a replay.
 
     >>> e = {"label": "iter_1 C (replay)", "budgets": [4], "by_budget": [{"budget": 4,
     ...      "rate": 0.25, "solved": 10}], "replay": {"by_budget": [{"budget": 4,
@@ -338,6 +340,7 @@ def replay_prediction(
     block = (replay.get("replay") or {}).get("by_budget") or []
     top = next((b for b in block if b["budget"] == rate["budget"]), {})
     unexpanded, inexact = top.get("unexpanded"), top.get("inexact_attempts")
+    source = (replay.get("replay") or {}).get("source") or {}
     return {
         "label": replay.get("label"),
         "rate": rate,
@@ -345,14 +348,18 @@ def replay_prediction(
         "unexpanded": unexpanded,
         "inexact_attempts": inexact,
         "exact": None if not top else not (unexpanded or inexact),
+        "live_expansions": (source.get("expansions") or {}).get("live", 0)
+        if source.get("live")
+        else None,
         "oracle_ceiling": top.get("oracle_ceiling"),  # a priority that knew the proof paths
     }
 
 
 def paired_cell(p: Mapping[str, Any] | None, *, budget: bool = False, p_value: bool = False) -> str:
     """A live eval's or a replay prediction's rate and paired test as a table cell: ``rate;
-    +gained/−lost`` (``undecided`` when the test is), and for a replay that made answers up
-    ``inexact (N unexpanded, M attempts)``.
+    +gained/−lost`` (``undecided`` when the test is), for a replay that made answers up
+    ``inexact (N unexpanded, M attempts)``, and for one that expanded live what the recording never
+    had ``N expanded live``.
 
     >>> t = {"gained": 4, "lost": 1, "p_value": 0.375}
     >>> paired_cell({"rate": {"rate": 0.3, "budget": 8}, "test": t, "exact": False,
@@ -370,6 +377,8 @@ def paired_cell(p: Mapping[str, Any] | None, *, budget: bool = False, p_value: b
         cell += f", p {format_p(t['p_value'])}" if p_value else ""
     if p.get("exact") is False:
         cell += f"; inexact ({p['unexpanded']} unexpanded, {p['inexact_attempts']} attempts)"
+    if p.get("live_expansions"):
+        cell += f"; {p['live_expansions']} expanded live"
     return cell
 
 

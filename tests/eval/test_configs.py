@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from burnqed.eval.compare import run
+from burnqed.eval.configs import paired_cell, replay_prediction
 from tests.eval.test_compare import _write, synthetic_eval
 
 NAMES = [f"t{i:02d}" for i in range(40)]
@@ -263,3 +264,16 @@ def test_the_value_models_goal_is_checked_point_by_point_beside_the_replay_and_t
     assert check["met"] is False and check["value"].startswith("agrees on 37 of 40 (differs: ")
     assert goal["verdict"] == "not met"
     assert met["held-out pool decisions"] is False  # the 1.0 SE run, the one check short
+
+
+def test_a_live_replay_prediction_is_exact_and_says_how_many_states_it_expanded_live():
+    e = synthetic_eval("iter_1 features (replay)", {64: NAMES[:17]}, 40, 40, theorems=NAMES)
+    e["replay"] = {
+        "by_budget": [{"budget": 64, "unexpanded": 0, "inexact_attempts": 0, "oracle_ceiling": 30}],
+        "source": {"live": True, "expansions": {"recorded": 90, "live": 7}},
+    }
+    p = replay_prediction(e, None)
+    assert p["exact"] is True and p["live_expansions"] == 7 and p["rate"]["solved"] == 17
+    assert paired_cell(p) == "42.5%; undecided; 7 expanded live"
+    e["replay"]["source"] = {"live": False, "expansions": {"recorded": 90}}
+    assert replay_prediction(e, None)["live_expansions"] is None

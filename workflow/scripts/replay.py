@@ -15,4 +15,5 @@ with to_log_file(snakemake.log[0]):
         ebm=Path(i.value),
         model=i.get("model"),  # the policy embedding the states (else the recording's)
         label=p.label,
+        live=bool(p.get("live", False)),  # expand live what the recording never did
     )
