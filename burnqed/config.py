@@ -434,6 +434,11 @@ class PolicyConfig(Section):
             )
 
 
+# How a search pops its frontier: best-first by priority, or in a seeded random order
+# (burnqed.search.engine; the noise search's search.noise_order).
+SEARCH_ORDERS = ("priority", "random")
+
+
 @dataclass(frozen=True)
 class SearchConfig(Section):
     section: ClassVar[str] = "search"
@@ -445,7 +450,7 @@ class SearchConfig(Section):
     temperature: float = 0.8
     temperature_with_ebm: float = 1.0
     noise_temperature: float = 1.2
-    noise_order: str = "random"  # the noise search's frontier order (burnqed.search.engine.ORDERS)
+    noise_order: str = "random"  # the noise search's frontier order (SEARCH_ORDERS)
     depth_normalisation: float = 0.0
     logprob_weight: float = 1.0
     # "fitted": the value model's own fitted weight (its artifact's energy_weight block), or a number
@@ -477,9 +482,9 @@ class SearchConfig(Section):
             f"must be 'fitted' or a number >= 0 (got {w!r})",
         )
         self._require(
-            self.noise_order in ("priority", "random"),
+            self.noise_order in SEARCH_ORDERS,
             "noise_order",
-            f"must be priority or random (got {self.noise_order!r})",
+            f"must be one of {', '.join(SEARCH_ORDERS)} (got {self.noise_order!r})",
         )
 
 

@@ -30,7 +30,7 @@ def _shard(text: str) -> tuple[int, int]:
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    from burnqed.config import add_cache_arguments, add_config_arguments
+    from burnqed.config import SEARCH_ORDERS, add_cache_arguments, add_config_arguments
 
     p = subparsers.add_parser(
         "search",
@@ -61,7 +61,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     )
     p.add_argument(
         "--order",
-        choices=("priority", "random"),
+        choices=SEARCH_ORDERS,
         default="priority",
         help="how each search pops its frontier: priority (best-first, the default) or random "
         "(a seeded random order, as the noise search's search.noise_order)",

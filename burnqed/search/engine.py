@@ -72,7 +72,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from burnqed.config import SearchConfig
+from burnqed.config import SEARCH_ORDERS, SearchConfig
 from burnqed.data.prompt import STOP, format_prompt
 from burnqed.lean.errors import StartError
 from burnqed.outcomes import END_REASONS, STATUS_OF_END, STATUSES
@@ -337,9 +337,6 @@ class _Scheduler:
 
 # --------------------------------------------------------------------------------------------
 # One search
-
-
-ORDERS = ("priority", "random")  # how a search pops its frontier (module docstring)
 
 
 def random_key(seed: int | None, theorem: str, attempt: int, state_hash: str) -> float:
@@ -642,7 +639,7 @@ async def search_all(
     memory).  ``cfg.expansions_per_step`` (k) nodes are popped per step of each search.  ``seed``
     is the run seed every candidate's seed derives from (:func:`burnqed.policy.candidate_seeds`;
     None: unseeded sampling, not reproducible).  ``order``: how each search pops its frontier
-    (:data:`ORDERS`; the module docstring).
+    (:data:`burnqed.config.SEARCH_ORDERS`; the module docstring).
     """
     return await search_from_source(
         theorems,
@@ -680,8 +677,8 @@ async def search_from_source(
     same code whatever answers it."""
     if cfg.expansions_per_step < 1:
         raise ValueError(f"expansions_per_step must be >= 1, got {cfg.expansions_per_step}")
-    if order not in ORDERS:
-        raise ValueError(f"order must be one of {ORDERS}, got {order!r}")
+    if order not in SEARCH_ORDERS:
+        raise ValueError(f"order must be one of {SEARCH_ORDERS}, got {order!r}")
     if order == "random" and value_model is not None:
         raise ValueError("a random-order search has no use for a value model")
     # search.energy_weight: fitted → the value model's own weight (a number from here on).
@@ -743,7 +740,6 @@ def _without_tree(r: SearchResult) -> SearchResult:
 
 
 __all__ = [
-    "ORDERS",
     "STATUSES",
     "ProofEnvironment",
     "ProofSessionLike",

@@ -53,7 +53,7 @@ from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any, Literal
 
-from burnqed.config import InputError, LeanConfig, PolicyConfig, SearchConfig
+from burnqed.config import SEARCH_ORDERS, InputError, LeanConfig, PolicyConfig, SearchConfig
 from burnqed.data.prompt import STOP
 from burnqed.isa import pin_in_force
 from burnqed.outcomes import nondeterministic_events
@@ -61,7 +61,7 @@ from burnqed.policy import SamplingParams, TacticGenerator, salted_seed
 from burnqed.progress import Progress
 from burnqed.provenance import code_digest, git_commit, launched_modules, lean_project_versions
 from burnqed.search.cache import CachedSource, CacheSpec, lean_settings, policy_settings
-from burnqed.search.engine import ORDERS, ProofEnvironment, SearchResult, search_from_source
+from burnqed.search.engine import ProofEnvironment, SearchResult, search_from_source
 from burnqed.search.sources import AnswerSource, LiveSource
 from burnqed.search.value import ValueModel, resolve_energy_weight, value_meta
 from burnqed.theorems import Theorem, read_theorems
@@ -346,7 +346,7 @@ async def search_to_dir(
     ``machine`` block (:func:`burnqed.determinism.machine`; measured here when not given).
     ``cache``: answer through the expansion cache (:mod:`burnqed.search.cache`) — the same
     results, its ``cache`` block in the manifest (null without it).  ``order``: how each search
-    pops its frontier (:data:`burnqed.search.engine.ORDERS`), the manifest's ``order``.
+    pops its frontier (:data:`burnqed.config.SEARCH_ORDERS`), the manifest's ``order``.
     """
     out = Path(out)
     done: set[tuple[str, int]] = set()
@@ -585,8 +585,8 @@ def run(
     lean_cfg = LeanConfig.from_dict(lean)
     policy_cfg = PolicyConfig.from_dict(policy)
     # Inputs first, in milliseconds: a typo must not wait for a 7B load or a server launch.
-    if order not in ORDERS:
-        raise InputError(f"search order must be one of {', '.join(ORDERS)} (got {order!r})")
+    if order not in SEARCH_ORDERS:
+        raise InputError(f"search order must be one of {', '.join(SEARCH_ORDERS)} (got {order!r})")
     if order == "random" and ebm is not None:
         raise InputError(f"{ebm}: a random-order search pops no value model's choice; pass no EBM")
     pool_theorems = shard_theorems(read_theorem_file(Path(theorems)), shard)
