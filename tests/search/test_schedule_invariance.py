@@ -27,6 +27,7 @@ from burnqed.lean.pool import LeanPool
 from burnqed.policy import Candidate, Generation, SamplingParams, check_seeds, dedup_candidates
 from burnqed.search import search_all
 from burnqed.search.engine import random_key
+from burnqed.trajectory import _node_columns
 from burnqed.value.frontier import choice_sets
 from tests.search.test_proplogic_pool import WRONG, trace_steps
 
@@ -197,18 +198,9 @@ def test_a_slow_verifier_does_not_change_a_tree():
 
 
 def _rows(key: str, result) -> list[dict]:
-    """A tree's nodes as trajectory rows (what :func:`choice_sets` reads), with their keys."""
-
-    def none_if_negative(v):
-        return None if v < 0 else v
-
-    return [
-        dict(theorem=key, attempt=result.attempt, node_id=n.node_id, state=n.text,
-             parent_id=none_if_negative(n.parent_id), duplicate_of=none_if_negative(n.duplicate_of),
-             expansion_index=none_if_negative(n.expansion_index), step=none_if_negative(n.step),
-             solved=n.solved, depth=n.depth, on_proof_path=n.on_proof_path, priority=n.priority)
-        for n in result.tree.nodes
-    ]  # fmt: skip
+    """A tree's nodes as the trajectory's node rows (what :func:`choice_sets` reads)."""
+    columns = _node_columns(key, result.attempt, result.tree.nodes)
+    return [dict(zip(columns, row, strict=True)) for row in zip(*columns.values(), strict=True)]
 
 
 def test_a_random_order_search_pops_by_its_seeded_keys_whatever_the_schedule():
