@@ -44,14 +44,15 @@ _COLUMNS = ["theorem", "attempt", "node_id", "parent_id", "state", "state_hash",
             "duplicate_of", "depth", "expansion_index", "step", "on_proof_path", "cum_logprob"]  # fmt: skip
 
 
-def _search_setting(d: Path, key: str, *, section: str | None = "config") -> Any:
-    """A search setting from the manifest of a trajectory directory (or of its parent, for a
-    shard): ``manifest[section][key]``, or ``manifest[key]`` with ``section=None``; None when
-    neither has it."""
+def _search_setting(d: Path, *keys: str) -> Any:
+    """The value at ``keys`` of the manifest of a trajectory directory (or of its parent, for a
+    shard): ``"config", "max_depth"`` the search config's, ``"order"`` the manifest's own; None
+    when neither has it."""
     for m in (d / MANIFEST, d.parent / MANIFEST):
         if m.is_file():
-            manifest = json.loads(m.read_text(encoding="utf-8"))
-            v = (manifest.get(section) or {} if section else manifest).get(key)
+            v: Any = json.loads(m.read_text(encoding="utf-8"))
+            for key in keys:
+                v = v.get(key) if isinstance(v, dict) else None
             if v is not None:
                 return v
     return None
@@ -73,21 +74,20 @@ def pool_decisions(dirs: Sequence[Path], theorems: set[str]) -> tuple[list, dict
     (docs/value-model.md measured it: a value that wins live lost there).  A random order favours
     no priority, so a weight fitted on its decisions, and a gain judged on them, are not tilted
     toward the log-prob."""
-    random_dirs = [d for d in dirs if _search_setting(d, "order", section=None) == "random"]
+    random_dirs = [d for d in dirs if _search_setting(d, "order") == "random"]
     if random_dirs:
         dirs = random_dirs
-    sets, settings = [], {"max_depth": [], "depth_normalisation": []}
+    sets, k = [], set()
     for src, d in enumerate(dirs):
         rows = [
             {**r, "attempt": (src, r["attempt"])}  # the same theorem in two searches: two trees
             for r in read_nodes(d).table.select(_COLUMNS).to_pylist()
             if r["theorem"] in theorems
         ]
-        depth = _search_setting(d, "max_depth")
-        for k in settings:
-            settings[k].append(_search_setting(d, k))
+        depth = _search_setting(d, "config", "max_depth")
+        if (normalisation := _search_setting(d, "config", "depth_normalisation")) is not None:
+            k.add(normalisation)
         sets.extend(choice_sets(rows, max_depth=int(depth) if depth else 1 << 30))
-    k = {v for v in settings["depth_normalisation"] if v is not None}
     if len(k) > 1:
         raise ValueError(f"the pool searches used different depth_normalisation values: {k}")
     return sets, {"depth_normalisation": float(next(iter(k), 0.0)),
