@@ -7,16 +7,18 @@ is trained exactly as the EBM is (same groups, config and seed) but without that
 and scores that fold's open nodes — so no state's energy comes from a head that trained on its
 theorem.  Each open node's features are the priority's log-prob term (``cum_logprob /
 max(depth, 1)^k`` with the pool search's own ``depth_normalisation``) and that energy; the
-conditional logit (:func:`burnqed.value.fit.cross_fit`) gives weights, cross-fitted by theorem
-too, and the search's weight is their ratio per unit of ``logprob_weight``
-(:func:`burnqed.value.fit.energy_weight`).  The EBM's ``ebm.json`` keeps it under
-``energy_weight`` with the fit's log-likelihood (in sample and held out) and the out-of-fold
-frontier top-1 of log-prob alone, energy alone and the fitted sum.
+conditional logit (:func:`burnqed.value.fit.cross_fit`, within the weights a priority can
+express: log-prob ≥ 0, energy ≤ 0) gives weights, cross-fitted by theorem too, and the search's
+two weights per unit of ``logprob_weight`` (:func:`burnqed.value.fit.priority_weights`: the
+energy's relative to the log-prob's, or the energy alone where the fit gives the log-prob weight
+0).  The EBM's ``ebm.json`` keeps them under ``energy_weight`` (``priority``) with the fit's
+log-likelihood (in sample and held out) and the out-of-fold frontier top-1 of log-prob alone,
+energy alone and the fitted sum.
 
 Example::
 
     block = fit_energy_weight(vectors, data, groups, cfg, dirs=dirs, work=Path("ebm.partial/folds"))
-    block["per_logprob_weight"], block["heldout_frontier_top1"]["sum"]
+    block["priority"], block["heldout_frontier_top1"]["sum"]
 """
 
 from __future__ import annotations
@@ -34,12 +36,13 @@ import torch
 
 from burnqed.config import EBMConfig
 from burnqed.trajectory import MANIFEST, read_nodes
-from burnqed.value.fit import cross_fit, energy_weight, theorem_folds
+from burnqed.value.fit import cross_fit, priority_weights, theorem_folds
 from burnqed.value.frontier import choice_sets, top1_gain, top1_hit, top1_rate
 
 log = logging.getLogger(__name__)
 
 FEATURES = ("logprob", "energy")
+SIGNS = (1, -1)  # a priority α · L − β · E with α, β ≥ 0
 _COLUMNS = ["theorem", "attempt", "node_id", "parent_id", "state", "state_hash", "solved",
             "duplicate_of", "depth", "expansion_index", "step", "on_proof_path", "cum_logprob"]  # fmt: skip
 
@@ -171,16 +174,17 @@ def fitted_block(
     X = [x(c) for c in sets]
     chosen = [np.array(c.on_path) for c in sets]
     names = [c.theorem for c in sets]
-    cf = cross_fit(X, chosen, names, folds)
-    ratio = energy_weight(cf.fit.weights, 1.0)
+    cf = cross_fit(X, chosen, names, folds, signs=SIGNS)
+    weights = priority_weights(cf.fit.weights[0], -cf.fit.weights[1])
     held = {"logprob": [], "energy": [], "sum": []}
     for c, xi, fold in zip(sets, X, cf.decision_fold, strict=True):
-        w = cf.heldout_weights[fold]
+        w = priority_weights(cf.heldout_weights[fold][0], -cf.heldout_weights[fold][1])
         held["logprob"].append(top1_hit(c, xi[:, 0]))
         held["energy"].append(top1_hit(c, -xi[:, 1]))
-        held["sum"].append(top1_hit(c, xi[:, 0] - energy_weight(w, 1.0) * xi[:, 1]))
+        held["sum"].append(top1_hit(c, w["logprob"] * xi[:, 0] - w["energy"] * xi[:, 1]))
     block = {
-        "per_logprob_weight": ratio,
+        # The priority's weights per unit of search.logprob_weight (log-prob term, energy).
+        "priority": weights,
         "features": list(FEATURES),
         "fit": cf.fit.to_json(FEATURES),
         "heldout_log_likelihood": cf.heldout_log_likelihood,
@@ -195,9 +199,9 @@ def fitted_block(
         "scheme": scheme,
     }
     log.info(
-        "energy weight %.3f per unit of logprob_weight (%d decisions, %d theorems); held-out "
+        "priority weights %s per unit of logprob_weight (%d decisions, %d theorems); held-out "
         "frontier top-1: log-prob %.3f, energy %.3f, fitted sum %.3f",
-        ratio, len(sets), block["theorems"], *(block["heldout_frontier_top1"][n]["rate"]
+        weights, len(sets), block["theorems"], *(block["heldout_frontier_top1"][n]["rate"]
                                                for n in ("logprob", "energy", "sum")),
     )  # fmt: skip
     return block
@@ -205,7 +209,7 @@ def fitted_block(
 
 def _no_fit(sets: Sequence, theorems: Sequence[str], why: str, decisions_from: str) -> dict:
     log.warning("energy weight: %s: no fit", why)
-    return {"per_logprob_weight": None, "decisions": len(sets), "theorems": len(theorems),
+    return {"priority": None, "decisions": len(sets), "theorems": len(theorems),
             "reason": why, "decisions_from": decisions_from}  # fmt: skip
 
 
@@ -235,5 +239,5 @@ def fit_heldout_energy_weight(
     return {**block, "heldout_theorems": theorems, "decisions_from": settings["decisions_from"]}
 
 
-__all__ = ["FEATURES", "fit_energy_weight", "fit_heldout_energy_weight", "fitted_block",
+__all__ = ["FEATURES", "SIGNS", "fit_energy_weight", "fit_heldout_energy_weight", "fitted_block",
            "pool_decisions"]  # fmt: skip

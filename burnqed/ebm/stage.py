@@ -292,7 +292,7 @@ def joint_energy_weight(
     if head_meta.get("heldout_theorems") is None:
         why = "the joint head's meta does not list its held-out theorems (an older adapter)"
         log.warning("energy weight: %s: no fit", why)
-        return {"per_logprob_weight": None, "reason": why}
+        return {"priority": None, "reason": why}
     joint_held = set(head_meta["heldout_theorems"])
     held, warm_held = joint_held, None
     if warm_head is not None:
@@ -308,7 +308,7 @@ def joint_energy_weight(
                f"{manifest['embedding_model_digest']}, the head is exported for "
                f"{embedding_model_digest}")  # fmt: skip
         log.warning("energy weight: %s: no fit", why)
-        return {"per_logprob_weight": None, "reason": why}
+        return {"priority": None, "reason": why}
     block = fit_heldout_energy_weight(head, vectors, data, EBMConfig.from_dict(head_meta["config"]),
                                       dirs=dirs, heldout=held, seed=seed)  # fmt: skip
     block["heldout_sets"] = {

@@ -140,12 +140,14 @@ def value_summary(e: Mapping[str, Any] | None) -> dict[str, Any] | None:
     dec = eff.get("decisions_changed") or {}
     return {
         "weight": w.get("value"),
+        "logprob_weight": w.get("logprob_weight"),  # 0 where the fit let the energy rank alone
         "source": w.get("source"),
         "heldout_top1": fit.get("heldout_frontier_top1"),
         "heldout_gain": fit.get("heldout_sum_gain"),
         "span_energy": span.get("energy"),
         "span_logprob": span.get("logprob"),
         "span_ratio": span.get("ratio"),
+        "energy_alone": bool(span.get("energy_alone")),
         "decisions": dec.get("pops"),
         "decisions_changed": dec.get("fraction"),
     }
@@ -157,6 +159,26 @@ GOAL_SE = 2.0  # held-out: the fitted sum beats log-prob alone by >= 2 bootstrap
 GOAL_SPAN_RATIO = 0.3  # the weighted energy's sibling span against the log-prob's
 GOAL_DECISIONS = 0.1  # decisions whose pop the energy changed
 GOAL_REPLAY_THEOREMS = 5  # the feature value live within this many theorems of its replay
+# The span ratio where the fit gave the log-prob term weight 0: the energy alone ranks.
+ENERGY_ALONE = "energy alone (log-prob weight 0)"
+
+
+def weight_text(v: Mapping[str, Any]) -> str:
+    """The energy weight of a :func:`value_summary`, or that the energy ranks alone.
+
+    >>> weight_text({"weight": 1.0, "logprob_weight": 0.0}), weight_text({"weight": 57.0})
+    ('energy alone', '57')
+    """
+    if v.get("logprob_weight") == 0 and v.get("weight"):
+        return "energy alone"
+    return "–" if v.get("weight") is None else format(v["weight"], ".3g")
+
+
+def span_text(v: Mapping[str, Any]) -> str:
+    """A :func:`value_summary`'s span ratio (∞ where the energy ranks alone)."""
+    if v.get("energy_alone"):
+        return "∞"
+    return "–" if v.get("span_ratio") is None else format(v["span_ratio"], ".2f")
 
 
 def value_goal(section: Mapping[str, Any], evals: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -198,8 +220,9 @@ def value_goal(section: Mapping[str, Any], evals: Mapping[str, Any]) -> dict[str
         check(f"held-out pool decisions: fitted sum beats log-prob by ≥ {GOAL_SE:g} SE",
               gain.get("in_se"), None if gain.get("in_se") is None else gain["in_se"] >= GOAL_SE),
         check(f"sibling span of energy_weight · energy ≥ {GOAL_SPAN_RATIO:g} × log-prob's",
-              vm.get("span_ratio"),
-              None if vm.get("span_ratio") is None else vm["span_ratio"] >= GOAL_SPAN_RATIO),
+              ENERGY_ALONE if vm.get("energy_alone") else vm.get("span_ratio"),
+              True if vm.get("energy_alone") else None if vm.get("span_ratio") is None
+              else vm["span_ratio"] >= GOAL_SPAN_RATIO),
         check(f"the energy changes ≥ {GOAL_DECISIONS:.0%} of decisions", vm.get("decisions_changed"),
               None if vm.get("decisions_changed") is None
               else vm["decisions_changed"] >= GOAL_DECISIONS),
@@ -500,8 +523,8 @@ def value_markdown(section: Mapping[str, Any]) -> list[str]:
             return "–" if x.get("rate") is None else f"{x['rate']:.3f} ± {_f(x.get('se'))}"
 
         rows.append([
-            r["config"], f"{_f(v['weight'], '.3g')} ({v['source'] or '–'})",
-            f"{_f(v['span_energy'])} / {_f(v['span_logprob'])} ({_f(v['span_ratio'], '.2f')})",
+            r["config"], f"{weight_text(v)} ({v['source'] or '–'})",
+            f"{_f(v['span_energy'])} / {_f(v['span_logprob'])} ({span_text(v)})",
             "–" if v["decisions_changed"] is None
             else f"{v['decisions_changed']:.1%} of {v['decisions']}",
             t1("logprob"), t1("energy"), t1("sum"),
@@ -511,9 +534,10 @@ def value_markdown(section: Mapping[str, Any]) -> list[str]:
     if rows:
         out += [
             "What each value model could do to the search: its energy weight (fitted on the pool's "
-            "decisions, cross-fitted by theorem), the median sibling span of weight · energy against "
-            "the log-prob term's, the decisions of the eval whose pop the energy changed, and the "
-            "fit's frontier top-1 on held-out pool decisions (theorems no head or weight trained on):",
+            "decisions, cross-fitted by theorem; \"energy alone\" where the fit gave the log-prob "
+            "term weight 0), the median sibling span of weight · energy against the log-prob "
+            "term's, the decisions of the eval whose pop the energy changed, and the fit's frontier "
+            "top-1 on held-out pool decisions (theorems no head or weight trained on):",
             "",
             markdown_table(["config", "energy weight", "sibling span: energy / log-prob (ratio)",
                             "decisions changed", "held-out top-1: log-prob", "energy", "fitted sum",

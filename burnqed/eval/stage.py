@@ -190,8 +190,8 @@ def value_model_block(
     trajectories: Path, search: Mapping[str, Any], manifest: Mapping[str, Any] | None
 ) -> dict:
     """What an eval's value model did to its search, from its own tree rows
-    (:func:`burnqed.value.effect.value_effect`), with the energy weight it used and where that
-    came from (``search.energy_weight``: fitted or configured; the fit's log-likelihood)."""
+    (:func:`burnqed.value.effect.value_effect`), with the weights it used and where they came
+    from (``search.energy_weight``: fitted or configured; the fit's log-likelihood)."""
     from burnqed.config import SearchConfig
     from burnqed.trajectory import read_nodes, search_part_dirs
     from burnqed.value.effect import value_effect
@@ -209,7 +209,8 @@ def value_model_block(
         value = cfg.energy_weight if cfg.energy_weight != "fitted" else None
     effect = value_effect(
         rows, max_depth=cfg.max_depth, depth_normalisation=cfg.depth_normalisation,
-        logprob_weight=cfg.logprob_weight, energy_weight=float(value or 0.0),
+        logprob_weight=float(weight.get("logprob_weight", cfg.logprob_weight)),
+        energy_weight=float(value or 0.0),
     ) if value is not None else None  # fmt: skip
     return {"energy_weight": weight or {"value": value, "source": "search.energy_weight"},
             "effect": effect}  # fmt: skip

@@ -28,9 +28,9 @@ its model, seed, sampling and machine, so :func:`burnqed.eval.paired.paired_test
 model"``) and ``burnqed compare`` pair it with the recording.  Its ``replay`` block has, per budget:
 the replay's and the recording's solved counts, the oracle ceiling, the unexpanded pops and inexact
 attempts, and the frontier top-1 (:mod:`burnqed.replay.decisions`) of log-prob alone, the value
-alone (the value model's energies, or the recording's own) and their sum at the weight the search
-gives the value (``search.energy_weight``: ``fitted`` resolves to the value model's own fit on the
-pool's decisions, :func:`burnqed.search.value.resolve_energy_weight`).
+alone (the value model's energies, or the recording's own) and their sum at the weights the
+search gives the value (``search.energy_weight``: ``fitted`` resolves to the value model's own fit
+on the pool's decisions, :func:`burnqed.search.value.resolve_energy_weight`).
 
 Example::
 
@@ -62,7 +62,13 @@ from burnqed.replay.decisions import find_decisions, top1_rate
 from burnqed.search.engine import SearchResult, search_from_source
 from burnqed.search.recorded import OracleValue, RecordedSource, RecordedValue, Recording
 from burnqed.search.sources import LiveSource
-from burnqed.search.value import ValueModel, priority, resolve_energy_weight, value_meta
+from burnqed.search.value import (
+    ValueModel,
+    priority,
+    resolve_energy_weight,
+    value_meta,
+    weighted,
+)
 from burnqed.theorems import Theorem, read_theorems
 from burnqed.trajectory import MANIFEST, TrajectoryWriter, read_nodes, search_part_dirs
 
@@ -72,8 +78,9 @@ PRIORITIES = ("recorded", "logprob", "value", "oracle")
 KIND = "burnqed replay"
 REPLAY_MARK = "replay.json"  # in a replay's trajectory directory: a rerun may replace it
 ENERGY_NOTE = (
-    "the sum is log-prob − energy_weight · energy at the weight the search gives the value model "
-    "(search.energy_weight: fitted takes the value model's own fit on the pool's decisions)"
+    "the sum is logprob_weight · log-prob − energy_weight · energy at the weights the search "
+    "gives the value model (search.energy_weight: fitted takes the value model's own fit on the "
+    "pool's decisions, whose log-prob weight is 0 where the energy ranks alone)"
 )
 
 
@@ -255,15 +262,17 @@ def _energies(
 
 
 def decision_priorities(
-    rows: Sequence[Mapping[str, Any]], cfg: SearchConfig, value: ValueModel | None
-) -> dict[str, Callable[[Mapping[str, Any]], float]]:
+    rows: Sequence[Mapping[str, Any]], cfg: SearchConfig, value: ValueModel | None,
+    weight: Mapping[str, Any] | None = None,
+) -> dict[str, Callable[[Mapping[str, Any]], float]]:  # fmt: skip
     """The priorities frontier top-1 is reported for: log-prob alone, and with a value the value
-    alone (lower energy first) and the sum at ``cfg.energy_weight``."""
+    alone (lower energy first) and the sum at the ``weight`` the search gives it
+    (:func:`burnqed.search.value.resolve_energy_weight`; its log-prob weight may be 0)."""
 
     def logprob(r: Mapping[str, Any]) -> float:
         return priority(
             r["cum_logprob"], depth=r["depth"], depth_normalisation=cfg.depth_normalisation,
-            energy=None, logprob_weight=cfg.logprob_weight, energy_weight=cfg.energy_weight,
+            energy=None, logprob_weight=1.0, energy_weight=0.0,
         )  # fmt: skip
 
     out: dict[str, Callable[[Mapping[str, Any]], float]] = {"logprob": logprob}
@@ -275,8 +284,10 @@ def decision_priorities(
     def e(r: Mapping[str, Any]) -> float:
         return energy.get((r["state"], roots[r["theorem"], r["attempt"]]), 0.0)
 
+    w = weight or {"value": cfg.energy_weight, "logprob_weight": cfg.logprob_weight}
+    a, b = float(w["logprob_weight"]), float(w["value"])
     out["value"] = lambda r: -e(r)
-    out["sum"] = lambda r: logprob(r) - cfg.energy_weight * e(r)
+    out["sum"] = lambda r: a * logprob(r) - b * e(r)
     return out
 
 
@@ -387,10 +398,15 @@ def run(
         pass_n = int(SearchConfig.from_dict(search_dict).attempts)
         expected = sorted({*rec.roots, *(t for t, _ in rec.start_errors)})
     search_cfg = SearchConfig.from_dict(search_dict)
+    # The oracle: on-path states first at energy weight 1, the rest in the log-prob's order.
+    oracle_cfg = replace(search_cfg, energy_weight=1.0)
     recorded_ebm = manifest.get("ebm")
-    recorded_weight = (manifest.get("energy_weight") or {}).get("value")
-    if priority_name == "recorded" and recorded_weight is not None:
-        search_cfg = replace(search_cfg, energy_weight=float(recorded_weight))  # its own priority
+    recorded_weight = manifest.get("energy_weight") or {}
+    if priority_name == "recorded" and recorded_weight.get("value") is not None:
+        own = recorded_weight.get("logprob_weight", search_cfg.logprob_weight)
+        search_cfg = weighted(
+            search_cfg, {"value": recorded_weight["value"], "logprob_weight": own}
+        )
     with_value = priority_name == "value" or (priority_name == "recorded" and bool(recorded_ebm))
     what = f"{recording} replayed with priority {priority_name}"
     if priority_name == "recorded" and manifest.get("order", "priority") != "priority":
@@ -407,8 +423,8 @@ def run(
             what=what,
         )  # fmt: skip
     run_cfg = search_cfg
-    if priority_name == "oracle":  # on-path states first: the oracle's energy at weight 1
-        run_cfg = replace(search_cfg, energy_weight=1.0)
+    if priority_name == "oracle":
+        run_cfg = oracle_cfg
     sampled = manifest["sampling"]
     sampling = SamplingParams(
         n=int(sampled["n"]), temperature=float(sampled["temperature"]),
@@ -460,11 +476,10 @@ def run(
         rows = _decision_rows(rec_dir)
         judge = value if priority_name == "value" or isinstance(value, RecordedValue) else None
         weight = None
-        if judge is not None:  # the sum at the weight the search gives the energy (fitted: pool)
+        if judge is not None:  # the sum at the weights the search gives it (fitted: the pool's)
             weight = resolve_energy_weight(search_cfg.energy_weight, value_meta(judge),
                                            logprob_weight=search_cfg.logprob_weight)  # fmt: skip
-            search_cfg = replace(search_cfg, energy_weight=weight["value"])
-        priorities = decision_priorities(rows, search_cfg, judge)
+        priorities = decision_priorities(rows, search_cfg, judge, weight)
         recorded_depth = (manifest.get("config") or {}).get("max_depth", search_cfg.max_depth)
         decisions = find_decisions(rows, max_depth=int(recorded_depth), priorities=priorities)
 
@@ -473,7 +488,7 @@ def run(
         oracle = solved_by_budget(replay.results, budgets)
     else:
         oracle_run = asyncio.run(
-            replay_search(theorems, RecordedSource(rec), replace(search_cfg, energy_weight=1.0),
+            replay_search(theorems, RecordedSource(rec), oracle_cfg,
                           sampling=sampling, seed=seed, value_model=OracleValue(rec))
         )  # fmt: skip
         oracle = solved_by_budget(oracle_run.results, budgets)
@@ -493,7 +508,7 @@ def run(
         "priority": {
             "name": priority_name,
             "energy_weight": run_cfg.energy_weight if priority_name == "oracle" else weight,
-            "logprob_weight": run_cfg.logprob_weight,
+            "logprob_weight": (weight or {}).get("logprob_weight", run_cfg.logprob_weight),
             "depth_normalisation": run_cfg.depth_normalisation,
         },
         "live": live,

@@ -30,7 +30,7 @@ from typing import Any
 
 import yaml
 
-from burnqed.eval.configs import goal_table
+from burnqed.eval.configs import goal_table, span_text, weight_text
 from burnqed.eval.table import markdown_table, pct
 from burnqed.report.summary import draw
 
@@ -69,7 +69,7 @@ def value_table(summary: Mapping[str, Any]) -> str:
         rows.append([
             c, pct(r["with"]), "–" if not rp else pct(rp["rate"]), pct(r["without"]),
             "–" if ab.get("gained") is None else f"+{ab['gained']}/−{ab['lost']}, p {ab['p_value']:.3f}",
-            _num(v.get("weight"), ".3g"), _num(v.get("span_ratio"), ".2f"),
+            weight_text(v), span_text(v),
             _num(v.get("decisions_changed"), ".1%"),
             "–" if gain.get("in_se") is None else f"{gain['difference']:+.3f} ({gain['in_se']:.1f} SE)",
         ])  # fmt: skip

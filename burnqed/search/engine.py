@@ -86,7 +86,13 @@ from burnqed.search.sources import (
     ProofStateLike,
 )
 from burnqed.search.tree import FAILED, PROVED, InvariantError, Node, SearchTree, state_hash
-from burnqed.search.value import ValueModel, priority, resolve_energy_weight, value_meta
+from burnqed.search.value import (
+    ValueModel,
+    priority,
+    resolve_energy_weight,
+    value_meta,
+    weighted,
+)
 from burnqed.theorems import Theorem
 
 log = logging.getLogger(__name__)
@@ -681,12 +687,12 @@ async def search_from_source(
         raise ValueError(f"order must be one of {SEARCH_ORDERS}, got {order!r}")
     if order == "random" and value_model is not None:
         raise ValueError("a random-order search has no use for a value model")
-    # search.energy_weight: fitted → the value model's own weight (a number from here on).
-    weight = 0.0  # unused without a value model
+    # search.energy_weight: fitted → the value model's own weights (numbers from here on).
     if value_model is not None:
-        weight = resolve_energy_weight(cfg.energy_weight, value_meta(value_model),
-                                       logprob_weight=cfg.logprob_weight)["value"]  # fmt: skip
-    cfg = dataclasses.replace(cfg, energy_weight=weight)
+        cfg = weighted(cfg, resolve_energy_weight(cfg.energy_weight, value_meta(value_model),
+                                                  logprob_weight=cfg.logprob_weight))  # fmt: skip
+    else:
+        cfg = dataclasses.replace(cfg, energy_weight=0.0)  # unused without a value model
     if sampling is None:
         temperature = cfg.temperature_with_ebm if value_model is not None else cfg.temperature
         sampling = SamplingParams(n=cfg.num_candidates, temperature=temperature, stop=STOP)

@@ -21,10 +21,11 @@ Example::
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 if TYPE_CHECKING:
     import numpy as np
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
     from burnqed.policy import TacticGenerator
 
 log = logging.getLogger(__name__)
+C = TypeVar("C")
 
 
 @runtime_checkable
@@ -78,26 +80,46 @@ DEFAULT_WEIGHT = 1.0  # `fitted` with a value model whose artifact holds no fit
 def resolve_energy_weight(
     configured: float | str, meta: Mapping[str, Any] | None, *, logprob_weight: float
 ) -> dict[str, Any]:
-    """The energy weight a search with a value model uses, and where it comes from: the configured
-    number, or (``fitted``) ``logprob_weight`` × the fit in the value model's artifact ``meta``
-    (``energy_weight.per_logprob_weight``, :mod:`burnqed.ebm.fit`); an artifact without a fit
-    (an older EBM, a head exported from joint training) gets :data:`DEFAULT_WEIGHT`, said so.
+    """The weights a search with a value model uses, and where they come from: ``value``, the
+    energy's — the configured number, or (``fitted``) ``logprob_weight`` × the fit in the value
+    model's artifact ``meta`` (``energy_weight.priority``, :mod:`burnqed.value.fit`) — and
+    ``logprob_weight``, the log-prob term's: the configured one, or 0 where the fit lets the
+    energy rank alone (it gave the log-prob term weight 0).  An artifact without a fit (a head
+    exported from joint training without the pool searches) gets :data:`DEFAULT_WEIGHT`, said so.
 
-    >>> resolve_energy_weight("fitted", {"energy_weight": {"per_logprob_weight": 0.5}},
-    ...                       logprob_weight=2.0)["value"]
-    1.0
+    >>> r = resolve_energy_weight("fitted", {"energy_weight": {"priority": {"logprob": 1.0,
+    ...     "energy": 0.5}}}, logprob_weight=2.0)
+    >>> r["value"], r["logprob_weight"]
+    (1.0, 2.0)
+    >>> r = resolve_energy_weight("fitted", {"energy_weight": {"priority": {"logprob": 0.0,
+    ...     "energy": 1.0}}}, logprob_weight=2.0)
+    >>> r["value"], r["logprob_weight"]
+    (2.0, 0.0)
     >>> resolve_energy_weight(3.0, None, logprob_weight=1.0)["source"]
     'search.energy_weight'
     """
     if configured != FITTED:
-        return {"value": float(configured), "source": "search.energy_weight", "fit": None}
+        return {"value": float(configured), "logprob_weight": float(logprob_weight),
+                "source": "search.energy_weight", "fit": None}  # fmt: skip
     fit = (meta or {}).get("energy_weight") or {}
-    ratio = fit.get("per_logprob_weight")
-    if ratio is None:
+    weights = fit.get("priority")
+    if weights is None and fit.get("per_logprob_weight") is not None:  # an older artifact
+        weights = {"logprob": 1.0, "energy": float(fit["per_logprob_weight"])}
+    if weights is None:
         why = fit.get("reason") or "the value model's artifact holds no fitted weight"
         log.warning("search.energy_weight fitted: %s; using %g", why, DEFAULT_WEIGHT)
-        return {"value": DEFAULT_WEIGHT, "source": f"default ({why})", "fit": fit or None}
-    return {"value": logprob_weight * float(ratio), "source": "fitted", "fit": fit}
+        return {"value": DEFAULT_WEIGHT, "logprob_weight": float(logprob_weight),
+                "source": f"default ({why})", "fit": fit or None}  # fmt: skip
+    return {"value": logprob_weight * float(weights["energy"]),
+            "logprob_weight": logprob_weight * float(weights["logprob"]),
+            "source": "fitted", "fit": fit}  # fmt: skip
+
+
+def weighted(cfg: C, resolved: Mapping[str, Any]) -> C:
+    """``cfg`` (a :class:`burnqed.config.SearchConfig`) with the weights
+    :func:`resolve_energy_weight` ``resolved`` (numbers from here on)."""
+    return dataclasses.replace(cfg, energy_weight=float(resolved["value"]),  # type: ignore[type-var]
+                               logprob_weight=float(resolved["logprob_weight"]))  # fmt: skip
 
 
 def load_value_model(path: Path, generator: TacticGenerator) -> ValueModel:

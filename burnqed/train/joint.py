@@ -1219,7 +1219,7 @@ def export_joint_ebm(
             decontamination=decontamination,
         )  # fmt: skip
     else:
-        weight = {"per_logprob_weight": None, "reason": "exported without the pool searches"}
+        weight = {"priority": None, "reason": "exported without the pool searches"}
     ebm_meta = {
         **meta,
         "kind": "joint",

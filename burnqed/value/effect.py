@@ -3,10 +3,12 @@
 - the median **sibling span** (max − min over the open children of one expanded node) of
   ``energy_weight · energy`` beside that of the priority's log-prob term
   (``logprob_weight · cum_logprob / max(depth, 1)^k``): an energy whose span is a small fraction of
-  the log-prob's cannot reorder much;
-- the fraction of **pops whose choice the energy changed**: the recorded priority (log-prob term
-  − weighted energy) ranks another open node first than the log-prob term alone would — over every
-  pop with at least two open nodes, and over the decisions (:mod:`burnqed.value.frontier`).
+  the log-prob's cannot reorder much (where the fit let the energy rank alone, ``logprob_weight``
+  is 0: the ratio is unbounded, reported as ``energy_alone``);
+- the fraction of **pops whose choice the energy changed**: the recorded priority (weighted
+  log-prob term − weighted energy) ranks another open node first than the log-prob term alone
+  would — over every pop with at least two open nodes, and over the decisions
+  (:mod:`burnqed.value.frontier`).
 
 Example (one expansion with two children whose energies swap the log-prob's order)::
 
@@ -47,9 +49,12 @@ def value_effect(
     """The module docstring's figures for the tree ``rows`` (node rows with ``ebm_energy``)."""
     k = depth_normalisation
 
-    def lp(r: Mapping[str, Any]) -> float:
+    def term(r: Mapping[str, Any]) -> float:  # the log-prob term, unweighted
         c = r["cum_logprob"]
-        return logprob_weight * (c / max(r["depth"], 1) ** k if k else c)
+        return c / max(r["depth"], 1) ** k if k else c
+
+    def lp(r: Mapping[str, Any]) -> float:
+        return logprob_weight * term(r)
 
     def en(r: Mapping[str, Any]) -> float:
         e = r["ebm_energy"]
@@ -73,17 +78,19 @@ def value_effect(
         sets = choice_sets(rows, max_depth=max_depth, on_path_only=on_path_only)
         n = 0
         for c in sets:
-            by_lp = max(c.open, key=lambda r: (lp(r), -r["node_id"]))
+            by_lp = max(c.open, key=lambda r: (term(r), -r["node_id"]))
             by_all = max(c.open, key=lambda r: (lp(r) - en(r), -r["node_id"]))
             n += by_lp["node_id"] != by_all["node_id"]
         return {"pops": len(sets), "changed": n, "fraction": n / len(sets) if sets else None}
 
     return {
         "energy_weight": energy_weight,
+        "logprob_weight": logprob_weight,
         "median_sibling_span": {
             "energy": med_e,  # of energy_weight · energy
             "logprob": med_l,  # of the priority's log-prob term
             "ratio": med_e / med_l if med_e is not None and med_l else None,
+            "energy_alone": logprob_weight == 0 and energy_weight > 0,
             "parents": len(spans_e),
         },
         "pops_changed": changed(False),  # every pop with >= 2 open nodes

@@ -7,12 +7,12 @@ the policy's tokens.  Depth is not one of them: it enters through the priority's
 does for the EBM.  Nothing here knows what logic the goals are in.
 
 The weights are fitted on the pool searches' decisions like the EBM's energy weight
-(:mod:`burnqed.value.fit`: a conditional logit over ``[log-prob term, features]``, cross-fitted by
-theorem for the held-out figures; the weights used are the fit on every decision).  The energy is
-``−w · f(state)`` (lower = better); the search adds it at ``energy_weight = logprob_weight / w_L``
-(``energy_weight.per_logprob_weight`` of the artifact, resolved like an EBM's by
-:func:`burnqed.search.value.resolve_energy_weight`), so its priority ranks nodes as the fitted
-utility ``w_L · L + w · f`` does.  :class:`FeatureValue` is a
+(:mod:`burnqed.value.fit`: a conditional logit over ``[log-prob term, features]``, the log-prob's
+weight ``w_L ≥ 0``, cross-fitted by theorem for the held-out figures; the weights used are the fit
+on every decision).  The energy is ``−w · f(state)`` (lower = better); the search adds it at
+``energy_weight = logprob_weight / w_L`` (``energy_weight.priority`` of the artifact, resolved like
+an EBM's by :func:`burnqed.search.value.resolve_energy_weight`), so its priority ranks nodes as the
+fitted utility ``w_L · L + w · f`` does — by the features alone where ``w_L`` is 0.  :class:`FeatureValue` is a
 :class:`~burnqed.search.value.ValueModel`: search scores it through the same batch path as the EBM.
 
 Artifact: a directory with ``features.json`` (:data:`META`): the weights, the fit, and the policy
@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from burnqed.lean.goals import NO_GOALS
-from burnqed.value.fit import cross_fit, theorem_folds
+from burnqed.value.fit import cross_fit, priority_weights, theorem_folds
 from burnqed.value.frontier import top1_gain, top1_hit, top1_rate
 
 log = logging.getLogger(__name__)
@@ -109,7 +109,7 @@ def fit_features(sets: Sequence, count_tokens: Callable[[str], int], *, depth_no
     chosen = [np.array(c.on_path) for c in sets]
     names = [c.theorem for c in sets]
     split = theorem_folds(theorems, folds, seed=seed)
-    cf = cross_fit(X, chosen, names, split)
+    cf = cross_fit(X, chosen, names, split, signs=(1, *(0 for _ in FEATURES)))
     w = cf.fit.weights
     held: dict[str, list] = {"logprob": [], "value": [], "sum": []}
     for c, xi, fold in zip(sets, X, cf.decision_fold, strict=True):
@@ -118,12 +118,11 @@ def fit_features(sets: Sequence, count_tokens: Callable[[str], int], *, depth_no
         held["value"].append(top1_hit(c, xi[:, 1:] @ wf[1:]))
         held["sum"].append(top1_hit(c, xi @ wf))
     columns = ("logprob", *FEATURES)
-    usable = w[0] > 0  # else the utility cannot be written as log-prob + weight · energy
     return {
         "weights": {f: float(v) for f, v in zip(FEATURES, w[1:], strict=True)},
         "energy_weight": {
-            "per_logprob_weight": float(1 / w[0]) if usable else None,
-            **({} if usable else {"reason": "the fit gives the log-prob term no positive weight"}),
+            # The energy −w · f carries the features' weights: its own weight is 1 per w_L.
+            "priority": priority_weights(w[0], float(np.any(w[1:] != 0))),
             "features": list(columns),
             "fit": cf.fit.to_json(columns),
             "heldout_log_likelihood": cf.heldout_log_likelihood,

@@ -7,9 +7,13 @@ that a softmax over the open nodes picks *an* on-path node, ``Σ_{on path} e^{u_
 exactly one).  The weights maximise the summed log-likelihood with a small ridge (separable
 decisions would otherwise send them to infinity), by damped Newton steps.
 
-A priority ranks the open nodes by a utility, so only the weights' ratios matter to the search:
-:func:`energy_weight` turns the weights of ``[log-prob term, energy]`` into the search's
-``energy_weight`` at a given ``logprob_weight``.
+A priority ranks the open nodes by ``α · (log-prob term) − β · energy`` with ``α, β ≥ 0``, so
+the fit is constrained to the weights such a priority can express (``signs``: the log-prob term's
+weight ≥ 0, the value's toward "better" ≥ 0; a weight that would cross its bound is fixed at 0 and
+the others refitted — the maximum of a concave likelihood over that quadrant).  Only the weights'
+ratios matter to the search: :func:`priority_weights` turns them into the priority's two weights
+per unit of ``search.logprob_weight``.  A fit that gives the log-prob term weight 0 is the limit
+of a small positive one: the value ranks alone (``α = 0``), not not at all.
 
 **Cross-fitting by theorem** (:func:`theorem_folds`, :func:`cross_fit`): theorems are dealt into k
 folds; fold ``f``'s decisions are judged by weights fitted on the other folds only, so the reported
@@ -29,6 +33,7 @@ Example (one feature that always marks the chosen node: its weight is large and 
 from __future__ import annotations
 
 import hashlib
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -94,12 +99,17 @@ def log_likelihoods(
 
 def fit_conditional_logit(
     X: Sequence[np.ndarray], chosen: Sequence[np.ndarray], *, ridge: float = RIDGE,
-    max_iter: int = 100, tol: float = 1e-9,
+    signs: Sequence[int] | None = None, max_iter: int = 100, tol: float = 1e-9,
 ) -> LogitFit:  # fmt: skip
     """Weights maximising the decisions' log-likelihood (module docstring); ``X[i]`` is decision
-    ``i``'s ``(open nodes, features)`` matrix, ``chosen[i]`` its on-path mask."""
+    ``i``'s ``(open nodes, features)`` matrix, ``chosen[i]`` its on-path mask.  ``signs[f]``: +1
+    (weight ≥ 0), −1 (≤ 0) or 0 (free); a constrained fit is the best, by penalised likelihood, of
+    the fits with each set of bounded weights fixed at 0 that keeps every weight in bounds."""
     if not X:
         raise ValueError("no decisions to fit")
+    if signs is not None and any(signs):
+        return _fit_within(X, chosen, [int(x) for x in signs], ridge=ridge, max_iter=max_iter,
+                           tol=tol)  # fmt: skip
     xs, is_open, ch = _pad(X, chosen)
     d, f = len(X), xs.shape[2]
     lam = ridge * d
@@ -137,6 +147,37 @@ def fit_conditional_logit(
     return LogitFit(weights=w, log_likelihood=ll, decisions=d, iterations=it)
 
 
+def _fit_within(
+    X: Sequence[np.ndarray], chosen: Sequence[np.ndarray], signs: list[int], *, ridge: float,
+    max_iter: int, tol: float,
+) -> LogitFit:  # fmt: skip
+    """:func:`fit_conditional_logit` with the weights in the bounds ``signs`` gives (its docstring)."""
+    f = X[0].shape[1]
+    if len(signs) != f:
+        raise ValueError(f"{len(signs)} signs for {f} features")
+    bounded = [j for j in range(f) if signs[j]]
+    best: tuple[float, LogitFit] | None = None
+    for fixed in itertools.chain.from_iterable(
+        itertools.combinations(bounded, n) for n in range(len(bounded) + 1)
+    ):
+        free = [j for j in range(f) if j not in fixed]
+        w = np.zeros(f)
+        it = 0
+        if free:
+            sub = fit_conditional_logit([x[:, free] for x in X], chosen, ridge=ridge,
+                                        max_iter=max_iter, tol=tol)  # fmt: skip
+            w[free], it = sub.weights, sub.iterations
+        if any(signs[j] * w[j] < 0 for j in free):
+            continue  # a weight out of its bounds: another set of fixed weights holds the optimum
+        ll = float(log_likelihoods(X, chosen, w).sum())
+        penalised = ll - 0.5 * ridge * len(X) * float(w @ w)
+        if best is None or penalised > best[0] + 1e-12:
+            best = (penalised, LogitFit(weights=w, log_likelihood=ll, decisions=len(X),
+                                        iterations=it))  # fmt: skip
+    assert best is not None  # every bounded weight fixed at 0 is always in bounds
+    return best[1]
+
+
 def theorem_folds(theorems: Sequence[str], k: int, *, seed: int = 0) -> dict[str, int]:
     """Theorem → fold in ``0..k-1``: the theorems sorted by a seeded digest and dealt round-robin
     (balanced; the same theorem lands in the same fold whatever else is in the list's order).
@@ -160,13 +201,13 @@ class CrossFit:
 
 def cross_fit(
     X: Sequence[np.ndarray], chosen: Sequence[np.ndarray], theorems: Sequence[str],
-    folds: dict[str, int], *, ridge: float = RIDGE,
+    folds: dict[str, int], *, ridge: float = RIDGE, signs: Sequence[int] | None = None,
 ) -> CrossFit:  # fmt: skip
-    """:func:`fit_conditional_logit` on all decisions, and per fold on the others (module
-    docstring); a fold without decisions, or whose complement has none, keeps the full fit's
-    weights for nothing (it has no decision to judge)."""
+    """:func:`fit_conditional_logit` (within ``signs``) on all decisions, and per fold on the
+    others (module docstring); a fold without decisions, or whose complement has none, keeps the
+    full fit's weights for nothing (it has no decision to judge)."""
     fold_of = np.array([folds[t] for t in theorems])
-    full = fit_conditional_logit(X, chosen, ridge=ridge)
+    full = fit_conditional_logit(X, chosen, ridge=ridge, signs=signs)
     held = 0.0
     per_fold = []
     for f in range(max(folds.values(), default=-1) + 1):
@@ -179,26 +220,30 @@ def cross_fit(
                                               per_fold[-1]).sum())  # fmt: skip
             continue
         w = fit_conditional_logit([X[i] for i in outside], [chosen[i] for i in outside],
-                                  ridge=ridge).weights  # fmt: skip
+                                  ridge=ridge, signs=signs).weights  # fmt: skip
         per_fold.append(w)
         held += float(log_likelihoods([X[i] for i in inside], [chosen[i] for i in inside], w).sum())
     return CrossFit(full, held, per_fold, fold_of)
 
 
-def energy_weight(weights: Sequence[float], logprob_weight: float) -> float:
-    """The search's ``energy_weight`` from fitted weights ``[w_logprob, w_energy]``: the priority
-    ``α · L − β · E`` ranks like ``w_L · L + w_E · E`` when ``β = −α · w_E / w_L``.  Clamped at 0
-    (a value model that ranks worse than none gets no weight: the schema's ``β ≥ 0``); a fit that
-    gives the log-prob term no positive weight cannot be turned into a ratio and gives 0 too.
+def priority_weights(w_logprob: float, w_value: float) -> dict[str, float]:
+    """The priority's weights per unit of ``search.logprob_weight`` — ``logprob`` multiplies the
+    log-prob term, ``energy`` the energy (subtracted) — from a fit's weight of the log-prob term
+    and of the value toward "better" (minus the energy's; both fitted ≥ 0, ``signs``):
+    ``α · L − β · E`` ranks like ``w_L · L + w_V · (−E)`` when ``β / α = w_V / w_L``.  A log-prob
+    weight of 0 with a positive value weight is the limit ``β / α → ∞``: the value ranks alone
+    (``logprob`` 0, ``energy`` 1); a value weight of 0 gives the energy none.
 
-    >>> energy_weight([2.0, -1.0], 1.0), energy_weight([2.0, 1.0], 1.0), energy_weight([0.0, -1.0], 1.0)
-    (0.5, 0.0, 0.0)
+    >>> priority_weights(2.0, 1.0), priority_weights(0.0, 0.3), priority_weights(2.0, 0.0)
+    ({'logprob': 1.0, 'energy': 0.5}, {'logprob': 0.0, 'energy': 1.0}, {'logprob': 1.0, 'energy': 0.0})
     """
-    w_l, w_e = float(weights[0]), float(weights[1])
-    if w_l <= 0:
-        return 0.0
-    return max(0.0, -logprob_weight * w_e / w_l)
+    w_l, w_v = float(w_logprob), max(0.0, float(w_value))
+    if w_l > 0:
+        return {"logprob": 1.0, "energy": w_v / w_l}
+    if w_v > 0:
+        return {"logprob": 0.0, "energy": 1.0}
+    return {"logprob": 1.0, "energy": 0.0}
 
 
-__all__ = ["CrossFit", "LogitFit", "cross_fit", "energy_weight", "fit_conditional_logit",
-           "log_likelihoods", "theorem_folds"]  # fmt: skip
+__all__ = ["CrossFit", "LogitFit", "cross_fit", "fit_conditional_logit",
+           "log_likelihoods", "priority_weights", "theorem_folds"]  # fmt: skip

@@ -23,6 +23,7 @@ from burnqed.ebm.stage import run_embed, run_metrics, run_train
 from burnqed.search.engine import search_all
 from burnqed.search.value import ValueModel, load_value_model
 from burnqed.trajectory import TrajectoryWriter, read_nodes
+from burnqed.value.fit import priority_weights
 from tests.checkout import edited_checkout
 from tests.ebm.conftest import EBM
 from tests.ebm.fakes import ToyEmbedder
@@ -158,7 +159,11 @@ def test_train_writes_weights_hyperparameters_hashes_and_curve(trained):
     # search.energy_weight: fitted — out-of-fold energies on the toy searches' decisions.
     fit = meta["energy_weight"]
     assert fit["folds"] == 5 and fit["decisions"] == fit["fit"]["decisions"] > 20
-    assert fit["per_logprob_weight"] >= 0 and fit["fit"]["log_likelihood"] < 0
+    assert fit["fit"]["log_likelihood"] < 0
+    # Within a priority's bounds, and the search's weights follow from them.
+    w = fit["fit"]["weights"]
+    assert w["logprob"] >= 0 and w["energy"] <= 0
+    assert fit["priority"] == priority_weights(w["logprob"], -w["energy"])
     assert set(fit["heldout_frontier_top1"]) == {"logprob", "energy", "sum"}
     assert fit["heldout_log_likelihood"] <= fit["fit"]["log_likelihood"]
     assert meta["embedding_model_digest"] == trained["emb"]["embedding_model_digest"]
@@ -302,12 +307,12 @@ def test_a_head_without_fold_heads_is_fitted_on_the_theorems_it_never_trained_on
     assert block["heldout_theorems"] == both and block["theorems"] == 6
     assert block["decisions"] == sum(c.theorem in both for c in sets)
     assert block["heldout_sets"] == {"joint_training": 8, "warm_start": 7, "both": 6}
-    assert block["per_logprob_weight"] is not None and block["folds"] == 5
+    assert block["priority"] is not None and block["folds"] == 5
     assert set(block["heldout_frontier_top1"]) == {"logprob", "energy", "sum"}
     assert fit(joint_held, warm=None)["heldout_theorems"] == theorems[:7]
     # Too few theorems for the folds, a head without the list, another model's embeddings: no fit.
     assert "fewer than ebm.fit_folds" in fit(theorems[:4])["reason"]
-    assert fit(None)["per_logprob_weight"] is None
+    assert fit(None)["priority"] is None
     assert "model digest" in fit(joint_held, model_digest="0" * 16)["reason"]
 
 

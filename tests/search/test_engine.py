@@ -209,6 +209,27 @@ def test_value_model_reorders_the_frontier():
     )
 
 
+def test_a_fit_that_gives_the_log_prob_no_weight_lets_the_energy_rank_alone():
+    """``search.energy_weight: fitted`` with an artifact whose fit gave the log-prob term weight 0
+    (:func:`burnqed.value.fit.priority_weights`): every node's priority is minus its energy at
+    ``logprob_weight``, and the search pops in that order."""
+
+    @dataclasses.dataclass
+    class FittedAlone(ToyValue):
+        meta: dict = dataclasses.field(default_factory=lambda: {
+            "energy_weight": {"priority": {"logprob": 0.0, "energy": 1.0}}})  # fmt: skip
+
+    policy = FixedPolicy({"step 1": -0.2, "step 3": -3.0})
+    cfg = SearchConfig(max_nodes=6, max_depth=20, num_candidates=2, concurrency=1,
+                       logprob_weight=2.0, expansions_per_step=1)  # fmt: skip
+    assert cfg.energy_weight == "fitted"
+    (r,) = _run([toy_theorem("t", 12)], policy, ToyEnv(), cfg, value_model=FittedAlone())
+    states = [n for n in r.tree.nodes[1:] if n.is_state and n.ebm_energy is not None]
+    assert states and all(n.priority == pytest.approx(-2.0 * n.ebm_energy) for n in states)
+    assert r.status == "proved"  # the energy (sum of goals) leads to `step 3`'s branches
+    _assert_best_first(r.tree, 1, 6, 20)
+
+
 @dataclasses.dataclass
 class SlowPolicy(RandomToyPolicy):
     """A generator whose every call takes ``call_s`` (one call at a time, like a GPU)."""

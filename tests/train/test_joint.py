@@ -306,7 +306,7 @@ def test_the_joint_head_becomes_the_iterations_ebm(joint_run, tiny_base, tmp_pat
     merge_adapter(base=tiny_base, adapter=joint_run, out=merged)
     meta = export_joint_ebm(adapter=joint_run, merged=merged, out=tmp_path / "ebm", pooling="last")
     assert meta["kind"] == "joint"
-    assert meta["energy_weight"] == {"per_logprob_weight": None,
+    assert meta["energy_weight"] == {"priority": None,
                                      "reason": "exported without the pool searches"}  # fmt: skip
     value = load_value_model(tmp_path / "ebm", TransformersGenerator(merged), device="cpu")
     e = value.energies(STATES[:2], [GOAL] * 2)

@@ -52,7 +52,10 @@ def test_the_fit_recovers_a_planted_preference_for_fewer_goals():
     assert w["logprob"] == pytest.approx(1.0, abs=0.15)
     # hypotheses move with goals here (one per goal): their sum is what is identified
     assert w["goals"] + w["hypotheses"] == pytest.approx(-1.5, abs=0.2)
-    assert block["energy_weight"]["per_logprob_weight"] == pytest.approx(1 / w["logprob"])
+    assert block["energy_weight"]["priority"] == {
+        "logprob": 1.0,
+        "energy": pytest.approx(1 / w["logprob"]),
+    }
     top1 = block["energy_weight"]["heldout_frontier_top1"]
     assert top1["sum"]["rate"] > top1["logprob"]["rate"] + 2 * top1["sum"]["se"]
     # the value's energy ranks like the fitted utility: fewer goals, lower energy
@@ -70,7 +73,8 @@ class _Tokens:
 
 def test_the_feature_value_scores_through_the_search_batch_path(tmp_path):
     write_feature_value(tmp_path / "features", {"weights": {f: -0.1 for f in FEATURES},
-                        "energy_weight": {"per_logprob_weight": 2.0}}, model="unused")  # fmt: skip
+                        "energy_weight": {"priority": {"logprob": 1.0, "energy": 2.0}}},
+                        model="unused")  # fmt: skip
     gen = RandomToyPolicy(seed=0, allow_cheat=False)
     gen.tokenizer = _Tokens()  # what the in-process backend carries
     value = load_value_model(tmp_path / "features", gen)
