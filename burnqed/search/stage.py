@@ -648,7 +648,8 @@ def run(
             from burnqed.search.value import load_value_model
 
             value_model = load_value_model(Path(ebm), generator)
-            # The weight this search gives the energy (search.energy_weight: fitted or a number).
+            # The weights this search gives the energy and the log-prob (energy_weight: fitted or
+            # a number).
             provenance["energy_weight"] = resolve_energy_weight(
                 search_cfg.energy_weight, value_meta(value_model),
                 logprob_weight=search_cfg.logprob_weight,

@@ -13,7 +13,7 @@ weight ≥ 0, the value's toward "better" ≥ 0; a weight that would cross its b
 the others refitted — the maximum of a concave likelihood over that quadrant).  Only the weights'
 ratios matter to the search: :func:`priority_weights` turns them into the priority's two weights
 per unit of ``search.logprob_weight``.  A fit that gives the log-prob term weight 0 is the limit
-of a small positive one: the value ranks alone (``α = 0``), not not at all.
+of a small positive one: the value ranks alone (``α = 0``) rather than not at all.
 
 **Cross-fitting by theorem** (:func:`theorem_folds`, :func:`cross_fit`): theorems are dealt into k
 folds; fold ``f``'s decisions are judged by weights fitted on the other folds only, so the reported
