@@ -37,7 +37,7 @@ import torch
 from burnqed.config import EBMConfig
 from burnqed.trajectory import MANIFEST, read_nodes
 from burnqed.value.fit import cross_fit, priority_weights, theorem_folds
-from burnqed.value.frontier import choice_sets, top1_gain, top1_hit, top1_rate
+from burnqed.value.frontier import choice_sets, top1_gain, top1_hit, top1_rates
 
 log = logging.getLogger(__name__)
 
@@ -182,6 +182,7 @@ def fitted_block(
         held["logprob"].append(top1_hit(c, xi[:, 0]))
         held["energy"].append(top1_hit(c, -xi[:, 1]))
         held["sum"].append(top1_hit(c, w["logprob"] * xi[:, 0] - w["energy"] * xi[:, 1]))
+    rates = top1_rates(held, sets, names)
     block = {
         # The priority's weights per unit of search.logprob_weight (log-prob term, energy).
         "priority": weights,
@@ -189,7 +190,9 @@ def fitted_block(
         "fit": cf.fit.to_json(FEATURES),
         "heldout_log_likelihood": cf.heldout_log_likelihood,
         "heldout_log_likelihood_per_decision": cf.heldout_log_likelihood / len(sets),
-        "heldout_frontier_top1": {n: top1_rate(h, names) for n, h in held.items()},
+        "heldout_frontier_top1": rates["all"],
+        # where the open nodes share a depth (what a small best-first search mostly faces)
+        "heldout_frontier_top1_same_depth": rates["same_depth"],
         # The fitted sum against log-prob alone, paired by decision (SE of the difference).
         "heldout_sum_gain": top1_gain(held["sum"], held["logprob"], names),
         "folds": max(folds.values()) + 1,

@@ -143,6 +143,7 @@ def value_summary(e: Mapping[str, Any] | None) -> dict[str, Any] | None:
         "logprob_weight": w.get("logprob_weight"),  # 0 where the fit let the energy rank alone
         "source": w.get("source"),
         "heldout_top1": fit.get("heldout_frontier_top1"),
+        "heldout_top1_same_depth": fit.get("heldout_frontier_top1_same_depth"),
         "heldout_gain": fit.get("heldout_sum_gain"),
         "span_energy": span.get("energy"),
         "span_logprob": span.get("logprob"),
@@ -172,6 +173,22 @@ def weight_text(v: Mapping[str, Any]) -> str:
     if v.get("logprob_weight") == 0 and v.get("weight"):
         return "energy alone"
     return "–" if v.get("weight") is None else format(v["weight"], ".3g")
+
+
+def same_depth_text(v: Mapping[str, Any], value: str = "energy") -> str:
+    """A :func:`value_summary`'s held-out frontier top-1 where the open nodes share a depth:
+    log-prob / value / sum (decisions).
+
+    >>> r = lambda x: {"rate": x, "se": 0.05, "decisions": 200}
+    >>> same_depth_text({"heldout_top1_same_depth": {"logprob": r(0.46), "energy": r(0.405),
+    ...                                              "sum": r(0.38)}})
+    '0.460 / 0.405 / 0.380 (200)'
+    """
+    top = v.get("heldout_top1_same_depth") or {}
+    if not top:
+        return "–"
+    rates = [_f((top.get(n) or {}).get("rate")) for n in ("logprob", value, "sum")]
+    return " / ".join(rates) + f" ({(top.get('logprob') or {}).get('decisions', 0)})"
 
 
 def span_text(v: Mapping[str, Any]) -> str:
@@ -284,7 +301,8 @@ def feature_comparison(evals: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]
     live = evals.get("F")
     if live is not None:
         out["live"] = {"label": live.get("label"), "rate": _top_rate(live),
-                       "test": paired_test(base, live, varies="value model") if base else None}  # fmt: skip
+                       "test": paired_test(base, live, varies="value model") if base else None,
+                       "value_model": value_summary(live)}  # fmt: skip
     replay = replay_prediction(evals.get("F_replay"), base)
     if replay is not None:
         out["replay"] = replay
@@ -496,6 +514,13 @@ def configs_markdown(section: Mapping[str, Any]) -> list[str]:
                            [["features", *cells]]),
             "",
         ]  # fmt: skip
+        fv = (feats.get("live") or {}).get("value_model") or {}
+        if fv.get("heldout_top1"):
+            top = {n: _f((fv["heldout_top1"].get(n) or {}).get("rate"))
+                   for n in ("logprob", "value", "sum")}  # fmt: skip
+            out += [f"Its fit's frontier top-1 on held-out pool decisions: log-prob {top['logprob']}, "
+                    f"features {top['value']}, fitted sum {top['sum']}; where the open nodes share "
+                    f"a depth, log-prob / features / sum: {same_depth_text(fv, 'value')}.", ""]  # fmt: skip
         if feats.get("agreement"):
             a = feats["agreement"]
             out += [f"Replay against live, theorem by theorem at {a['budget']} nodes: on the "
@@ -529,6 +554,7 @@ def value_markdown(section: Mapping[str, Any]) -> list[str]:
             else f"{v['decisions_changed']:.1%} of {v['decisions']}",
             t1("logprob"), t1("energy"), t1("sum"),
             "–" if gain.get("in_se") is None else f"{gain['difference']:+.3f} ({gain['in_se']:.1f} SE)",
+            same_depth_text(v),
         ])  # fmt: skip
     out = []
     if rows:
@@ -537,11 +563,14 @@ def value_markdown(section: Mapping[str, Any]) -> list[str]:
             "decisions, cross-fitted by theorem; \"energy alone\" where the fit gave the log-prob "
             "term weight 0), the median sibling span of weight · energy against the log-prob "
             "term's, the decisions of the eval whose pop the energy changed, and the fit's frontier "
-            "top-1 on held-out pool decisions (theorems no head or weight trained on):",
+            "top-1 on held-out pool decisions (theorems no head or weight trained on), also on "
+            "those whose open nodes share a depth (the choices a best-first search of a few nodes "
+            "mostly makes):",
             "",
             markdown_table(["config", "energy weight", "sibling span: energy / log-prob (ratio)",
                             "decisions changed", "held-out top-1: log-prob", "energy", "fitted sum",
-                            "sum − log-prob"], rows),
+                            "sum − log-prob", "same depth: log-prob / energy / sum (decisions)"],
+                           rows),
             "",
         ]  # fmt: skip
     goal = section.get("goal")

@@ -30,7 +30,7 @@ from typing import Any
 
 import yaml
 
-from burnqed.eval.configs import goal_table, span_text, weight_text
+from burnqed.eval.configs import goal_table, same_depth_text, span_text, weight_text
 from burnqed.eval.table import markdown_table, pct
 from burnqed.report.summary import draw
 
@@ -72,10 +72,12 @@ def value_table(summary: Mapping[str, Any]) -> str:
             weight_text(v), span_text(v),
             _num(v.get("decisions_changed"), ".1%"),
             "–" if gain.get("in_se") is None else f"{gain['difference']:+.3f} ({gain['in_se']:.1f} SE)",
+            same_depth_text(v),
         ])  # fmt: skip
     return markdown_table(
         ["config", "with EBM", "replay prediction", "without", "EBM vs none", "energy weight",
-         "span ratio", "decisions changed", "held-out top-1 gain"], rows)  # fmt: skip
+         "span ratio", "decisions changed", "held-out top-1 gain",
+         "same depth: log-prob / energy / sum"], rows)  # fmt: skip
 
 
 def value_goal(summary: Mapping[str, Any]) -> str:

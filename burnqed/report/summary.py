@@ -90,7 +90,8 @@ def _configs(section: Mapping[str, Any]) -> dict[str, Any]:
         rates[r["config"]]["value_model"] = r.get("value_model")
     feats = {k: None if not f else {"rate": (f.get("rate") or {}).get("rate"),
                                     "solved": (f.get("rate") or {}).get("solved"),
-                                    "test": _test(f["test"]) if f.get("test") else None}
+                                    "test": _test(f["test"]) if f.get("test") else None,
+                                    "value_model": f.get("value_model")}
              for k, f in (section.get("features") or {}).items() if k != "agreement"}  # fmt: skip
     if (section.get("features") or {}).get("agreement"):  # replay against live, theorem by theorem
         feats["agreement"] = section["features"]["agreement"]

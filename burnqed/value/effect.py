@@ -25,7 +25,7 @@ Example (one expansion with two children whose energies swap the log-prob's orde
     >>> e = value_effect(rows, max_depth=50, depth_normalisation=0.0, logprob_weight=1.0,
     ...                  energy_weight=1.0)
     >>> e["median_sibling_span"], e["pops_changed"]["fraction"]
-    ({'energy': 3.0, 'logprob': 1.0, 'ratio': 3.0, 'parents': 1}, 1.0)
+    ({'energy': 3.0, 'logprob': 1.0, 'ratio': 3.0, 'energy_alone': False, 'parents': 1}, 1.0)
 """
 
 from __future__ import annotations

@@ -38,7 +38,7 @@ import numpy as np
 
 from burnqed.lean.goals import NO_GOALS
 from burnqed.value.fit import cross_fit, priority_weights, theorem_folds
-from burnqed.value.frontier import top1_gain, top1_hit, top1_rate
+from burnqed.value.frontier import top1_gain, top1_hit, top1_rates
 
 log = logging.getLogger(__name__)
 
@@ -118,6 +118,7 @@ def fit_features(sets: Sequence, count_tokens: Callable[[str], int], *, depth_no
         held["value"].append(top1_hit(c, xi[:, 1:] @ wf[1:]))
         held["sum"].append(top1_hit(c, xi @ wf))
     columns = ("logprob", *FEATURES)
+    rates = top1_rates(held, sets, names)
     return {
         "weights": {f: float(v) for f, v in zip(FEATURES, w[1:], strict=True)},
         "energy_weight": {
@@ -127,7 +128,9 @@ def fit_features(sets: Sequence, count_tokens: Callable[[str], int], *, depth_no
             "fit": cf.fit.to_json(columns),
             "heldout_log_likelihood": cf.heldout_log_likelihood,
             "heldout_log_likelihood_per_decision": cf.heldout_log_likelihood / len(sets),
-            "heldout_frontier_top1": {n: top1_rate(h, names) for n, h in held.items()},
+            "heldout_frontier_top1": rates["all"],
+            # where the open nodes share a depth (what a small best-first search mostly faces)
+            "heldout_frontier_top1_same_depth": rates["same_depth"],
             # The fitted sum against log-prob alone, paired by decision.
             "heldout_sum_gain": top1_gain(held["sum"], held["logprob"], names),
             "folds": folds,

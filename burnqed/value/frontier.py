@@ -138,6 +138,29 @@ def top1_rate(hits: Sequence[bool], theorems: Sequence[str]) -> dict[str, float 
     return {"rate": rate, "se": se, "decisions": len(hits)}
 
 
+def same_depth(choice: ChoiceSet) -> bool:
+    """Whether every open node of a decision lies at one depth: a choice among siblings and
+    cousins, what a best-first search of a few nodes mostly faces (a random order's frontier
+    mixes depths, where the cumulative log-prob mostly measures depth)."""
+    return len({n["depth"] for n in choice.open}) == 1
+
+
+def top1_rates(
+    hits: Mapping[str, Sequence[bool]], choices: Sequence[ChoiceSet], theorems: Sequence[str]
+) -> dict[str, dict[str, dict[str, float | int | None]]]:
+    """:func:`top1_rate` of each priority's ``hits`` on every decision (``all``) and on those
+    whose open nodes share a depth (``same_depth``, :func:`same_depth`)."""
+    keep = [same_depth(c) for c in choices]
+
+    def only(xs: Sequence[Any]) -> list[Any]:
+        return [x for x, k in zip(xs, keep, strict=True) if k]
+
+    return {
+        "all": {n: top1_rate(h, theorems) for n, h in hits.items()},
+        "same_depth": {n: top1_rate(only(h), only(theorems)) for n, h in hits.items()},
+    }
+
+
 def top1_gain(
     hits: Sequence[bool], baseline: Sequence[bool], theorems: Sequence[str]
 ) -> dict[str, float | int | None]:
@@ -165,4 +188,13 @@ def top1_hit(choice: ChoiceSet, scores: Sequence[float]) -> bool:
     return bool(choice.open[best]["on_proof_path"])
 
 
-__all__ = ["ChoiceSet", "Row", "choice_sets", "top1_hit", "top1_rate"]
+__all__ = [
+    "ChoiceSet",
+    "Row",
+    "choice_sets",
+    "same_depth",
+    "top1_gain",
+    "top1_hit",
+    "top1_rate",
+    "top1_rates",
+]

@@ -165,6 +165,9 @@ def test_train_writes_weights_hyperparameters_hashes_and_curve(trained):
     assert w["logprob"] >= 0 and w["energy"] <= 0
     assert fit["priority"] == priority_weights(w["logprob"], -w["energy"])
     assert set(fit["heldout_frontier_top1"]) == {"logprob", "energy", "sum"}
+    same = fit["heldout_frontier_top1_same_depth"]
+    assert set(same) == {"logprob", "energy", "sum"}
+    assert 0 < same["logprob"]["decisions"] <= fit["heldout_frontier_top1"]["logprob"]["decisions"]
     assert fit["heldout_log_likelihood"] <= fit["fit"]["log_likelihood"]
     assert meta["embedding_model_digest"] == trained["emb"]["embedding_model_digest"]
     assert len(meta["data"]["groups_sha256"]) == 16 and len(meta["data"]["trajectories"]) == 2

@@ -119,4 +119,9 @@ def test_the_feature_values_replay_agreement_reaches_the_summary():
     out = _configs({"configs": [], "features": {"live": {**live, "test": None},
                                                 "agreement": agreement}})  # fmt: skip
     assert out["features"]["agreement"] == agreement
-    assert out["features"]["live"] == {"rate": 0.228, "solved": 91, "test": None}
+    assert out["features"]["live"] == {
+        "rate": 0.228,
+        "solved": 91,
+        "test": None,
+        "value_model": None,
+    }

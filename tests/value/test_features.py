@@ -58,6 +58,8 @@ def test_the_fit_recovers_a_planted_preference_for_fewer_goals():
     }
     top1 = block["energy_weight"]["heldout_frontier_top1"]
     assert top1["sum"]["rate"] > top1["logprob"]["rate"] + 2 * top1["sum"]["se"]
+    # every open node here is at depth 1: the same-depth figures are the figures
+    assert block["energy_weight"]["heldout_frontier_top1_same_depth"] == top1
     # the value's energy ranks like the fitted utility: fewer goals, lower energy
     value = FeatureValue(block["weights"], lambda s: 10)
     e = value.energies(["⊢ q", "h : p\n⊢ q\n\nh : p\n⊢ q"], ["g", "g"])
