@@ -54,6 +54,17 @@ def figures(s: dict) -> dict[str, str]:
     cfg = s["configs"][0]
     for c, r in cfg["rates"].items():
         f[f"{c}_with"], f[f"{c}_without"] = _pc(r["with"]), _pc(r["without"])
+        if (ab := r.get("ablation")) and ab.get("gained") is not None:
+            f[f"{c}_g"], f[f"{c}_l"] = str(ab["gained"]), str(ab["lost"])
+            f[f"{c}_p"] = format_p(ab["p_value"])
+        vm = r.get("value_model") or {}
+        if vm.get("decisions_changed") is not None:
+            f[f"{c}_changed"] = _pc(vm["decisions_changed"])
+        for part, top in (("ho", vm.get("heldout_top1")), ("sd", vm.get("heldout_top1_same_depth"))):
+            for n, x in (top or {}).items():
+                f[f"{c}_{part}_{n}"] = f"{x['rate']:.3f}"
+            if top:
+                f[f"{c}_{part}_n"] = str(top["logprob"]["decisions"])
     for q, t in cfg["questions"].items():
         k = q.replace("→", "")
         f[f"{k}_g"], f[f"{k}_l"], f[f"{k}_p"] = (
@@ -62,6 +73,9 @@ def figures(s: dict) -> dict[str, str]:
             format_p(t["p_value"]),
         )
     live = (cfg.get("features") or {}).get("live") or {}
+    for part, key in (("ho", "heldout_top1"), ("sd", "heldout_top1_same_depth")):
+        for n, x in ((live.get("value_model") or {}).get(key) or {}).items():
+            f[f"F_{part}_{n}"] = f"{x['rate']:.3f}"
     if live.get("test"):
         t = live["test"]
         f["F_g"], f["F_l"], f["F_p"] = str(t["gained"]), str(t["lost"]), format_p(t["p_value"])
@@ -98,9 +112,14 @@ CLAIMS = [
     ("README.md", "0 → 1 gains {step1_g} and loses {step1_l} (p = {step1_p})"),
     ("README.md", "iteration 1 gains {step2_g} and loses {step2_l} (p = {step2_p}), so the learning check **{verdict}s**"),
     ("README.md", "with its value head iteration 1 solves {C_with} %, without it {C_without} %"),
-    ("README.md", "a three-feature value fitted on the same decisions gains {F_g} theorems and loses {F_l} (p = {F_p})"),
+    ("README.md", "its energy ranks alone and changes {C_changed} % of C's decisions"),
+    ("README.md", "A three-feature value fitted on the same decisions ranks it first more often there, and gains {F_g} theorems and loses {F_l} (p = {F_p})"),
     ("docs/value-model.md", "the feature value gains {F_g} theorems and loses {F_l} against the same policy without a value (p = {F_p}; {F_rate} % at 4 nodes)"),
     ("docs/value-model.md", "S → B is +{SB_g}/−{SB_l} (p = {SB_p})"),
+    ("docs/value-model.md", "C is +{C_g}/−{C_l} against its twin (p = {C_p})"),
+    ("docs/value-model.md", "on the {A_sd_n} held-out decisions whose open nodes share a depth"),
+    ("docs/value-model.md", "A's and S's energies rank the on-path node first less often than the log-prob ({A_sd_energy} and {S_sd_energy} against {A_sd_logprob}), and B's about as often ({B_sd_energy})"),
+    ("docs/value-model.md", "its features rank the on-path node first far more often than the log-prob ({F_sd_value} against {F_sd_logprob})"),
     ("docs/value-model.md", "on the {agree_exact} theorems the replay followed it agrees with the live eval on {agree} of {agree_exact}"),
     ("README.md", "evaluates each on {theorems} held-out deeper theorems"),
     ("docs/demo.md", "({wall} wall, {jobs} jobs, {mem_gb} GB peak memory"),
