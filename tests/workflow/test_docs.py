@@ -60,7 +60,10 @@ def figures(s: dict) -> dict[str, str]:
         vm = r.get("value_model") or {}
         if vm.get("decisions_changed") is not None:
             f[f"{c}_changed"] = _pc(vm["decisions_changed"])
-        for part, top in (("ho", vm.get("heldout_top1")), ("sd", vm.get("heldout_top1_same_depth"))):
+        for part, top in (
+            ("ho", vm.get("heldout_top1")),
+            ("sd", vm.get("heldout_top1_same_depth")),
+        ):
             for n, x in (top or {}).items():
                 f[f"{c}_{part}_{n}"] = f"{x['rate']:.3f}"
             if top:
