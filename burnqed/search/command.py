@@ -86,6 +86,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         help="search only shard I of N of the theorems",
     )
     p.add_argument("--seed", type=int, default=None, help="sampling seed (default: params seed)")
+    p.add_argument(
+        "--seed-salt",
+        default=None,
+        metavar="SALT",
+        help="the search's own salt: candidates draw from burnqed.policy.salted_seed(seed, SALT), "
+        "as the rules' searches do (the noise search: search_noise/iter_0; iteration i's: "
+        "search/iter_i); its manifest records it (default: none, the evals' way)",
+    )
     p.add_argument("--log-dir", type=Path, default=None, help="directory for REPL stderr logs")
     add_cache_arguments(p)
     add_config_arguments(p)
@@ -118,6 +126,7 @@ def main(args: argparse.Namespace) -> int:
             order=args.order,
             resume=args.resume,
             seed=args.seed if args.seed is not None else int(params.get("seed", 0)),
+            seed_salt=args.seed_salt,
             shard=args.shard,
             log_dir=args.log_dir,
             cache=cache_dir(args, params),

@@ -227,3 +227,18 @@ def test_a_random_order_search_with_a_value_model_is_one_line(tmp_path):
                                 "--out", "out", "--order", "random", "--ebm", "ebm")  # fmt: skip
     assert_one_line(rc, err, "ebm", "random-order")
     assert not (tmp_path / "out").exists()
+
+
+def test_the_seed_salt_reaches_the_search_stage(tmp_path, monkeypatch):
+    """``burnqed search --seed-salt`` repeats a rule's salted search by hand (the noise search's
+    salt here); without it the search draws from the seed itself, as the evals do."""
+    from burnqed.cli import main as cli_main
+
+    calls = []
+    monkeypatch.setattr("burnqed.search.stage.run", lambda **kw: calls.append(kw))
+    path = theorem_file(tmp_path, [record("t0", GOOD.formal_statement)])
+    argv = ["search", "--params", str(REPO / "params.yaml"), "--theorems", str(path),
+            "--model", "m", "--out", str(tmp_path / "out"), "--seed", "7"]  # fmt: skip
+    assert cli_main([*argv, "--seed-salt", "search_noise/iter_0"]) == 0
+    assert cli_main(argv) == 0
+    assert [(c["seed"], c["seed_salt"]) for c in calls] == [(7, "search_noise/iter_0"), (7, None)]
