@@ -37,7 +37,7 @@ import torch
 from burnqed.config import EBMConfig
 from burnqed.trajectory import MANIFEST, read_nodes
 from burnqed.value.fit import cross_fit, priority_weights, theorem_folds
-from burnqed.value.frontier import choice_sets, top1_gain, top1_hit, top1_rates
+from burnqed.value.frontier import choice_sets, logprob_term, top1_gain, top1_hit, top1_rates
 
 log = logging.getLogger(__name__)
 
@@ -168,7 +168,7 @@ def fitted_block(
     k = depth_normalisation
 
     def x(c) -> np.ndarray:
-        return np.array([[n["cum_logprob"] / max(n["depth"], 1) ** k if k else n["cum_logprob"],
+        return np.array([[logprob_term(n["cum_logprob"], n["depth"], k),
                           energies[c.theorem, n["state_hash"]]] for n in c.open])  # fmt: skip
 
     X = [x(c) for c in sets]

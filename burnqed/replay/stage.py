@@ -62,15 +62,10 @@ from burnqed.replay.decisions import find_decisions, top1_rate
 from burnqed.search.engine import SearchResult, search_from_source
 from burnqed.search.recorded import OracleValue, RecordedSource, RecordedValue, Recording
 from burnqed.search.sources import LiveSource
-from burnqed.search.value import (
-    ValueModel,
-    priority,
-    resolve_energy_weight,
-    value_meta,
-    weighted,
-)
+from burnqed.search.value import ValueModel, resolve_energy_weight, value_meta, weighted
 from burnqed.theorems import Theorem, read_theorems
 from burnqed.trajectory import MANIFEST, TrajectoryWriter, read_nodes, search_part_dirs
+from burnqed.value.frontier import logprob_term
 
 log = logging.getLogger(__name__)
 
@@ -270,10 +265,7 @@ def decision_priorities(
     (:func:`burnqed.search.value.resolve_energy_weight`; its log-prob weight may be 0)."""
 
     def logprob(r: Mapping[str, Any]) -> float:
-        return priority(
-            r["cum_logprob"], depth=r["depth"], depth_normalisation=cfg.depth_normalisation,
-            energy=None, logprob_weight=1.0, energy_weight=0.0,
-        )  # fmt: skip
+        return logprob_term(r["cum_logprob"], r["depth"], cfg.depth_normalisation)
 
     out: dict[str, Callable[[Mapping[str, Any]], float]] = {"logprob": logprob}
     if value is None:

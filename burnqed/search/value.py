@@ -25,15 +25,17 @@ import dataclasses
 import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from burnqed.value.frontier import logprob_term
 
 if TYPE_CHECKING:
     import numpy as np
 
+    from burnqed.config import SearchConfig
     from burnqed.policy import TacticGenerator
 
 log = logging.getLogger(__name__)
-C = TypeVar("C")
 
 
 @runtime_checkable
@@ -64,10 +66,7 @@ def priority(
     ``k = depth_normalisation`` (BFS-Prover's length normalisation: without it deep nodes, whose
     cumulative logprob only falls, are starved); the energy term is dropped without a value model.
     """
-    score = cum_logprob
-    if depth_normalisation:
-        score /= max(depth, 1) ** depth_normalisation
-    score *= logprob_weight
+    score = logprob_weight * logprob_term(cum_logprob, depth, depth_normalisation)
     if energy is not None:
         score -= energy_weight * energy
     return score
@@ -115,10 +114,9 @@ def resolve_energy_weight(
             "source": "fitted", "fit": fit}  # fmt: skip
 
 
-def weighted(cfg: C, resolved: Mapping[str, Any]) -> C:
-    """``cfg`` (a :class:`burnqed.config.SearchConfig`) with the weights
-    :func:`resolve_energy_weight` ``resolved`` (numbers from here on)."""
-    return dataclasses.replace(cfg, energy_weight=float(resolved["value"]),  # type: ignore[type-var]
+def weighted(cfg: SearchConfig, resolved: Mapping[str, Any]) -> SearchConfig:
+    """``cfg`` with the weights :func:`resolve_energy_weight` ``resolved`` (numbers from here on)."""
+    return dataclasses.replace(cfg, energy_weight=float(resolved["value"]),
                                logprob_weight=float(resolved["logprob_weight"]))  # fmt: skip
 
 

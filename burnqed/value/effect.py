@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from burnqed.value.frontier import Row, choice_sets
+from burnqed.value.frontier import Row, choice_sets, logprob_term
 
 
 def value_effect(
@@ -50,8 +50,7 @@ def value_effect(
     k = depth_normalisation
 
     def term(r: Mapping[str, Any]) -> float:  # the log-prob term, unweighted
-        c = r["cum_logprob"]
-        return c / max(r["depth"], 1) ** k if k else c
+        return logprob_term(r["cum_logprob"], r["depth"], k)
 
     def lp(r: Mapping[str, Any]) -> float:
         return logprob_weight * term(r)

@@ -38,7 +38,7 @@ import numpy as np
 
 from burnqed.lean.goals import NO_GOALS
 from burnqed.value.fit import cross_fit, priority_weights, theorem_folds
-from burnqed.value.frontier import top1_gain, top1_hit, top1_rates
+from burnqed.value.frontier import logprob_term, top1_gain, top1_hit, top1_rates
 
 log = logging.getLogger(__name__)
 
@@ -104,8 +104,8 @@ def fit_features(sets: Sequence, count_tokens: Callable[[str], int], *, depth_no
             cache[state] = state_features(state, count_tokens)
         return cache[state]
 
-    X = [np.array([[n["cum_logprob"] / max(n["depth"], 1) ** k if k else n["cum_logprob"],
-                    *feats(n["state"])] for n in c.open], float) for c in sets]  # fmt: skip
+    X = [np.array([[logprob_term(n["cum_logprob"], n["depth"], k), *feats(n["state"])]
+                   for n in c.open], float) for c in sets]  # fmt: skip
     chosen = [np.array(c.on_path) for c in sets]
     names = [c.theorem for c in sets]
     split = theorem_folds(theorems, folds, seed=seed)

@@ -138,6 +138,18 @@ def top1_rate(hits: Sequence[bool], theorems: Sequence[str]) -> dict[str, float 
     return {"rate": rate, "se": se, "decisions": len(hits)}
 
 
+def logprob_term(cum_logprob: float, depth: int, depth_normalisation: float) -> float:
+    """The priority's log-prob term, unweighted: ``cum_logprob / max(depth, 1)^k``
+    (:func:`burnqed.search.value.priority`; the fits' and the effect metrics' feature).
+
+    >>> logprob_term(-4.0, 2, 0.0), logprob_term(-4.0, 2, 1.0), logprob_term(-4.0, 0, 1.0)
+    (-4.0, -2.0, -4.0)
+    """
+    if depth_normalisation:
+        return cum_logprob / max(depth, 1) ** depth_normalisation
+    return cum_logprob
+
+
 def same_depth(choice: ChoiceSet) -> bool:
     """Whether every open node of a decision lies at one depth: a choice among siblings and
     cousins, what a best-first search of a few nodes mostly faces (a random order's frontier
