@@ -176,9 +176,10 @@ def fitted_block(
     names = [c.theorem for c in sets]
     cf = cross_fit(X, chosen, names, folds, signs=SIGNS)
     weights = priority_weights(cf.fit.weights[0], -cf.fit.weights[1])
+    per_fold = [priority_weights(w[0], -w[1]) for w in cf.heldout_weights]
     held = {"logprob": [], "energy": [], "sum": []}
     for c, xi, fold in zip(sets, X, cf.decision_fold, strict=True):
-        w = priority_weights(cf.heldout_weights[fold][0], -cf.heldout_weights[fold][1])
+        w = per_fold[fold]
         held["logprob"].append(top1_hit(c, xi[:, 0]))
         held["energy"].append(top1_hit(c, -xi[:, 1]))
         held["sum"].append(top1_hit(c, w["logprob"] * xi[:, 0] - w["energy"] * xi[:, 1]))
