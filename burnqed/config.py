@@ -689,6 +689,7 @@ class EBMConfig(Section):
     hidden_sizes: tuple[int, ...] = (2048, 1024, 512)
     dropout: float = 0.15
     negatives: int = 7
+    remaining_steps_weight: float = 1.0
     steps: int = 1500
     batch_size: int = 128
     learning_rate: float = 1.0e-4

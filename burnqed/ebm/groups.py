@@ -25,6 +25,11 @@ split is **by theorem** (proved and unproved theorems shuffled separately, so bo
 both).  :meth:`Groups.counts` (groups, train/held-out, dropped, negatives by kind) goes into the
 EBM artifact's meta.
 
+Each group also carries its positive's **remaining steps** (``Groups.remaining``): the length of
+its attempt's proof (the deepest on-path state's depth + 1, the tactic that closes it) minus its
+depth — the last state before "no goals" has 1.  ``ebm.remaining_steps_weight`` asks the positives'
+energies to be ordered like it, beside InfoNCE (:func:`burnqed.ebm.train.value_loss`).
+
 Eval trajectories are never training data: :func:`trajectory_dirs` refuses a search that an eval
 wrote (:func:`eval_output`), and :func:`decontaminate_states` drops (or refuses) every theorem one
 of whose states is an evaluation-benchmark goal (:mod:`burnqed.data.decontam`).
@@ -244,6 +249,8 @@ class Groups:
     # (G, K) kind of each negative (KINDS), in the group's column order
     kinds: list[list[str]] = field(default_factory=list)
     dropped: int = 0  # positives whose theorem could not fill a group (module docstring)
+    # (G,) the positive's remaining proof steps in its attempt (module docstring); empty if unknown
+    remaining: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.float32))
 
     def counts(self) -> dict[str, object]:
         """What the EBM artifact's meta records of the groups.
@@ -275,6 +282,7 @@ class Groups:
             kind_counts=self.kind_counts,
             kinds=[self.kinds[i] for i in idx] if self.kinds else [],
             dropped=self.dropped,
+            remaining=self.remaining[idx] if len(self.remaining) else self.remaining,
         )
 
 
@@ -322,6 +330,10 @@ def build_groups(
     by_theorem: dict[str, list[int]] = defaultdict(list)
     by_attempt: dict[tuple, list[int]] = defaultdict(list)  # (source, theorem, attempt) → nodes
     expanded_at = {k: e for k, e in zip(data.node_key, expansion, strict=True)}
+    proof_length: dict[tuple, int] = defaultdict(int)  # (source, theorem, attempt) → tactics
+    for key, d, p in zip(data.node_key, data.depth, data.on_path, strict=True):
+        if p:
+            proof_length[key[:3]] = max(proof_length[key[:3]], d + 1)
     for i, pk in enumerate(data.parent_key):
         if pk is not None:
             children[pk].append(i)
@@ -350,7 +362,7 @@ def build_groups(
         mine = expansion[j]
         return made is not None and made < popped and (mine is None or mine > popped)
 
-    states, goals, depths, theorems, held, group_kinds = [], [], [], [], [], []
+    states, goals, depths, theorems, held, group_kinds, remaining = [], [], [], [], [], [], []
     kinds: Counter[str] = Counter()
     dropped = 0
     for i in positive_nodes:
@@ -396,6 +408,7 @@ def build_groups(
         group_kinds.append([k for k, _ in chosen])
         goals.append(data.goal[t])
         depths.append(data.depth[i])
+        remaining.append(proof_length[data.node_key[i][:3]] - data.depth[i])
         theorems.append(t)
         held.append(t in heldout)
     groups = Groups(
@@ -407,6 +420,7 @@ def build_groups(
         kind_counts={k: kinds.get(k, 0) for k in KINDS},
         kinds=group_kinds,
         dropped=dropped,
+        remaining=np.asarray(remaining, dtype=np.float32),
     )
     log.info(
         "EBM groups: %d (%d train / %d held-out, %d held-out theorems) of 1 positive + %d "

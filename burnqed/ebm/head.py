@@ -68,11 +68,22 @@ class GoalConditionedEnergyHead(nn.Module):
         self.register_buffer("input_mean", torch.zeros(dim))
         self.register_buffer("input_std", torch.ones(dim))
         self.log_temperature = nn.Parameter(torch.tensor(math.log(temperature_init)))
+        # The remaining-steps readout's level (remaining_steps); it starts at the training
+        # positives' mean remaining steps (burnqed.ebm.train, burnqed.train.joint).
+        self.remaining_bias = nn.Parameter(torch.tensor(0.0))
 
     def set_input_stats(self, embeddings: torch.Tensor) -> None:
         """Standardise inputs with the per-dimension mean/std of ``embeddings`` ``(N, d)``."""
         self.input_mean.copy_(embeddings.mean(0))
         self.input_std.copy_(embeddings.std(0).clamp(min=1e-6))
+
+    def remaining_steps(self, energies: torch.Tensor) -> torch.Tensor:
+        """The remaining proof steps read from energies: ``E + remaining_bias`` — one unit of
+        energy is one step, the level is the bias's (InfoNCE is blind to a common shift, so a
+        level pinned to the steps would hold the temperature where the steps' level puts it).
+        Only the training loss reads it (:func:`burnqed.ebm.train.value_loss`); the search ranks
+        by the energy, which the bias does not enter."""
+        return energies + self.remaining_bias
 
     @property
     def temperature(self) -> torch.Tensor:

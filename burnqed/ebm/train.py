@@ -1,7 +1,19 @@
 """Training the energy head: InfoNCE over (1 positive, K negatives), health metrics, aborts, resume.
 
 The loss is cross-entropy over ``−energy`` of each group with the positive as the target: the head's
-temperature is the only scale (no InfoNCE temperature of its own).  Every ``log_every`` steps a record
+temperature is the only scale (no InfoNCE temperature of its own); beside it, with weight
+``ebm.remaining_steps_weight``, the Huber error between the positive's energy plus a learned level
+and its remaining proof steps (:func:`value_loss`, shared with joint training): a distance-to-proof
+target, as HunyuanProver's distance critic and LeanProgress use.  InfoNCE alone only asks the
+positive to sit below its group, and the groups' negatives are mostly dead ends, so the head
+learned "proof path or dead end" — which ranked the search's same-depth choices worse than the
+log-prob; the second term asks every proof-path state for its distance to the proof in energy
+units of one step, which orders states of one depth by how far each is from done
+(docs/value-model.md has the measurements).  The level
+(:meth:`~burnqed.ebm.head.GoalConditionedEnergyHead.remaining_steps`, learning at the
+temperature's rate) is free because InfoNCE is blind to it: regressed on the steps with no level
+of its own, the energy held the temperature where the steps' level put it, and joint training's
+toy energy span stayed at 0.7 nats where 1 is needed.  Every ``log_every`` steps a record
 goes to ``metrics.jsonl``: the batch loss, and on up to 1,024 training groups (eval mode) the energy
 gap (mean negative − positive energy), rank-1 accuracy (the positive has the lowest energy; when it
 shares the lowest energy with others, ``t`` candidates in all, it counts ``1/t`` — what a random
@@ -81,7 +93,8 @@ def build_head(dim: int, cfg: EBMConfig) -> GoalConditionedEnergyHead:
 
 
 def make_optimizer(head: GoalConditionedEnergyHead, cfg: EBMConfig) -> torch.optim.AdamW:
-    """AdamW over the head: the layers at ``cfg.learning_rate``, ``log_temperature`` at its own
+    """AdamW over the head: the layers at ``cfg.learning_rate``, the parameters outside spectral
+    norm (``log_temperature``, the remaining-steps level ``remaining_bias``) at their own
     ``cfg.temperature_learning_rate`` without weight decay.
 
     Why its own rate: Adam moves a parameter by about one learning rate per step, so at the layers'
@@ -94,8 +107,10 @@ def make_optimizer(head: GoalConditionedEnergyHead, cfg: EBMConfig) -> torch.opt
     >>> [g["lr"] for g in make_optimizer(head, EBMConfig(hidden_sizes=(8,))).param_groups]
     [0.0001, 0.05]
     """
-    temp = [head.log_temperature]
-    rest = [p for p in head.parameters() if p is not head.log_temperature]
+    # the scale parameters: log_temperature and the remaining-steps level (outside spectral
+    # norm, as joint training's head_param_groups splits them)
+    temp = [p for n, p in head.named_parameters() if not n.startswith("layers.")]
+    rest = [p for n, p in head.named_parameters() if n.startswith("layers.")]
     return torch.optim.AdamW(
         [{"params": rest}, {"params": temp, "lr": cfg.temperature_learning_rate,
                             "weight_decay": 0.0}],
@@ -110,6 +125,7 @@ class IndexedGroups:
     states: torch.Tensor  # (G, 1 + K) long
     goals: torch.Tensor  # (G,) long
     depth: np.ndarray  # (G,)
+    remaining: torch.Tensor | None = None  # (G,) float: the positive's remaining proof steps
 
     def __len__(self) -> int:
         return len(self.goals)
@@ -120,7 +136,49 @@ def index_groups(groups: Groups, row: Mapping[str, int]) -> IndexedGroups:
         states=torch.tensor([[row[h] for h in g] for g in groups.states], dtype=torch.long),
         goals=torch.tensor([row[h] for h in groups.goals], dtype=torch.long),
         depth=np.asarray(groups.depth),
+        remaining=torch.from_numpy(np.asarray(groups.remaining, dtype=np.float32))
+        if len(groups.remaining) == len(groups)
+        else None,
     )
+
+
+def remaining_correlation(energies: torch.Tensor, remaining: torch.Tensor) -> torch.Tensor:
+    """Pearson correlation between positives' energies ``(G,)`` and their remaining proof steps
+    ``(G,)`` (0 where either is constant).
+
+    >>> round(float(remaining_correlation(torch.tensor([0.5, 1.0, 2.0]), torch.tensor([1.0, 2.0, 3.0]))), 4)
+    0.982
+    """
+    x = energies.float() - energies.float().mean()
+    y = remaining.to(x.device).float()
+    y = y - y.mean()
+    return (x * y).sum() / (x.norm() * y.norm()).clamp(min=1e-8)
+
+
+def value_loss(
+    head: GoalConditionedEnergyHead, energies: torch.Tensor, remaining: torch.Tensor | None,
+    weight: float,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:  # fmt: skip
+    """``(loss, infonce, remaining_error)`` of groups' energies ``(G, 1 + K)`` by ``head`` (column
+    0 the positive): InfoNCE over ``−energy`` plus ``weight`` × the Huber error (smooth L1) of
+    the remaining steps ``head`` reads from the positives' energies
+    (:meth:`~burnqed.ebm.head.GoalConditionedEnergyHead.remaining_steps`) against their
+    remaining proof steps ``(G,)``; None, or a weight of 0: InfoNCE alone.  The decoupled head and
+    joint training both train on it.
+
+    >>> head = GoalConditionedEnergyHead(4, hidden_sizes=(8,))
+    >>> e = torch.tensor([[1.0, 3.0], [2.0, 0.0]])
+    >>> [round(float(x), 4) for x in value_loss(head, e, torch.tensor([1.0, 4.0]), 0.5)]
+    [1.5019, 1.1269, 0.75]
+    """
+    nce = F.cross_entropy(-energies.float(), torch.zeros(len(energies), dtype=torch.long,
+                                                         device=energies.device))  # fmt: skip
+    if not weight or remaining is None:
+        return nce, nce, None
+    err = F.smooth_l1_loss(
+        head.remaining_steps(energies[:, 0].float()), remaining.to(energies.device).float()
+    )
+    return nce + weight * err, nce, err
 
 
 def groups_digest(groups: Groups) -> str:
@@ -158,7 +216,8 @@ def evaluate(
     n = len(ig) if limit is None else min(limit, len(ig))
     if n == 0:
         return {"groups": 0, "rank1": None, "tie_rate": None, "energy_gap": None,
-                "loss": None, "sibling_span": None, "rank1_by_depth": {}}  # fmt: skip
+                "loss": None, "sibling_span": None, "rank1_by_depth": {},
+                "remaining_corr": None}  # fmt: skip
     was = head.training
     head.eval()
     try:
@@ -169,6 +228,8 @@ def evaluate(
     gap = (energies[:, 1:].mean(1) - energies[:, 0]).mean().item()
     loss = F.cross_entropy(-energies, torch.zeros(n, dtype=torch.long, device=energies.device))
     span = (energies.max(1).values - energies.min(1).values).median().item()
+    corr = (None if ig.remaining is None or n < 2 else
+            remaining_correlation(energies[:, 0], ig.remaining[:n]).item())  # fmt: skip
     buckets = np.array([depth_bucket(int(d)) for d in ig.depth[:n]])
     by_depth = {
         b: {
@@ -189,6 +250,8 @@ def evaluate(
         "rank1_by_depth": by_depth,
         "positive_energy": energies[:, 0].mean().item(),
         "negative_energy": energies[:, 1:].mean().item(),
+        # the positives' energies' correlation with their remaining proof steps (value_loss)
+        "remaining_corr": corr,
     }
 
 
@@ -315,6 +378,9 @@ def train_head(
     head = build_head(emb.shape[1], cfg).to(dev)
     train_rows = torch.unique(torch.cat([train_g.states.reshape(-1), train_g.goals])).to(dev)
     head.set_input_stats(emb[train_rows])
+    if train_g.remaining is not None:
+        with torch.no_grad():
+            head.remaining_bias.fill_(float(train_g.remaining.mean()))
     params = list(head.parameters())
     opt = make_optimizer(head, cfg)
     start, resumed = 0, None
@@ -336,7 +402,6 @@ def train_head(
                 if ln.strip() and json.loads(ln).get("step", 0) <= start]  # fmt: skip
     metrics_path.write_text("".join(ln + "\n" for ln in kept))
 
-    targets = torch.zeros(cfg.batch_size, dtype=torch.long, device=dev)
     autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=dev.type == "cuda")
     head.train()
     t0 = time.perf_counter()
@@ -356,7 +421,8 @@ def train_head(
             goal = train_g.goals[batch].to(dev)  # (B,)
             with autocast:
                 energies = head(emb[idx], emb[goal].unsqueeze(1))  # (B, 1+K)
-            loss = F.cross_entropy(-energies.float(), targets)
+            rem = None if train_g.remaining is None else train_g.remaining[batch]
+            loss, _, _ = value_loss(head, energies, rem, cfg.remaining_steps_weight)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
@@ -396,6 +462,8 @@ def train_head(
                     "heldout_energy_gap": ho["energy_gap"],
                     "heldout_loss": ho["loss"],
                     "eval_loss": tr["loss"],
+                    "remaining_corr": tr["remaining_corr"],
+                    "heldout_remaining_corr": ho["remaining_corr"],
                     "sibling_span": tr["sibling_span"],
                     "temperature": head.temperature.item(),
                     "temperature_pinned": pinned,

@@ -21,6 +21,9 @@ policy's, so the contrastive signal keeps the embeddings apart while SFT teaches
 - InfoNCE has **no temperature of its own**: ``-energies`` are the logits, and the head's learnable
   temperature (which divides the energy) is the only one (the reproduced system's "temperature
   double-dip" gotcha);
+- the head's loss is the decoupled head's (:func:`burnqed.ebm.train.value_loss`): InfoNCE plus
+  ``ebm.remaining_steps_weight`` × the Huber error of the remaining proof steps the head reads
+  from the positives' energies; the scale below is InfoNCE's alone and multiplies both;
 - the two losses have very different scales (an InfoNCE over 8 candidates starts near ln 8 ≈ 2.1,
   a trained SFT loss can be 0.3): each scale is tracked as a detached moving average and the
   InfoNCE term is rescaled to the SFT term's before λ applies —
@@ -229,7 +232,8 @@ def train_joint(
             done = step + 1
             batches = micro_batches(data, tokenizer, step, sft, seed, dev)
             last = train_step(model, head, opt, schedule, scales, batches, sft=sft,
-                              pooling=pooling, step=step, seed=seed)  # fmt: skip
+                              pooling=pooling, step=step, seed=seed,
+                              remaining_weight=ebm_cfg.remaining_steps_weight)  # fmt: skip
             _check_temperature(head, ebm_cfg, done, work)
             _check_sft_loss(scales, sft, done)
             if done % sft.joint_monitor_every == 0 or done == plan.max_steps:
@@ -309,6 +313,7 @@ class Batch:
     n_sft: int  # rows [0, n_sft) are SFT examples
     groups: int  # then groups × (1 + K) state rows, then one goal row per group
     group_size: int  # 1 + K
+    remaining: Any = None  # (groups,) float: each positive's remaining proof steps, or None
 
 
 def tokenize_example(tokenizer: Any, example: Mapping[str, str], max_length: int) -> tuple:
@@ -327,8 +332,10 @@ def collate(
     states: Sequence[list[int]],
     goals: Sequence[list[int]],
     group_size: int,
+    remaining: Sequence[float] | None = None,
 ) -> Batch:
-    """One right-padded batch: SFT rows, then the groups' state rows, then one goal row per group."""
+    """One right-padded batch: SFT rows, then the groups' state rows, then one goal row per group
+    (and, when given, each group's remaining proof steps)."""
     import torch
 
     rows = [ids for ids, _ in sft] + list(states) + list(goals)
@@ -350,6 +357,7 @@ def collate(
         n_sft=len(sft),
         groups=len(goals),
         group_size=group_size,
+        remaining=None if remaining is None else torch.tensor(list(remaining), dtype=torch.float32),
     )
 
 
@@ -362,6 +370,7 @@ def _to(batch: Batch, dev: Any) -> Batch:
         n_sft=batch.n_sft,
         groups=batch.groups,
         group_size=batch.group_size,
+        remaining=None if batch.remaining is None else batch.remaining.to(dev),
     )
 
 
@@ -539,6 +548,7 @@ def micro_batches(
             tokenizer, rows,
             [s for i in gi for s in data.gt.states[i]], [data.gt.goals[i] for i in gi],
             data.group_size,
+            [float(data.groups.remaining[i]) for i in gi] if len(data.groups.remaining) else None,
         )  # fmt: skip
         yield _to(batch, dev)
 
@@ -570,7 +580,8 @@ def _start_head(
     data: JointData, pooling: str, dev: Any,
 ) -> None:  # fmt: skip
     """A fresh run's head: configuration A's EBM at ``warm_head`` when given, else ``head`` as built
-    with its input standardisation measured on the starting embeddings of the training states."""
+    with its input standardisation measured on the starting embeddings of the training states (and
+    its energies started at the training positives' mean remaining steps, when that term trains)."""
     if warm_head is not None:
         # Configuration A's EBM, trained on the embeddings of the model this training starts from:
         # its weights and its input standardisation (the scorer's) both carry over.
@@ -583,6 +594,11 @@ def _start_head(
     first = data.train_groups[:64]
     sample = [s for i in first for s in data.gt.states[i]] + [data.gt.goals[i] for i in first]
     head.set_input_stats(embed_rows(model, tokenizer, sample, pooling, dev))
+    if len(data.groups.remaining):
+        import torch
+
+        with torch.no_grad():
+            head.remaining_bias.fill_(float(data.groups.remaining[data.train_groups].mean()))
 
 
 def _load_warm_head(path: Path, ebm: EBMConfig, dim: int) -> Any:
@@ -604,12 +620,18 @@ def _load_warm_head(path: Path, ebm: EBMConfig, dim: int) -> Any:
 # Step: one forward pass, both losses, the optimiser
 
 
-def joint_forward(model: Any, head: Any, batch: Batch, pooling: str) -> dict[str, Any]:
+def joint_forward(
+    model: Any, head: Any, batch: Batch, pooling: str, remaining_weight: float = 0.0
+) -> dict[str, Any]:
     """One forward pass of ``model`` (a peft-wrapped causal LM) over ``batch``; the SFT loss and
-    the InfoNCE loss with the pooled embeddings (module docstring)."""
+    the head's: ``nce`` (InfoNCE) and ``value`` (InfoNCE plus ``remaining_weight`` × the Huber
+    error of the remaining steps the head reads from the positives' energies, ``remaining_error``,
+    when the batch carries their remaining proof steps: :func:`burnqed.ebm.train.value_loss`), with
+    the pooled embeddings (module docstring)."""
     import torch
     import torch.nn.functional as F
 
+    from burnqed.ebm.train import value_loss
     from burnqed.policy.embedding import pool_hidden
 
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
@@ -623,7 +645,8 @@ def joint_forward(model: Any, head: Any, batch: Batch, pooling: str) -> dict[str
         batch.labels[:, 1:].reshape(-1),
         ignore_index=-100,
     )
-    out: dict[str, Any] = {"sft": sft_loss, "nce": None, "energies": None, "pooled": None}
+    out: dict[str, Any] = {"sft": sft_loss, "nce": None, "value": None, "energies": None,
+                           "pooled": None, "remaining_error": None}  # fmt: skip
     if batch.groups:
         pooled = torch.stack(
             [
@@ -636,8 +659,8 @@ def joint_forward(model: Any, head: Any, batch: Batch, pooling: str) -> dict[str
         z_goal = pooled[g * k1 :].view(g, 1, -1)  # (G, 1, d)
         energies = head(z_states, z_goal)  # (G, 1+K); the head's temperature divides them
         # No temperature of its own: -energy is the logit, the positive is index 0.
-        target = torch.zeros(g, dtype=torch.long, device=energies.device)
-        out.update(nce=F.cross_entropy(-energies, target), energies=energies, pooled=pooled)
+        value, nce, err = value_loss(head, energies, batch.remaining, remaining_weight)
+        out.update(nce=nce, value=value, energies=energies, pooled=pooled, remaining_error=err)
     return out
 
 
@@ -665,7 +688,7 @@ class LossScales:
 
 def train_step(
     model: Any, head: Any, opt: Any, schedule: Any, scales: LossScales, batches: Iterable[Batch],
-    *, sft: SFTConfig, pooling: str, step: int, seed: int,
+    *, sft: SFTConfig, pooling: str, step: int, seed: int, remaining_weight: float = 0.0,
 ) -> dict[str, Any]:  # fmt: skip
     """Optimizer step ``step`` (0-based) over ``batches``: its record for ``metrics.jsonl`` — both
     raw losses (means over the micro-batches), the scales and the InfoNCE weight, the gradient
@@ -677,9 +700,9 @@ def train_step(
     head.train()
     torch.manual_seed(seed * 1_000_003 + step)  # dropout: a function of the step
     opt.zero_grad(set_to_none=True)
-    sft_v, nce_v = accumulate(
+    sft_v, nce_v, err_v = accumulate(
         model, head, batches, scales, lam=sft.joint_lambda, pooling=pooling,
-        grad_accum=sft.grad_accum,
+        grad_accum=sft.grad_accum, remaining_weight=remaining_weight,
     )  # fmt: skip
     if not (math.isfinite(sft_v) and nce_v is not None and math.isfinite(nce_v)):
         raise JointTrainingError(
@@ -691,7 +714,7 @@ def train_step(
     schedule.step()
     lr = schedule.get_last_lr()
     return {
-        "step": done, "sft_loss": sft_v, "nce_loss": nce_v,
+        "step": done, "sft_loss": sft_v, "nce_loss": nce_v, "remaining_error": err_v,
         "nce_weight": scales.weight(sft.joint_lambda), "scale_sft": scales.sft,
         "scale_nce": scales.nce, "grad_norm_lora": grad_lora, "grad_norm_head": grad_head,
         "temperature": float(head.temperature.detach()), "lr_lora": lr[0], "lr_head": lr[1],
@@ -701,25 +724,29 @@ def train_step(
 
 def accumulate(
     model: Any, head: Any, batches: Iterable[Batch], scales: LossScales, *, lam: float,
-    pooling: str, grad_accum: int,
-) -> tuple[float, float | None]:  # fmt: skip
+    pooling: str, grad_accum: int, remaining_weight: float = 0.0,
+) -> tuple[float, float | None, float | None]:  # fmt: skip
     """Forward and backward over one optimizer step's micro-batches, the gradients adding up:
-    ``(sft + λ · nce · avg_sft / avg_nce) / grad_accum`` each (the scales updated first, with the
-    micro-batch's detached losses); the two raw losses' means over the micro-batches (nce None when
-    no batch held a group — the SFT-only step :mod:`bench.gpu` times)."""
-    sft_v, nce_v = 0.0, None
+    ``(sft + λ · value · avg_sft / avg_nce) / grad_accum`` each (``value`` the head's loss,
+    :func:`joint_forward`; the scales updated first, with the micro-batch's detached SFT and
+    InfoNCE losses); the raw SFT and InfoNCE losses' and the remaining-steps error's means over the
+    micro-batches (nce None when no batch held a group — the SFT-only step :mod:`bench.gpu` times;
+    the error None without its term)."""
+    sft_v, nce_v, err_v = 0.0, None, None
     for batch in batches:
-        res = joint_forward(model, head, batch, pooling)
+        res = joint_forward(model, head, batch, pooling, remaining_weight)
         sft = float(res["sft"].detach())
         loss = res["sft"]
         if res["nce"] is not None:
             nce = float(res["nce"].detach())
             scales.update(sft, nce)
-            loss = loss + scales.weight(lam) * res["nce"]
+            loss = loss + scales.weight(lam) * res["value"]
             nce_v = (nce_v or 0.0) + nce / grad_accum
+            if res["remaining_error"] is not None:
+                err_v = (err_v or 0.0) + float(res["remaining_error"].detach()) / grad_accum
         (loss / grad_accum).backward()
         sft_v += sft / grad_accum
-    return sft_v, nce_v
+    return sft_v, nce_v, err_v
 
 
 def _grad_norm(params: Sequence[Any]) -> float:

@@ -19,6 +19,7 @@ EBM = {
     "hidden_sizes": [32, 16],
     "dropout": 0.1,
     "negatives": 3,
+    "remaining_steps_weight": 1.0,
     "steps": 60,
     "batch_size": 16,
     "learning_rate": 3e-3,

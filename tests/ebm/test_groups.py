@@ -135,6 +135,25 @@ def test_siblings_share_the_positives_parent(data):
     assert checked >= g.kind_counts["sibling"] // 2 > 0
 
 
+def test_each_group_carries_its_positives_remaining_proof_steps(data):
+    """``remaining`` = the attempt's proof length (its on-path states, root to the last before "no
+    goals") minus the positive's depth: the last on-path state has 1, none has 0."""
+    g = build_groups(data, negatives=3, heldout_fraction=0.25, seed=0)
+    on_path = defaultdict(list)  # attempt → its on-path (depth, state)
+    for key, h, d, p in zip(data.node_key, data.state_hash, data.depth, data.on_path, strict=True):
+        if p:
+            on_path[key[:3]].append((d, h))
+    possible = defaultdict(set)  # (theorem, state, depth) → remaining steps in some attempt
+    for (_, t, _), path in on_path.items():
+        assert sorted(d for d, _ in path) == list(range(len(path)))  # one state per depth
+        for d, h in path:
+            possible[(t, h, d)].add(len(path) - d)
+    assert len(g.remaining) == len(g) > 0 and g.remaining.min() >= 1
+    for row, t, d, r in zip(g.states, g.theorem, g.depth, g.remaining, strict=True):
+        assert r in possible[(t, row[0], int(d))], (t, d, r)
+    assert g.subset(g.heldout).remaining.tolist() == g.remaining[g.heldout].tolist()
+
+
 def test_split_is_by_theorem(data):
     g = build_groups(data, negatives=3, heldout_fraction=0.25, seed=0)
     held = {t for t, h in zip(g.theorem, g.heldout, strict=True) if h}

@@ -68,10 +68,11 @@ def test_temperature_is_clamped_and_reports_pinning():
     assert head.temperature.item() == pytest.approx(3.0) and head.pinned() == "ceiling"
 
 
-def test_gradients_reach_every_layer_and_the_temperature():
+def test_gradients_reach_every_layer_the_temperature_and_the_remaining_steps_level():
     head = _head()
     head.train()
-    head(torch.randn(4, 3, 8), torch.randn(4, 1, 8)).sum().backward()
+    e = head(torch.randn(4, 3, 8), torch.randn(4, 1, 8))
+    (e.sum() + head.remaining_steps(e[:, 0]).pow(2).sum()).backward()
     for name, p in head.named_parameters():
         assert p.grad is not None and p.grad.abs().sum() > 0, name
     assert len([n for n, _ in head.named_parameters() if "original" in n]) == 4

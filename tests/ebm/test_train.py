@@ -53,6 +53,35 @@ def test_planted_linear_signal_is_learned(tmp_path):
     assert set(records[-1]["rank1_by_depth"]) == {"0", "1", "2", "3-4", "5+"}
 
 
+def test_the_remaining_steps_term_orders_proof_path_states_by_their_distance_to_the_proof(
+    tmp_path,
+):
+    """Each positive's remaining proof steps are planted in its embedding (along a direction that
+    tells nothing of positive or negative).  InfoNCE alone has no reason to read them; with
+    ``remaining_steps_weight`` the held-out positives' energies follow them (rising with the
+    steps) while the groups stay ranked far above chance."""
+    from dataclasses import replace
+
+    vectors, groups = planted(margin=2.0, remaining=True)
+    runs = {
+        w: train_head(vectors, groups, replace(CFG, steps=300, remaining_steps_weight=w),
+                      work_dir=tmp_path / str(w), seed=0, device="cpu")
+        for w in (0.0, 1.0)
+    }  # fmt: skip
+    alone, both = (runs[w].heldout["remaining_corr"] for w in (0.0, 1.0))
+    assert abs(alone) < 0.4 and both > 0.7, (alone, both)
+    assert runs[1.0].heldout["rank1"] > 2.5 * runs[1.0].chance
+    held = index_groups(groups.subset(groups.heldout), {h: i for i, h in enumerate(vectors)})
+    emb = torch.from_numpy(np.stack(list(vectors.values())))
+    with torch.no_grad():
+        e = runs[1.0].head.eval()(emb[held.states[:, 0]], emb[held.goals]).numpy()
+    assert np.polyfit(held.remaining.numpy(), e, 1)[0] > 0.3  # energy units per step
+    records = [
+        json.loads(ln) for ln in (tmp_path / "1.0" / "metrics.jsonl").read_text().splitlines()
+    ]
+    assert all(x["heldout_remaining_corr"] is not None for x in records)
+
+
 def test_shuffled_labels_stay_at_chance(tmp_path):
     vectors, groups = planted(margin=4.0, shuffled=True)
     r = train_head(vectors, groups, CFG, work_dir=tmp_path, seed=0, device="cpu")
@@ -150,12 +179,12 @@ def test_a_checkpoint_of_other_training_code_is_not_resumed(tmp_path, monkeypatc
     train_head(vectors, groups, cfg, work_dir=tmp_path / "a", seed=3, device="cpu")
     shutil.copytree(tmp_path / "a", tmp_path / "b")
     shutil.copytree(tmp_path / "a", tmp_path / "c")
-    loss = "loss = F.cross_entropy(-energies.float(), targets)"
+    loss = "nce = F.cross_entropy(-energies.float(), torch.zeros(len(energies), dtype=torch.long,"
     monkeypatch.setattr(burnqed.provenance, "SOURCE_ROOT",
                         edited_checkout(tmp_path / "same", "burnqed/ebm/train.py", loss, loss))  # fmt: skip
     same = train_head(vectors, groups, cfg, work_dir=tmp_path / "b", seed=3, device="cpu")
     assert same.resumed_from == 30
-    smoothed = "loss = F.cross_entropy(-energies.float(), targets, label_smoothing=0.1)"
+    smoothed = "nce = F.cross_entropy(-energies.float(), label_smoothing=0.1, target=torch.zeros(len(energies), dtype=torch.long,"
     monkeypatch.setattr(burnqed.provenance, "SOURCE_ROOT",
                         edited_checkout(tmp_path / "edit", "burnqed/ebm/train.py", loss, smoothed))  # fmt: skip
     assert train_head(vectors, groups, cfg, work_dir=tmp_path / "c", seed=3,

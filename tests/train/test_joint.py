@@ -89,6 +89,36 @@ def test_both_losses_send_gradients_into_the_lora_weights(peft_model):
         assert (head_grad > 0) == (which == "nce")  # only InfoNCE trains the head
 
 
+def test_the_heads_loss_adds_the_remaining_steps_term_of_the_decoupled_head(peft_model):
+    """A batch carrying its groups' remaining proof steps trains the head on
+    :func:`burnqed.ebm.train.value_loss` (InfoNCE + weight × the Huber error of the steps read
+    from the positives' energies), the same function the decoupled head trains on; the error's
+    gradient reaches the LoRA weights and the head's remaining-steps level."""
+    from burnqed.ebm.train import value_loss
+
+    model, tok = peft_model
+    head = build_head(model.get_base_model().config.hidden_size, EBMConfig(hidden_sizes=(32, 16)))
+    head.eval()
+    ex = {"prompt": "```lean4\n/- tactic state:\n  ⊢ p → p\n-/\n```\n", "completion": "intro h"}
+    ids = [tok(s).input_ids for s in STATES]
+    goal = tok(GOAL).input_ids
+    batch = collate(tok, [tokenize_example(tok, ex, 128)], ids + ids, [goal, goal], 4, [3.0, 1.0])
+    assert batch.remaining.tolist() == [3.0, 1.0]
+    out = joint_forward(model, head, batch, "last", remaining_weight=0.5)
+    e = out["energies"]
+    assert e.shape == (2, 4)
+    want = value_loss(head, e, torch.tensor([3.0, 1.0]), 0.5)[0]
+    assert float(out["value"]) == pytest.approx(float(want))
+    assert float(out["value"]) > float(out["nce"])  # the error is not zero at the start
+    no_term = joint_forward(model, head, batch, "last", remaining_weight=0.0)
+    assert float(no_term["value"]) == pytest.approx(float(no_term["nce"]))
+    model.zero_grad(set_to_none=True)
+    out["remaining_error"].backward()
+    lora = [p for n, p in model.named_parameters() if "lora_" in n and p.requires_grad]
+    assert sum(float(p.grad.abs().sum()) for p in lora if p.grad is not None) > 0
+    assert head.remaining_bias.grad is not None and float(head.remaining_bias.grad) != 0
+
+
 def test_the_pooled_embedding_in_training_is_the_scorers(
     peft_model, tiny_base, lora_adapter, tmp_path
 ):
@@ -143,8 +173,10 @@ def test_data_order_is_a_function_of_seed_and_position():
 
 
 def test_a_pinned_temperature_aborts(tiny_base, lora_adapter, pairs, searches, tmp_path):
-    """A head learning rate that drives the temperature to its ceiling stops training at once."""
-    ebm = {**EBM, "temperature_init": 1.0, "temperature_min": 0.9, "temperature_max": 1.02}
+    """A head learning rate that drives the temperature to its ceiling stops training at once
+    (InfoNCE alone: the remaining-steps term holds the energies' spread to the steps')."""
+    ebm = {**EBM, "temperature_init": 1.0, "temperature_min": 0.9, "temperature_max": 1.02,
+           "remaining_steps_weight": 0.0}  # fmt: skip
     cfg = {**JOINT, "joint_head_learning_rate": 0.5}
     with pytest.raises(JointTrainingError, match=r"temperature pinned to its ceiling"):
         train_joint(base=tiny_base, train=pairs["train"], val=pairs["val"], out=tmp_path / "a",

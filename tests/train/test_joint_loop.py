@@ -70,7 +70,7 @@ def test_an_sft_only_step_has_no_infonce_and_trains_the_lora_alone(peft_model):
     assert [g["name"] for g in opt.param_groups] == ["lora"]
     scales = LossScales()
     opt.zero_grad(set_to_none=True)
-    sft_v, nce_v = accumulate(model, None, [_batch(tok, groups=False)], scales, lam=0.5,
+    sft_v, nce_v, _ = accumulate(model, None, [_batch(tok, groups=False)], scales, lam=0.5,
                               pooling="last", grad_accum=1)  # fmt: skip
     assert sft_v > 0 and nce_v is None and scales.sft is None
     assert any(p.grad is not None for p in opt.param_groups[0]["params"])
@@ -78,14 +78,17 @@ def test_an_sft_only_step_has_no_infonce_and_trains_the_lora_alone(peft_model):
 
 def test_the_optimiser_puts_the_heads_scale_apart_from_its_layers(peft_model):
     """Three groups: the LoRA and the head's layers on the cosine (0 at step 0 with warm-up), the
-    head's scale (``log_temperature``, names outside ``layers.``) constant from step 0."""
+    head's scale (``log_temperature`` and the remaining-steps level: names outside ``layers.``)
+    constant from step 0."""
     model, _ = peft_model
     head = build_head(model.get_base_model().config.hidden_size, EBMConfig(hidden_sizes=(32, 16)))
     sft = SFTConfig(warmup_steps=2, joint_head_learning_rate=1e-3, joint_scale_learning_rate=1e-2)
     opt, schedule = optimizer(model, head, sft, learning_rate=5e-4, max_steps=10)
     assert [g["name"] for g in opt.param_groups] == ["lora", "head", "head_scale"]
     names = {id(p): n for n, p in head.named_parameters()}
-    assert [names[id(p)] for p in opt.param_groups[2]["params"]] == ["log_temperature"]
+    assert [names[id(p)] for p in opt.param_groups[2]["params"]] == [
+        "log_temperature", "remaining_bias",
+    ]  # fmt: skip
     assert all(names[id(p)].startswith("layers.") for p in opt.param_groups[1]["params"])
     assert schedule.get_last_lr() == [0.0, 0.0, 1e-2]
     opt.step()  # no gradients: nothing moves, the schedule advances as in training

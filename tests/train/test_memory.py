@@ -26,9 +26,10 @@ def test_the_7b_plan_counts_the_real_modules():
     assert p["base_quantised_linear"] == n * (4 * h * h + 3 * h * f)
     # LoRA r on q, k, v, o (h → h), gate, up (h → f), down (f → h): r·(in + out) each.
     assert p["lora"] == n * r * (4 * 2 * h + 2 * (h + f) + (f + h))
-    # The head: [z; g; z ⊙ g] (3h) → 2048 → 1024 → 512 → 1, with biases, and its temperature.
+    # The head: [z; g; z ⊙ g] (3h) → 2048 → 1024 → 512 → 1, with biases, its temperature and its
+    # remaining-steps level.
     sizes = [3 * h, *heads, 1]
-    assert p["head"] == sum(i * o + o for i, o in itertools.pairwise(sizes)) + 1
+    assert p["head"] == sum(i * o + o for i, o in itertools.pairwise(sizes)) + 2
     assert p["trainable"] == p["lora"] + p["head"]
     b = plan["bytes"]
     assert b["optimizer_states"] == 8 * p["trainable"] and b["gradients"] == 4 * p["trainable"]
