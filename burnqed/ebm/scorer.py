@@ -57,7 +57,9 @@ def save_ebm(out: Path, head: GoalConditionedEnergyHead, meta: Mapping[str, Any]
 
 
 def load_ebm(path: Path, device: str = "cpu") -> tuple[GoalConditionedEnergyHead, dict]:
-    """The head (eval mode) and its metadata from an EBM directory."""
+    """The head (eval mode) and its metadata from an EBM directory.  A head written before the
+    remaining-steps term has no ``remaining_bias``: it only trains (the energy does not read it),
+    so such a head loads with the bias at 0; any other missing or unknown weight is an error."""
     path = Path(path)
     for name in (META, WEIGHTS):
         if not (path / name).is_file():
@@ -65,7 +67,9 @@ def load_ebm(path: Path, device: str = "cpu") -> tuple[GoalConditionedEnergyHead
     meta = json.loads((path / META).read_text())
     cfg = EBMConfig.from_dict(meta["config"])
     head = build_head(int(meta["dim"]), cfg)
-    head.load_state_dict(load_file(str(path / WEIGHTS)))
+    weights = load_file(str(path / WEIGHTS))
+    weights.setdefault("remaining_bias", head.remaining_bias.detach().clone())
+    head.load_state_dict(weights)
     return head.to(resolve_device(device)).eval(), meta
 
 

@@ -860,11 +860,13 @@ def monitor(
 ) -> dict:
     """Held-out health: the centroid separation and a linear probe on the held-out states'
     embeddings (positive vs not), the head's rank-1 on the held-out groups (a tie among t counts
-    1/t), and its temperature."""
+    1/t), the correlation of their positives' energies with their remaining proof steps
+    (:func:`burnqed.ebm.train.remaining_correlation`), and the head's temperature."""
     import numpy as np
     import torch
 
     from burnqed.ebm.quality import centroid_separation, linear_probe
+    from burnqed.ebm.train import remaining_correlation
 
     held_states, gt, held = data.held_states, data.gt, data.held
     if not held_states:
@@ -877,7 +879,7 @@ def monitor(
     xs = x[: len(keys)].cpu().numpy().astype(np.float64)
     l2, separation = centroid_separation(xs, y)
     probe = linear_probe(xs, y, seed=0)
-    rank1, spans, ties = [], [], 0
+    rank1, spans, ties, positives = [], [], 0, []
     was = head.training
     head.eval()
     with torch.no_grad():
@@ -886,6 +888,7 @@ def monitor(
             g = x[row[gt.goal_hashes[i]]]  # (d,)
             e = head(z.unsqueeze(0), g.view(1, 1, -1))[0]  # (1+K,)
             spans.append(float(e.max() - e.min()))
+            positives.append(float(e[0]))
             best = e.min()
             tied = int((e == best).sum())
             ties += tied > 1
@@ -904,8 +907,11 @@ def monitor(
         # log-prob's span it must reach to change the search's choice (issue 30 §3)
         "energy_span": float(np.median(spans)) if spans else None,
         "groups": len(rank1),
+        "remaining_corr": float(remaining_correlation(
+            torch.tensor(positives), torch.from_numpy(data.groups.remaining[held]))
+        ) if len(held) > 1 and len(data.groups.remaining) else None,
         "temperature": float(head.temperature.detach()),
-    }
+    }  # fmt: skip
 
 
 def _check_temperature(head: Any, ebm: EBMConfig, step: int, work: Path) -> None:

@@ -181,6 +181,27 @@ def test_train_writes_weights_hyperparameters_hashes_and_curve(trained):
     assert steps == [20, 40, 60]
     head, _ = load_ebm(ebm)
     assert head.dim == 16 and not head.training
+    assert -1 <= meta["heldout"]["remaining_corr"] <= 1  # the groups carry remaining steps
+
+
+def test_a_head_written_before_the_remaining_steps_term_still_loads(trained, tmp_path):
+    """Its energies are the same (the level only trains); any other missing weight is an error."""
+    from safetensors.torch import load_file, save_file
+
+    old = tmp_path / "old"
+    shutil.copytree(trained["root"] / "ebm", old)
+    weights = load_file(str(old / "ebm.safetensors"))
+    del weights["remaining_bias"]
+    save_file(weights, str(old / "ebm.safetensors"))
+    head, _ = load_ebm(old)
+    new, _ = load_ebm(trained["root"] / "ebm")
+    z, g = torch.randn(5, 16), torch.randn(1, 16)
+    torch.testing.assert_close(head(z, g), new(z, g))
+    assert float(head.remaining_bias) == 0.0
+    del weights["log_temperature"]
+    save_file(weights, str(old / "ebm.safetensors"))
+    with pytest.raises(RuntimeError, match="log_temperature"):
+        load_ebm(old)
 
 
 def test_metrics_json_and_plots(trained):

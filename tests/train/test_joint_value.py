@@ -133,6 +133,7 @@ def test_joint_training_reaches_a_one_nat_energy_span_without_aborting(
     assert summary["steps"] == 30 and summary["joint"]["groups"]["heldout"] > 0
     assert start["energy_span"] < 1.0 <= end["energy_span"], (start, end)
     assert end["rank1"] >= start["rank1"]
+    assert -1.0 <= end["remaining_corr"] <= 1.0  # monitored beside rank-1 (the groups carry steps)
     last = summary["joint"]["last"]
     # The scale's rate is constant while the others end the cosine at 0.
     assert last["lr_head_scale"] == 0.05 and last["lr_head"] == 0.0
