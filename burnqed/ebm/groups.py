@@ -27,8 +27,8 @@ EBM artifact's meta.
 
 Each group also carries its positive's **remaining steps** (``Groups.remaining``): the length of
 its attempt's proof (the deepest on-path state's depth + 1, the tactic that closes it) minus its
-depth — the last state before "no goals" has 1.  ``ebm.remaining_steps_weight`` asks the positives'
-energies to be ordered like it, beside InfoNCE (:func:`burnqed.ebm.train.value_loss`).
+depth — the last state before "no goals" has 1.  With ``ebm.remaining_steps_weight`` the head
+learns it beside InfoNCE, one unit of energy per step (:func:`burnqed.ebm.train.value_loss`).
 
 Eval trajectories are never training data: :func:`trajectory_dirs` refuses a search that an eval
 wrote (:func:`eval_output`), and :func:`decontaminate_states` drops (or refuses) every theorem one
