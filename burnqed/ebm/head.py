@@ -68,14 +68,33 @@ class GoalConditionedEnergyHead(nn.Module):
         self.register_buffer("input_mean", torch.zeros(dim))
         self.register_buffer("input_std", torch.ones(dim))
         self.log_temperature = nn.Parameter(torch.tensor(math.log(temperature_init)))
-        # The remaining-steps readout's level (remaining_steps); it starts at the training
-        # positives' mean remaining steps (burnqed.ebm.train, burnqed.train.joint).
+        # The remaining-steps readout's level (remaining_steps, set_remaining_level).
         self.remaining_bias = nn.Parameter(torch.tensor(0.0))
 
     def set_input_stats(self, embeddings: torch.Tensor) -> None:
         """Standardise inputs with the per-dimension mean/std of ``embeddings`` ``(N, d)``."""
         self.input_mean.copy_(embeddings.mean(0))
         self.input_std.copy_(embeddings.std(0).clamp(min=1e-6))
+
+    @torch.no_grad()
+    def set_remaining_level(self, remaining: torch.Tensor) -> None:
+        """Start the remaining-steps readout's level at the mean of the training positives'
+        remaining proof steps ``remaining`` ``(G,)`` (a fresh head's energies sit near 0)."""
+        self.remaining_bias.fill_(float(remaining.float().mean()))
+
+    def parameter_groups(self) -> tuple[list[nn.Parameter], list[nn.Parameter]]:
+        """The spectral-normed layers' parameters (``layers.…``) and the scale parameters outside
+        spectral norm (``log_temperature``, ``remaining_bias``), each in ``named_parameters``
+        order: the scale learns at its own rate (:func:`burnqed.ebm.train.make_optimizer`, joint
+        training's optimiser).
+
+        >>> [len(g) for g in GoalConditionedEnergyHead(4, hidden_sizes=(3,)).parameter_groups()]
+        [4, 2]
+        """
+        layers, scale = [], []
+        for name, p in self.named_parameters():
+            (layers if name.startswith("layers.") else scale).append(p)
+        return layers, scale
 
     def remaining_steps(self, energies: torch.Tensor) -> torch.Tensor:
         """The remaining proof steps read from energies: ``E + remaining_bias`` — one unit of

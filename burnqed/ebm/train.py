@@ -107,10 +107,7 @@ def make_optimizer(head: GoalConditionedEnergyHead, cfg: EBMConfig) -> torch.opt
     >>> [g["lr"] for g in make_optimizer(head, EBMConfig(hidden_sizes=(8,))).param_groups]
     [0.0001, 0.05]
     """
-    # the scale parameters: log_temperature and the remaining-steps level (outside spectral
-    # norm, as joint training's head_param_groups splits them)
-    temp = [p for n, p in head.named_parameters() if not n.startswith("layers.")]
-    rest = [p for n, p in head.named_parameters() if n.startswith("layers.")]
+    rest, temp = head.parameter_groups()
     return torch.optim.AdamW(
         [{"params": rest}, {"params": temp, "lr": cfg.temperature_learning_rate,
                             "weight_decay": 0.0}],
@@ -379,8 +376,7 @@ def train_head(
     train_rows = torch.unique(torch.cat([train_g.states.reshape(-1), train_g.goals])).to(dev)
     head.set_input_stats(emb[train_rows])
     if train_g.remaining is not None:
-        with torch.no_grad():
-            head.remaining_bias.fill_(float(train_g.remaining.mean()))
+        head.set_remaining_level(train_g.remaining)
     params = list(head.parameters())
     opt = make_optimizer(head, cfg)
     start, resumed = 0, None

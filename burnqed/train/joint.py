@@ -597,8 +597,7 @@ def _start_head(
     if len(data.groups.remaining):
         import torch
 
-        with torch.no_grad():
-            head.remaining_bias.fill_(float(data.groups.remaining[data.train_groups].mean()))
+        head.set_remaining_level(torch.from_numpy(data.groups.remaining[data.train_groups]))
 
 
 def _load_warm_head(path: Path, ebm: EBMConfig, dim: int) -> Any:
@@ -756,15 +755,6 @@ def _grad_norm(params: Sequence[Any]) -> float:
     return float(torch.stack(grads).norm()) if grads else 0.0
 
 
-def head_param_groups(head: Any) -> tuple[list[Any], list[Any]]:
-    """The head's spectral-normed layer weights (``layers.…``) and its scale parameters (the rest:
-    ``log_temperature``, any output scale or bias): the scale gets its own constant rate."""
-    layers, scale = [], []
-    for name, p in head.named_parameters():
-        (layers if name.startswith("layers.") else scale).append(p)
-    return layers, scale
-
-
 def cosine_with_warmup(step: int, warmup: int, total: int) -> float:
     """The LoRA's and the head layers' learning-rate factor at ``step`` (transformers'
     ``get_cosine_schedule_with_warmup``: linear warm-up, then half a cosine to 0).
@@ -805,7 +795,7 @@ def optimizer(
     cosine = functools.partial(cosine_with_warmup, warmup=sft.warmup_steps, total=max_steps)
     factors: list[Callable[[int], float]] = [cosine]
     if head is not None:
-        layers, scale = head_param_groups(head)
+        layers, scale = head.parameter_groups()
         groups += [
             {"params": layers, "lr": sft.joint_head_learning_rate, "name": "head"},
             {"params": scale, "lr": sft.joint_scale_learning_rate, "name": "head_scale"},
