@@ -67,7 +67,8 @@ EVERY_SEARCH = "every pool search"
 
 def pool_decisions(dirs: Sequence[Path], theorems: set[str]) -> tuple[list, dict]:
     """The choice sets of the searches in ``dirs`` over ``theorems`` (the decontaminated ones),
-    and the search settings they were made with (``depth_normalisation``; ``decisions_from``).
+    and the search settings they were made with (``depth_normalisation``; ``decisions_from``;
+    ``decisions_temperature``, the sampling temperatures of the searches used).
 
     Where some of the searches popped their frontier in a seeded random order (the noise search,
     ``search.noise_order: random``; manifest ``order``), only the decisions of those are used
@@ -80,7 +81,7 @@ def pool_decisions(dirs: Sequence[Path], theorems: set[str]) -> tuple[list, dict
     random_dirs = [d for d in dirs if _search_setting(d, "order") == "random"]
     if random_dirs:
         dirs = random_dirs
-    sets, k = [], set()
+    sets, k, temperatures = [], set(), set()
     for src, d in enumerate(dirs):
         rows = [
             {**r, "attempt": (src, r["attempt"])}  # the same theorem in two searches: two trees
@@ -88,13 +89,16 @@ def pool_decisions(dirs: Sequence[Path], theorems: set[str]) -> tuple[list, dict
             if r["theorem"] in theorems
         ]
         depth = _search_setting(d, "config", "max_depth")
+        if (t := _search_setting(d, "sampling", "temperature")) is not None:
+            temperatures.add(float(t))
         if (normalisation := _search_setting(d, "config", "depth_normalisation")) is not None:
             k.add(normalisation)
         sets.extend(choice_sets(rows, max_depth=int(depth) if depth else 1 << 30))
     if len(k) > 1:
         raise ValueError(f"the pool searches used different depth_normalisation values: {k}")
     return sets, {"depth_normalisation": float(next(iter(k), 0.0)),
-                  "decisions_from": RANDOM_ORDER if random_dirs else EVERY_SEARCH}  # fmt: skip
+                  "decisions_from": RANDOM_ORDER if random_dirs else EVERY_SEARCH,
+                  "decisions_temperature": sorted(temperatures)}  # fmt: skip
 
 
 def score_states(
@@ -134,7 +138,7 @@ def fit_energy_weight(
     theorems = sorted({c.theorem for c in sets})
     if len(theorems) < cfg.fit_folds:
         return _no_fit(sets, theorems, f"fewer theorems with decisions than ebm.fit_folds "
-                       f"({cfg.fit_folds})", settings["decisions_from"])  # fmt: skip
+                       f"({cfg.fit_folds})", settings)  # fmt: skip
     folds = theorem_folds(theorems, cfg.fit_folds, seed=seed)
     k = settings["depth_normalisation"]
     energies: dict[tuple, float] = {}  # (theorem, state hash) → out-of-fold energy
@@ -154,7 +158,15 @@ def fit_energy_weight(
         scheme="energies of each fold of theorems from a head trained without them; held-out "
         "figures from weights fitted without them; the weight used: the fit on all",
     )  # fmt: skip
-    return {**block, "decisions_from": settings["decisions_from"]}
+    return {**block, **decisions_source(settings)}
+
+
+def decisions_source(settings: Mapping[str, Any]) -> dict:
+    """Where the decisions came from, for an ``energy_weight`` block: the kind of search and its
+    sampling temperature.  The temperature matters: a proof found at a high temperature takes
+    tactics the policy rates unlikely, so on its decisions the log-prob ranks the on-path node
+    first less often than under the eval's sampling (docs/value-model.md measured it)."""
+    return {k: settings[k] for k in ("decisions_from", "decisions_temperature")}
 
 
 def fitted_block(
@@ -211,10 +223,10 @@ def fitted_block(
     return block
 
 
-def _no_fit(sets: Sequence, theorems: Sequence[str], why: str, decisions_from: str) -> dict:
+def _no_fit(sets: Sequence, theorems: Sequence[str], why: str, settings: Mapping) -> dict:
     log.warning("energy weight: %s: no fit", why)
-    return {"priority": None, "decisions": len(sets), "theorems": len(theorems),
-            "reason": why, "decisions_from": decisions_from}  # fmt: skip
+    return {"priority": None, "decisions": len(sets), "theorems": len(theorems), "reason": why,
+            **decisions_source(settings)}  # fmt: skip
 
 
 def fit_heldout_energy_weight(
@@ -229,8 +241,7 @@ def fit_heldout_energy_weight(
     theorems = sorted({c.theorem for c in sets})
     if len(theorems) < cfg.fit_folds:
         return _no_fit(sets, theorems, f"{len(theorems)} held-out theorems with decisions, "
-                       f"fewer than ebm.fit_folds ({cfg.fit_folds})",
-                       settings["decisions_from"])  # fmt: skip
+                       f"fewer than ebm.fit_folds ({cfg.fit_folds})", settings)  # fmt: skip
     energies = score_states(head, vectors, data, {(c.theorem, n["state_hash"]) for c in sets
                                                   for n in c.open})  # fmt: skip
     block = fitted_block(
@@ -240,8 +251,8 @@ def fit_heldout_energy_weight(
         "its training and of its warm start's); held-out figures from weights fitted without "
         "each fold of those theorems; the weight used: the fit on all of them",
     )  # fmt: skip
-    return {**block, "heldout_theorems": theorems, "decisions_from": settings["decisions_from"]}
+    return {**block, "heldout_theorems": theorems, **decisions_source(settings)}
 
 
-__all__ = ["FEATURES", "SIGNS", "fit_energy_weight", "fit_heldout_energy_weight", "fitted_block",
-           "pool_decisions"]  # fmt: skip
+__all__ = ["FEATURES", "SIGNS", "decisions_source", "fit_energy_weight", "fit_heldout_energy_weight",
+           "fitted_block", "pool_decisions"]  # fmt: skip

@@ -329,7 +329,7 @@ def run_fit_features(
     of theorems → ``out/features.json``."""
     from transformers import AutoTokenizer
 
-    from burnqed.ebm.fit import pool_decisions
+    from burnqed.ebm.fit import decisions_source, pool_decisions
     from burnqed.value.features import fit_features, token_counter, write_feature_value
 
     ebm_cfg = EBMConfig.from_dict(cfg)
@@ -339,7 +339,7 @@ def run_fit_features(
     tokenizer = AutoTokenizer.from_pretrained(str(model), local_files_only=True)
     block = fit_features(sets, token_counter(tokenizer), folds=ebm_cfg.fit_folds, seed=seed,
                         depth_normalisation=settings["depth_normalisation"])  # fmt: skip
-    block["energy_weight"]["decisions_from"] = settings["decisions_from"]
+    block["energy_weight"].update(decisions_source(settings))
     meta = write_feature_value(Path(out), {**block, "seed": seed, "trajectories":
                                _search_hashes(dirs), "decontamination": check}, model=model)  # fmt: skip
     log.info("feature value → %s: weights %s, held-out frontier top-1 %s", out, block["weights"],

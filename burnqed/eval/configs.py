@@ -145,6 +145,8 @@ def value_summary(e: Mapping[str, Any] | None) -> dict[str, Any] | None:
         "heldout_top1": fit.get("heldout_frontier_top1"),
         "heldout_top1_same_depth": fit.get("heldout_frontier_top1_same_depth"),
         "heldout_gain": fit.get("heldout_sum_gain"),
+        # the sampling temperature(s) of the searches whose decisions the fit used
+        "decisions_temperature": fit.get("decisions_temperature"),
         "span_energy": span.get("energy"),
         "span_logprob": span.get("logprob"),
         "span_ratio": span.get("ratio"),
@@ -558,9 +560,12 @@ def value_markdown(section: Mapping[str, Any]) -> list[str]:
         ])  # fmt: skip
     out = []
     if rows:
+        temps = sorted({t for r in section["configs"] for t in
+                        ((r.get("value_model") or {}).get("decisions_temperature") or [])})  # fmt: skip
+        sampled = f", sampled at temperature {', '.join(f'{t:g}' for t in temps)}" if temps else ""
         out += [
             "What each value model could do to the search: its energy weight (fitted on the pool's "
-            "decisions, cross-fitted by theorem; \"energy alone\" where the fit gave the log-prob "
+            f"decisions{sampled}, cross-fitted by theorem; \"energy alone\" where the fit gave the log-prob "
             "term weight 0), the median sibling span of weight · energy against the log-prob "
             "term's, the decisions of the eval whose pop the energy changed, and the fit's frontier "
             "top-1 on held-out pool decisions (theorems no head or weight trained on), also on "

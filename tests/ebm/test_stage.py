@@ -366,3 +366,10 @@ def test_the_value_is_fitted_on_the_random_order_searches_decisions_when_there_a
     assert [(c.theorem, c.expansion, c.popped) for c in chosen] == [
         (c.theorem, c.expansion, c.popped) for c in noise_only
     ]
+    # ... and says at which temperature they were sampled (a shard manifest's `sampling`; none
+    # recorded: unknown, an empty list)
+    assert settings["decisions_temperature"] == []
+    (copies[1] / "manifest.json").write_text(
+        json.dumps({"order": "random", "sampling": {"temperature": 1.5}})
+    )
+    assert pool_decisions(dirs, goals)[1]["decisions_temperature"] == [1.5]

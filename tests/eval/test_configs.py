@@ -187,6 +187,7 @@ def _value_model(in_se: float) -> dict:
                                   for n, r in (("logprob", 0.40), ("energy", 0.35), ("sum", 0.46))},
         "heldout_sum_gain": {"difference": 0.06, "se": 0.06 / in_se, "in_se": in_se,
                              "decisions": 200},
+        "decisions_temperature": [1.2],
     }  # fmt: skip
     return {
         "energy_weight": {"value": 1.7, "source": "fitted", "fit": fit},
@@ -242,6 +243,7 @@ def test_the_value_models_goal_is_checked_point_by_point_beside_the_replay_and_t
         md = (d / "c.md").read_text()
         assert f"### The value model's goal: **{goal['verdict'].upper()}**" in md
         assert "| C | 1.7 (fitted) | 0.900 / 2.000 (0.45) | 25.0% of 120 |" in md
+        assert "fitted on the pool's decisions, sampled at temperature 1.2, cross-fitted" in md
         assert "the feature value live within 5 theorems of its replay | 3 |" in md
         agreement = "agrees on 37 of 37; live vs none in the 3 inexact theorems +3/−0"
         assert section["features"]["agreement"]["agree"] == 37

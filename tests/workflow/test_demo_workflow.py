@@ -74,7 +74,8 @@ def test_iteration_0_search_outputs_exist_and_are_consistent(loop):
         assert nodes.num_rows == sum(r["nodes_total"] for r in rows)
     noise = json.loads((loop / TARGETS[1]).read_text(encoding="utf-8"))
     shard_manifest = noise["per_shard"]["results/iter_0/search_noise/shard_0"]
-    assert shard_manifest["sampling"]["temperature"] == pytest.approx(1.5)  # demo noise_temperature
+    # demo noise_temperature: the eval's temperature, at which its decisions judge the value model
+    assert shard_manifest["sampling"]["temperature"] == pytest.approx(1.2)
     # ... popping its frontier in a seeded random order (search.noise_order), the pool search by priority
     assert shard_manifest["order"] == "random"
     pool = json.loads((loop / TARGETS[0]).read_text(encoding="utf-8"))
