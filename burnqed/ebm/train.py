@@ -224,7 +224,8 @@ def evaluate(
     credit, tied = rank1_credit(energies.cpu().numpy())
     gap = (energies[:, 1:].mean(1) - energies[:, 0]).mean().item()
     loss = F.cross_entropy(-energies, torch.zeros(n, dtype=torch.long, device=energies.device))
-    span = (energies.max(1).values - energies.min(1).values).median().item()
+    # the median as numpy takes it (the mean of the middle two of an even count; torch's is the lower)
+    span = float(np.median((energies.max(1).values - energies.min(1).values).cpu().numpy()))
     corr = (None if ig.remaining is None or n < 2 else
             remaining_correlation(energies[:, 0], ig.remaining[:n]).item())  # fmt: skip
     buckets = np.array([depth_bucket(int(d)) for d in ig.depth[:n]])

@@ -849,14 +849,15 @@ def monitor(
     dev: Any,
 ) -> dict:
     """Held-out health: the centroid separation and a linear probe on the held-out states'
-    embeddings (positive vs not), the head's rank-1 on the held-out groups (a tie among t counts
-    1/t), the correlation of their positives' energies with their remaining proof steps
-    (:func:`burnqed.ebm.train.remaining_correlation`), and the head's temperature."""
+    embeddings (positive vs not), and the head on the held-out groups as the EBM's own evaluation
+    scores them (:func:`burnqed.ebm.train.evaluate`: rank-1 with a tie among t counting 1/t, the
+    median energy span, the correlation of the positives' energies with their remaining proof
+    steps), beside the head's temperature."""
     import numpy as np
     import torch
 
     from burnqed.ebm.quality import centroid_separation, linear_probe
-    from burnqed.ebm.train import remaining_correlation
+    from burnqed.ebm.train import IndexedGroups, evaluate
 
     held_states, gt, held = data.held_states, data.gt, data.held
     if not held_states:
@@ -869,21 +870,16 @@ def monitor(
     xs = x[: len(keys)].cpu().numpy().astype(np.float64)
     l2, separation = centroid_separation(xs, y)
     probe = linear_probe(xs, y, seed=0)
-    rank1, spans, ties, positives = [], [], 0, []
-    was = head.training
-    head.eval()
-    with torch.no_grad():
-        for i in held:
-            z = x[[row[h] for h in gt.state_hashes[i]]]  # (1+K, d)
-            g = x[row[gt.goal_hashes[i]]]  # (d,)
-            e = head(z.unsqueeze(0), g.view(1, 1, -1))[0]  # (1+K,)
-            spans.append(float(e.max() - e.min()))
-            positives.append(float(e[0]))
-            best = e.min()
-            tied = int((e == best).sum())
-            ties += tied > 1
-            rank1.append((1.0 / tied) if bool(e[0] == best) else 0.0)
-    head.train(was)
+    remaining = data.groups.remaining
+    ev = evaluate(head, x, IndexedGroups(
+        states=torch.tensor([[row[h] for h in gt.state_hashes[i]] for i in held],
+                            dtype=torch.long, device=x.device),
+        goals=torch.tensor([row[gt.goal_hashes[i]] for i in held], dtype=torch.long,
+                           device=x.device),
+        depth=np.asarray(data.groups.depth)[held],
+        remaining=torch.from_numpy(np.asarray(remaining, dtype=np.float32)[held]).to(x.device)
+        if len(remaining) else None,  # empty: steps unknown
+    ))  # fmt: skip
     return {
         "states": len(keys),
         "centroid_l2": l2,
@@ -891,17 +887,15 @@ def monitor(
         "probe_accuracy": probe.get("accuracy"),
         "probe_heldout_states": probe.get("heldout_states"),
         "probe_majority_baseline": probe.get("majority_baseline"),
-        "rank1": float(np.mean(rank1)) if rank1 else None,
-        "tie_rate": ties / len(rank1) if rank1 else None,
+        "rank1": ev["rank1"],
+        "tie_rate": ev["tie_rate"],
         # median spread of a group's energies (in nats: -energy is InfoNCE's logit), beside the
         # log-prob's span it must reach to change the search's choice (issue 30 §3)
-        "energy_span": float(np.median(spans)) if spans else None,
-        "groups": len(rank1),
-        "remaining_corr": float(remaining_correlation(
-            torch.tensor(positives), torch.from_numpy(data.groups.remaining[held]))
-        ) if len(held) > 1 and len(data.groups.remaining) else None,
+        "energy_span": ev["sibling_span"],
+        "groups": ev["groups"],
+        "remaining_corr": ev["remaining_corr"],
         "temperature": float(head.temperature.detach()),
-    }  # fmt: skip
+    }
 
 
 def _check_temperature(head: Any, ebm: EBMConfig, step: int, work: Path) -> None:
