@@ -97,7 +97,7 @@ import random
 import shutil
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -362,14 +362,12 @@ def collate(
 
 
 def _to(batch: Batch, dev: Any) -> Batch:
-    return Batch(
+    """``batch`` with its tensors on ``dev``; ``lengths`` stays on the host (read row by row)."""
+    return replace(
+        batch,
         input_ids=batch.input_ids.to(dev),
         attention_mask=batch.attention_mask.to(dev),
         labels=batch.labels.to(dev),
-        lengths=batch.lengths,
-        n_sft=batch.n_sft,
-        groups=batch.groups,
-        group_size=batch.group_size,
         remaining=None if batch.remaining is None else batch.remaining.to(dev),
     )
 
