@@ -852,10 +852,9 @@ def monitor(
     median energy span, the correlation of the positives' energies with their remaining proof
     steps), beside the head's temperature."""
     import numpy as np
-    import torch
 
     from burnqed.ebm.quality import centroid_separation, linear_probe
-    from burnqed.ebm.train import IndexedGroups, evaluate
+    from burnqed.ebm.train import evaluate, index_groups
 
     held_states, gt, held = data.held_states, data.gt, data.held
     if not held_states:
@@ -868,16 +867,7 @@ def monitor(
     xs = x[: len(keys)].cpu().numpy().astype(np.float64)
     l2, separation = centroid_separation(xs, y)
     probe = linear_probe(xs, y, seed=0)
-    remaining = data.groups.remaining
-    ev = evaluate(head, x, IndexedGroups(
-        states=torch.tensor([[row[h] for h in gt.state_hashes[i]] for i in held],
-                            dtype=torch.long, device=x.device),
-        goals=torch.tensor([row[gt.goal_hashes[i]] for i in held], dtype=torch.long,
-                           device=x.device),
-        depth=np.asarray(data.groups.depth)[held],
-        remaining=torch.from_numpy(np.asarray(remaining, dtype=np.float32)[held]).to(x.device)
-        if len(remaining) else None,  # empty: steps unknown
-    ))  # fmt: skip
+    ev = evaluate(head, x, index_groups(data.groups.subset(data.groups.heldout), row))
     return {
         "states": len(keys),
         "centroid_l2": l2,
