@@ -179,6 +179,41 @@ def _check_sections(params: Mapping, source: str) -> None:
                 cls.from_dict(params[name])
             except ConfigError as e:
                 raise ConfigError(f"{source}: {e}") from None
+    _check_held_out(params, source)
+
+
+# Generated benchmarks decontaminated on their own side when they are drawn (burnqed.data.proplogic:
+# the dev split drops every candidate equal to a training, pool or test theorem): an eval on one
+# needs no decontamination of the training data against it.
+SELF_DECONTAMINATED = ("proplogic_dev",)
+
+
+def eval_benchmarks(params: Mapping) -> list[str]:
+    """``eval.benchmark`` as a list of benchmark file names (``<name>_<split>``)."""
+    names = (params.get("eval") or {}).get("benchmark") or []
+    return [names] if isinstance(names, str) else list(names)
+
+
+def decontamination_benchmarks(params: Mapping) -> list[str]:
+    """The benchmarks no training data may state: ``data.decontaminate_against``, or (null) the
+    evaluation benchmark.  Fixed apart from ``eval.benchmark`` so a development eval (the dev split,
+    ``config/dev.yaml``) trains the very models a confirmation eval does."""
+    names = (params.get("data") or {}).get("decontaminate_against")
+    return eval_benchmarks(params) if names is None else list(names)
+
+
+def _check_held_out(params: Mapping, source: str) -> None:
+    """Every evaluated benchmark is held out of the training data: among
+    ``data.decontaminate_against`` or decontaminated when it was drawn."""
+    if (params.get("data") or {}).get("decontaminate_against") is None:
+        return
+    guarded = set(decontamination_benchmarks(params)) | set(SELF_DECONTAMINATED)
+    loose = [n for n in eval_benchmarks(params) if n not in guarded]
+    if loose:
+        raise ConfigError(
+            f"{source}: eval.benchmark {loose} is not in data.decontaminate_against "
+            f"{decontamination_benchmarks(params)}: training data is not checked against it"
+        )
 
 
 # --------------------------------------------------------------------------------------------
@@ -241,6 +276,8 @@ class ProplogicConfig:
     # holds out *deeper* theorems than it trains on, so later iterations have something to learn.
     held_out_min_depth: int | None = None
     held_out_max_depth: int | None = None
+    # The development split (proplogic_dev): its size (None: test_theorems).
+    dev_theorems: int | None = None
 
     @property
     def held_out_depths(self) -> tuple[int, int]:
@@ -263,6 +300,8 @@ class DataConfig(Section):
     val_fraction: float = 0.02
     proplogic: ProplogicConfig = field(default_factory=ProplogicConfig)
     decontamination: str = "refuse"
+    # The benchmarks no training data may state (None: eval.benchmark): decontamination_benchmarks.
+    decontaminate_against: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.proplogic, Mapping):
@@ -654,10 +693,6 @@ class SFTConfig(Section):
     base_pair_subsample: int = 10000
     positive_upsample: int = 10
     eval_steps: int = 100
-    trajectory_val_fraction: float = 0.1
-    # Another share of the proved theorems whose steps are a test set: never trained on, never
-    # used to choose the checkpoint; the held-out proof-step loss reported is measured there.
-    trajectory_test_fraction: float = 0.1
     select_by: str = "plateau"
     plateau_tolerance: float = 0.01
     mode: str = "joint"
@@ -673,13 +708,25 @@ class SFTConfig(Section):
     joint_sft_loss_ceiling: float | None = 0.5
     joint_sft_loss_ceiling_after: int = 2000
 
+
+@dataclass(frozen=True)
+class SplitConfig(Section):
+    """The one theorem split (:mod:`burnqed.split`): SFT's validation and test theorems, which are
+    also every value-model check's held-out theorems."""
+
+    section: ClassVar[str] = "split"
+    val_fraction: float = 0.1
+    # Another share whose steps are a test set: never trained on, never used to choose the
+    # checkpoint; the held-out proof-step loss reported is measured there.
+    test_fraction: float = 0.1
+
     def __post_init__(self) -> None:
-        held_out = self.trajectory_val_fraction + self.trajectory_test_fraction
+        held_out = self.val_fraction + self.test_fraction
         self._require(
             held_out < 1,
-            "trajectory_test_fraction",
-            f"trajectory_val_fraction + trajectory_test_fraction must be < 1 (got {held_out:g}): "
-            "some proved theorems must be left to train on",
+            "test_fraction",
+            f"val_fraction + test_fraction must be < 1 (got {held_out:g}): "
+            "some theorems must be left to train on",
         )
 
 
@@ -701,7 +748,6 @@ class EBMConfig(Section):
     embed_batch_size: int = 64
     log_every: int = 50
     save_every: int = 250
-    heldout_fraction: float = 0.1
     fit_folds: int = 5
 
     def __post_init__(self) -> None:
@@ -727,6 +773,7 @@ SECTIONS: dict[str, type[Section]] = {
         ReportConfig,
         ModelConfig,
         SFTConfig,
+        SplitConfig,
         EBMConfig,
     )
 }

@@ -3,6 +3,7 @@ from functools import cache
 from pathlib import Path
 
 from burnqed import provenance
+from burnqed.config import decontamination_benchmarks
 
 
 # Expert iteration i: any non-negative integer (`iterations` in params.yaml says how many are built).
@@ -66,11 +67,11 @@ def joint_warm_head(wildcards):
     return {"warm_head": f"models/iter_{wildcards.i}/configs/A/ebm"}
 
 
-def eval_benchmark_files(config):
-    """The evaluation benchmark file(s) (eval.benchmark): what training data is decontaminated against."""
-    names = config["eval"]["benchmark"]
-    names = [names] if isinstance(names, str) else names
-    return [f"data/benchmarks/{n}.jsonl" for n in names]
+def decontamination_benchmark_files(config):
+    """The benchmark files no training data may state (data.decontaminate_against, else
+    eval.benchmark): fixed apart from the eval's benchmark, so a development eval (config/dev.yaml)
+    trains the same models as a confirmation eval."""
+    return [f"data/benchmarks/{n}.jsonl" for n in decontamination_benchmarks(config)]
 
 
 def search_pool_benchmarks(config):
@@ -137,6 +138,19 @@ def config_embeddings(wildcards):
 def features_label(wildcards):
     """``iter_1 features``: how reports name iteration {i}'s eval with the feature value."""
     return f"iter_{wildcards.i} features"
+
+
+def depth_twin_label(wildcards):
+    """``iter_1 depth twin`` (iteration {i}'s model), ``iter_1 A depth twin`` (configuration {c}'s)."""
+    c = wildcards.get("c")
+    return f"iter_{wildcards.i} {c} depth twin" if c else f"iter_{wildcards.i} depth twin"
+
+
+def depth_twin_eval(i, c):
+    """The depth twin's eval of configuration ``c``'s policy: B and C share iteration i's model."""
+    if c in ("B", "C"):
+        return f"results/iter_{i}/eval_depth_twin.json"
+    return f"results/iter_{i}/configs/{c}/eval_depth_twin.json"
 
 
 def features_replay_label(wildcards):
@@ -207,6 +221,8 @@ def config_sets(config):
             metrics[c] = f"results/iter_{i}/configs/{c}/ebm_metrics.json"
         for c in [*value_configs(config), "C"]:
             evals[f"{c}0"] = config_twin(i, c)
+            # the stronger control: the open goals and a fitted depth term (rule eval_depth_twin)
+            evals[f"{c}D"] = depth_twin_eval(i, c)
             # the EBM's replay prediction over the twin's trees (rules replay_ebm, replay_config)
             evals[f"{c}_replay"] = (
                 f"results/iter_{i}/replay.json"

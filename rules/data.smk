@@ -65,7 +65,7 @@ ruleorder: proplogic_benchmark_split > benchmark_split
 rule tactic_pairs:
     input:
         # Decontamination: no statement of the evaluation benchmark(s) may be trained on.
-        eval_benchmarks=eval_benchmark_files(config),
+        eval_benchmarks=decontamination_benchmark_files(config),
     output:
         train="data/tactic_pairs/train.parquet",
         val="data/tactic_pairs/val.parquet",
@@ -90,7 +90,7 @@ rule tactic_pairs:
 rule search_pool:
     input:
         benchmarks=search_pool_benchmarks(config),
-        eval_benchmarks=eval_benchmark_files(config),
+        eval_benchmarks=decontamination_benchmark_files(config),
     output:
         pool="data/theorems/search_pool.jsonl",
         report="data/theorems/search_pool.report.json",

@@ -41,7 +41,7 @@ if config["sft"]["mode"] == "joint":
             merged="models/iter_{i}/merged",
             embeddings="results/iter_{i}/embeddings/manifest.json",
             searches=ebm_searches,
-            eval_benchmarks=eval_benchmark_files(config),
+            eval_benchmarks=decontamination_benchmark_files(config),
         output:
             directory("models/iter_{i}/ebm"),
         log:
@@ -57,6 +57,7 @@ if config["sft"]["mode"] == "joint":
         params:
             pooling=lookup(dpath="policy/pooling", within=config),
             seed=lookup(dpath="seed", within=config),
+            split=lookup(dpath="split", within=config),
             decontamination=lookup(dpath="data/decontamination", within=config),
             code=code_digest("ebm_export_joint"),
         script:
@@ -69,7 +70,7 @@ else:
             embeddings="results/iter_{i}/embeddings/manifest.json",
             searches=ebm_searches,
             # Decontamination: no state of the searches may be an evaluation-benchmark goal.
-            eval_benchmarks=eval_benchmark_files(config),
+            eval_benchmarks=decontamination_benchmark_files(config),
         output:
             directory("models/iter_{i}/ebm"),
         log:
@@ -86,6 +87,7 @@ else:
         params:
             cfg=lookup(dpath="ebm", within=config),
             seed=lookup(dpath="seed", within=config),
+            split=lookup(dpath="split", within=config),
             decontamination=lookup(dpath="data/decontamination", within=config),
             code=code_digest("ebm_train"),
         script:
@@ -119,6 +121,7 @@ rule ebm_metrics:
     params:
         cfg=lookup(dpath="ebm", within=config),
         seed=lookup(dpath="seed", within=config),
+        split=lookup(dpath="split", within=config),
         code=code_digest("ebm_metrics"),
     script:
         "../workflow/scripts/ebm_metrics.py"
@@ -158,7 +161,7 @@ rule ebm_train_config:
     input:
         embeddings=config_embeddings,
         searches=ebm_searches,
-        eval_benchmarks=eval_benchmark_files(config),
+        eval_benchmarks=decontamination_benchmark_files(config),
     output:
         directory("models/iter_{i}/configs/{c}/ebm"),
     log:
@@ -175,6 +178,7 @@ rule ebm_train_config:
     params:
         cfg=lookup(dpath="ebm", within=config),
         seed=lookup(dpath="seed", within=config),
+        split=lookup(dpath="split", within=config),
         decontamination=lookup(dpath="data/decontamination", within=config),
         code=code_digest("ebm_train"),
     script:
@@ -202,6 +206,7 @@ rule ebm_metrics_config:
     params:
         cfg=lookup(dpath="ebm", within=config),
         seed=lookup(dpath="seed", within=config),
+        split=lookup(dpath="split", within=config),
         code=code_digest("ebm_metrics"),
     script:
         "../workflow/scripts/ebm_metrics.py"
@@ -214,7 +219,7 @@ rule value_features:
     input:
         model="models/iter_{i}/merged",
         searches=ebm_searches,
-        eval_benchmarks=eval_benchmark_files(config),
+        eval_benchmarks=decontamination_benchmark_files(config),
     output:
         directory("models/iter_{i}/features"),
     log:
@@ -230,7 +235,40 @@ rule value_features:
     params:
         cfg=lookup(dpath="ebm", within=config),
         seed=lookup(dpath="seed", within=config),
+        split=lookup(dpath="split", within=config),
         decontamination=lookup(dpath="data/decontamination", within=config),
+        code=code_digest("value_features"),
+    script:
+        "../workflow/scripts/value_features.py"
+
+
+# The depth twin (burnqed/value/features.py, issue 44 §5): the fairest control of a value that wins
+# by diving deeper — the number of open goals and the priority's depth term (its depth
+# normalisation, fitted on a grid), fitted on the same pool decisions and cross-fitted the same way
+# as every value; value-model claims are against the stronger of it and the log-prob twin.
+rule value_depth_twin:
+    input:
+        model="models/iter_{i}/merged",
+        searches=ebm_searches,
+        eval_benchmarks=decontamination_benchmark_files(config),
+    output:
+        directory("models/iter_{i}/depth_twin"),
+    log:
+        "logs/ebm/iter_{i}_depth_twin.log",
+    benchmark:
+        "logs/benchmarks/ebm/iter_{i}_depth_twin.tsv"
+    conda:
+        "../workflow/envs/burnqed.yaml"
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=30,
+    params:
+        cfg=lookup(dpath="ebm", within=config),
+        seed=lookup(dpath="seed", within=config),
+        split=lookup(dpath="split", within=config),
+        decontamination=lookup(dpath="data/decontamination", within=config),
+        twin="depth",
         code=code_digest("value_features"),
     script:
         "../workflow/scripts/value_features.py"

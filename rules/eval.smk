@@ -268,6 +268,88 @@ rule eval_config_no_ebm:
         "../workflow/scripts/eval.py"
 
 
+# The depth twins (models/iter_{i}/depth_twin: the open goals and a fitted depth term), each
+# policy's stronger control beside its no-value twin: iteration i's model (the twin of B and C),
+# and configurations A's and S's policies.  The same theorems, seeds and temperature as every eval.
+rule eval_depth_twin:
+    input:
+        model="models/iter_{i}/merged",
+        ebm="models/iter_{i}/depth_twin",
+        # Order only, as eval_no_ebm: the expansion cache answers what the evals of one model share.
+        after=ancient("results/iter_{i}/eval_no_ebm.json"),
+        benchmark=expand(
+            "data/benchmarks/{name}.jsonl",
+            name=lookup(dpath="eval/benchmark", within=config),
+        ),
+        meta=expand(
+            "data/benchmarks/{name}.meta.json",
+            name=lookup(dpath="eval/benchmark", within=config),
+        ),
+    output:
+        json="results/iter_{i}/eval_depth_twin.json",
+    log:
+        "logs/eval/iter_{i}_depth_twin.log",
+    benchmark:
+        "logs/benchmarks/eval/iter_{i}_depth_twin.tsv"
+    conda:
+        "../workflow/envs/burnqed.yaml"
+    threads: lookup(dpath="threads/eval", within=config)
+    resources:
+        gpu=1,
+        mem_mb=32000,
+        runtime=720,
+        expansion_cache=lookup(dpath="cache", within=config),
+    params:
+        cfg=lookup(dpath="eval", within=config),
+        search=lookup(dpath="search", within=config),
+        lean=lookup(dpath="lean", within=config),
+        policy=lookup(dpath="policy", within=config),
+        seed=lookup(dpath="seed", within=config),
+        label=depth_twin_label,
+        code=code_digest("eval", "lean", "policy"),
+    script:
+        "../workflow/scripts/eval.py"
+
+
+rule eval_config_depth_twin:
+    input:
+        model=config_model,
+        ebm="models/iter_{i}/depth_twin",
+        after=ancient(config_recording),  # order only, as eval_no_ebm
+        benchmark=expand(
+            "data/benchmarks/{name}.jsonl",
+            name=lookup(dpath="eval/benchmark", within=config),
+        ),
+        meta=expand(
+            "data/benchmarks/{name}.meta.json",
+            name=lookup(dpath="eval/benchmark", within=config),
+        ),
+    output:
+        json="results/iter_{i}/configs/{c}/eval_depth_twin.json",
+    log:
+        "logs/eval/iter_{i}_{c}_depth_twin.log",
+    benchmark:
+        "logs/benchmarks/eval/iter_{i}_{c}_depth_twin.tsv"
+    conda:
+        "../workflow/envs/burnqed.yaml"
+    threads: lookup(dpath="threads/eval", within=config)
+    resources:
+        gpu=1,
+        mem_mb=32000,
+        runtime=720,
+        expansion_cache=lookup(dpath="cache", within=config),
+    params:
+        cfg=lookup(dpath="eval", within=config),
+        search=lookup(dpath="search", within=config),
+        lean=lookup(dpath="lean", within=config),
+        policy=lookup(dpath="policy", within=config),
+        seed=lookup(dpath="seed", within=config),
+        label=depth_twin_label,
+        code=code_digest("eval", "lean", "policy"),
+    script:
+        "../workflow/scripts/eval.py"
+
+
 # The replay prediction of each configuration's EBM (issue 30 §7): its no-EBM twin's recorded trees
 # (rules/common.smk config_twin) searched again with the EBM in the priority, the twin's policy
 # embedding the states; compare.md shows it beside the live figure.  No order with the live eval

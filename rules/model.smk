@@ -40,7 +40,7 @@ rule sft:
         base="models/base",
         train="data/tactic_pairs/train.parquet",
         val="data/tactic_pairs/val.parquet",
-        eval_benchmarks=eval_benchmark_files(config),
+        eval_benchmarks=decontamination_benchmark_files(config),
     output:
         directory("models/iter_{i}/adapter"),
     log:
@@ -61,6 +61,7 @@ rule sft:
         pooling=lookup(dpath="policy/pooling", within=config),
         decontamination=lookup(dpath="data/decontamination", within=config),
         seed=lookup(dpath="seed", within=config),
+        split=lookup(dpath="split", within=config),
         code=code_digest("model_sft"),
     script:
         "../workflow/scripts/model_sft.py"
@@ -74,7 +75,7 @@ rule sft_only:
         base="models/base",
         train="data/tactic_pairs/train.parquet",
         val="data/tactic_pairs/val.parquet",
-        eval_benchmarks=eval_benchmark_files(config),
+        eval_benchmarks=decontamination_benchmark_files(config),
     output:
         directory("models/iter_{i}/configs/S/adapter"),
     log:
@@ -94,6 +95,7 @@ rule sft_only:
         pooling=lookup(dpath="policy/pooling", within=config),
         decontamination=lookup(dpath="data/decontamination", within=config),
         seed=lookup(dpath="seed", within=config),
+        split=lookup(dpath="split", within=config),
         mode="sft",
         code=code_digest("model_sft"),
     script:

@@ -333,14 +333,22 @@ def _write_split(bm: Benchmark, split: str, rows: list[Theorem], raw: Path, out_
 def build_proplogic_benchmark(
     *, out_dir: Path, cfg: ProplogicConfig, seed: int, splits: Sequence[str] | None = None
 ) -> list[Path]:
-    """Write ``proplogic_valid.jsonl`` and ``proplogic_test.jsonl`` (+ meta): generated theorems
-    that share no statement with the generated training theorems nor with each other.  Their hash is
-    that of the file written (there is no upstream file).  Returns the ``.jsonl`` paths."""
-    from burnqed.data.proplogic import held_out_splits
+    """Write ``proplogic_valid.jsonl``, ``proplogic_test.jsonl`` and ``proplogic_dev.jsonl`` (+
+    meta): generated theorems that share no statement with the generated training theorems nor with
+    each other (:mod:`burnqed.data.proplogic`).  Their hash is that of the file written (there is no
+    upstream file).  Returns the ``.jsonl`` paths."""
+    from burnqed.data.proplogic import (
+        DEV_SPLIT,
+        HELD_OUT_SPLITS,
+        development_split,
+        held_out_splits,
+    )
 
     written = []
     generated = held_out_splits(cfg, seed=seed)
-    for split in _selected(tuple(generated), splits, "proplogic"):
+    for split in _selected((*HELD_OUT_SPLITS, DEV_SPLIT), splits, "proplogic"):
+        if split == DEV_SPLIT:
+            generated[split] = development_split(cfg, seed=seed, held_out=generated)
         rows = generated[split]
         if not rows:
             raise BenchmarkError(f"proplogic: the generator produced no {split} theorems")

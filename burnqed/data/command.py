@@ -147,9 +147,11 @@ def _config(args: argparse.Namespace) -> tuple[DataConfig, int]:
 
 
 def _eval_benchmarks(args: argparse.Namespace) -> list[Path]:
-    """The evaluation benchmark file(s) (``eval.benchmark``) the data is decontaminated against."""
-    names = load_config(args).get("eval", {}).get("benchmark") or []
-    names = [names] if isinstance(names, str) else list(names)
+    """The benchmark file(s) the data is decontaminated against
+    (:func:`burnqed.config.decontamination_benchmarks`)."""
+    from burnqed.config import decontamination_benchmarks
+
+    names = decontamination_benchmarks(load_config(args))
     return [args.data_dir / "benchmarks" / f"{n}.jsonl" for n in names]
 
 

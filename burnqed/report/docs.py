@@ -57,27 +57,30 @@ def _num(x: Any, fmt: str) -> str:
 
 
 def value_table(summary: Mapping[str, Any]) -> str:
-    """The value-model configurations of the first iteration that has them: with and without the
-    value head, the replay prediction, the paired ablation, and what the energy could do (its
-    fitted weight, sibling span against the log-prob's, decisions changed, held-out gain)."""
+    """The value-model configurations of the first iteration that has them: with the value head,
+    its replay prediction, its two twins (no value model; the depth twin) and the claim against the
+    stronger one (paired, Holm), the head's held-out rank-1 against chance, and what the energy
+    could do (its fitted weight, sibling span against the log-prob's, decisions changed)."""
     if not summary.get("configs"):
         return "No value-model configuration in this run.\n"
     rows = []
+    emb = summary["configs"][0].get("embeddings") or {}
     for c, r in summary["configs"][0]["rates"].items():
-        ab, rp, v = r.get("ablation") or {}, r.get("replay") or {}, r.get("value_model") or {}
-        gain = v.get("heldout_gain") or {}
+        rp, v, vs = r.get("replay") or {}, r.get("value_model") or {}, r.get("vs_stronger") or {}
+        e = emb.get(c) or {}
         rows.append([
             c, pct(r["with"]), "–" if not rp else pct(rp["rate"]), pct(r["without"]),
-            "–" if ab.get("gained") is None else f"+{ab['gained']}/−{ab['lost']}, p {ab['p_value']:.3f}",
-            weight_text(v), span_text(v),
-            _num(v.get("decisions_changed"), ".1%"),
-            "–" if gain.get("in_se") is None else f"{gain['difference']:+.3f} ({gain['in_se']:.1f} SE)",
-            same_depth_text(v),
+            pct(r.get("depth_twin")),
+            "–" if vs.get("gained") is None else
+            f"{r['stronger_twin']}: +{vs['gained']}/−{vs['lost']}, p {vs['p_value']:.3f} "
+            f"(Holm {vs['p_holm']:.3f}), {vs['verdict']}",
+            "–" if e.get("rank1") is None else f"{e['rank1']:.3f} ({e.get('chance', 0):.2f})",
+            weight_text(v), span_text(v), _num(v.get("decisions_changed"), ".1%"),
         ])  # fmt: skip
     return markdown_table(
-        ["config", "with EBM", "replay prediction", "without", "EBM vs none", "energy weight",
-         "span ratio", "decisions changed", "held-out top-1 gain",
-         "same depth: log-prob / energy / sum"], rows)  # fmt: skip
+        ["config", "with EBM", "replay prediction", "log-prob twin", "depth twin",
+         "vs the stronger twin", "held-out rank-1 (chance)", "energy weight", "span ratio",
+         "decisions changed"], rows)  # fmt: skip
 
 
 def value_goal(summary: Mapping[str, Any]) -> str:

@@ -58,6 +58,12 @@ def _test(t: Mapping[str, Any]) -> dict[str, Any]:
     return {k: t.get(k) for k in keys}
 
 
+def _claim(t: Mapping[str, Any]) -> dict[str, Any]:
+    """A claim's paired test with its verdict, Holm-adjusted p and whether it is the primary one:
+    what a sentence of the docs may say about it (tests/workflow/test_docs.py checks them)."""
+    return {**_test(t), **{k: t.get(k) for k in ("verdict", "p_holm", "primary")}}
+
+
 def detectable(theorems: int | None, discordant: Sequence[int] = DISCORDANT) -> list[dict]:
     """For each number of changed theorems, the fewest gained (against the rest lost) that an
     exact McNemar test at :data:`ALPHA` calls real, and the points that is of ``theorems``."""
@@ -72,7 +78,13 @@ def detectable(theorems: int | None, discordant: Sequence[int] = DISCORDANT) -> 
 def _configs(section: Mapping[str, Any]) -> dict[str, Any]:
     rates = {r["config"]: {"with": (r.get("rate") or {}).get("rate"),
                            "without": (r.get("rate_no_ebm") or {}).get("rate"),
-                           "ablation": _test(r["ablation"]) if r.get("ablation") else None}
+                           "depth_twin": (r.get("rate_depth_twin") or {}).get("rate"),
+                           "ablation": _test(r["ablation"]) if r.get("ablation") else None,
+                           "vs_depth_twin": _test(r["vs_depth_twin"])
+                           if r.get("vs_depth_twin") else None,
+                           "stronger_twin": r.get("stronger_twin"),
+                           "vs_stronger": _claim(r["vs_stronger"])
+                           if r.get("vs_stronger") else None}
              for r in section.get("configs") or []}  # fmt: skip
     emb = {r["config"]: r.get("embeddings") for r in section.get("configs") or []}
     ranges = {}

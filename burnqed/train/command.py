@@ -20,7 +20,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from burnqed.config import add_config_arguments, load_config
+from burnqed.config import add_config_arguments, decontamination_benchmarks, load_config
 
 PAIRS = Path("data/tactic_pairs")
 MODELS = Path("models")
@@ -155,9 +155,8 @@ def _run_sft(args: argparse.Namespace) -> None:
         trajectories = trajectory_dirs(i)
     benchmarks = args.eval_benchmark
     if benchmarks is None:
-        names = params["eval"]["benchmark"]
-        names = [names] if isinstance(names, str) else names
-        benchmarks = [Path("data/benchmarks") / f"{n}.jsonl" for n in names]
+        benchmarks = [Path("data/benchmarks") / f"{n}.jsonl"
+                      for n in decontamination_benchmarks(params)]  # fmt: skip
     train_sft(
         base=args.base,
         train=args.train,
@@ -170,6 +169,7 @@ def _run_sft(args: argparse.Namespace) -> None:
         eval_benchmarks=benchmarks,
         decontamination=params["data"].get("decontamination", "refuse"),
         seed=params["seed"],
+        split=params["split"],
     )
 
 
