@@ -30,7 +30,7 @@ from typing import Any
 
 import yaml
 
-from burnqed.eval.configs import goal_table, same_depth_text, span_text, weight_text
+from burnqed.eval.configs import goal_table, span_text, weight_text
 from burnqed.eval.table import markdown_table, pct
 from burnqed.report.summary import draw
 
