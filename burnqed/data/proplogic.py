@@ -137,7 +137,7 @@ def development_split(
     depths with a seed of their own, after ``valid`` and ``test`` (``held_out``: their
     :func:`held_out_splits`, computed when not given), keeping only candidates whose canonical
     form equals no training, pool, test or earlier dev theorem's."""
-    from burnqed.data.decontam import theorem_keys
+    from burnqed.data.canonical import theorem_keys
 
     held_out = held_out_splits(cfg, seed=seed) if held_out is None else held_out
     n = cfg.dev_theorems if cfg.dev_theorems is not None else cfg.test_theorems

@@ -103,8 +103,9 @@ def test_a_new_lean_toolchain_mathlib_or_pantograph_reruns_every_search_and_eval
         for p, data in before.items():
             p.write_bytes(data)
     evals = {rule: n for rule, n in whole.items() if rule.startswith("eval")}
-    # baseline, iterations, controls, configurations, the feature value
-    assert len(evals) == 7 and sum(evals.values()) == 10
+    # baseline, iterations, controls, configurations, the feature value, the depth twins (iteration
+    # 1's model, configurations A's and S's)
+    assert len(evals) == 9 and sum(evals.values()) == 13
     assert {"search_shard", "search_noise_shard", "search_pool_select"} <= set(whole)
     for rule in (*evals, *(r for r in SEARCHES if r in whole)):
         assert plan.get(rule) == whole[rule], (rule, plan)
