@@ -181,6 +181,22 @@ def _check_sections(params: Mapping, source: str) -> None:
                 raise ConfigError(f"{source}: {e}") from None
 
 
+# The sources of variation a run's seed decides (params.yaml `seeds`; issue 45 §1): each its own
+# seed, null = `seed`, so a run that sets none of them keeps every byte it had.
+SEED_KINDS = ("data", "benchmark", "train", "search")
+
+
+def resolve_seeds(params: Mapping) -> dict[str, int]:
+    """Each of :data:`SEED_KINDS`' seed: ``seeds.<kind>``, or ``seed`` where that is null.
+
+    >>> resolve_seeds({"seed": 3, "seeds": {"search": 7}})
+    {'data': 3, 'benchmark': 3, 'train': 3, 'search': 7}
+    """
+    own = params.get("seeds") or {}
+    return {k: int(own[k]) if own.get(k) is not None else int(params.get("seed", 0))
+            for k in SEED_KINDS}  # fmt: skip
+
+
 # Generated benchmarks decontaminated on their own side when they are drawn (burnqed.data.proplogic:
 # the dev split drops every candidate equal to a training, pool or test theorem): an eval on one
 # adds nothing to the decontamination of the training data.

@@ -3,12 +3,24 @@ from functools import cache
 from pathlib import Path
 
 from burnqed import provenance
-from burnqed.config import decontamination_benchmarks
+from burnqed.config import decontamination_benchmarks, resolve_seeds
 
 
 # Expert iteration i: any non-negative integer (`iterations` in params.yaml says how many are built).
 wildcard_constraints:
     i="[0-9]+",
+
+
+def seed_of(kind):
+    """The seed of one source of variation (params.yaml `seeds`: data, benchmark, train, search;
+    null = `seed`): what a rule's job samples with."""
+    return resolve_seeds(config)[kind]
+
+
+def benchmark_seed(wildcards):
+    """The seed of a generated held-out split: the benchmark's for test and dev; none for valid
+    (the search pool is the data's: seed_of("data")), so a new benchmark seed reruns no pool."""
+    return None if wildcards.split == "valid" else seed_of("benchmark")
 
 
 @cache  # once per parse: several rules share a shim

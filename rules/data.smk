@@ -53,7 +53,8 @@ rule proplogic_benchmark_split:
         "../workflow/envs/burnqed.yaml"
     params:
         cfg=lookup(dpath="data", within=config),
-        seed=lookup(dpath="seed", within=config),
+        seed=seed_of("data"),
+        benchmark_seed=benchmark_seed,
         code=code_digest("data_proplogic_benchmark"),
     script:
         "../workflow/scripts/data_proplogic_benchmark.py"
@@ -81,7 +82,7 @@ rule tactic_pairs:
         mem_mb=8000,
     params:
         cfg=lookup(dpath="data", within=config),
-        seed=lookup(dpath="seed", within=config),
+        seed=seed_of("data"),
         code=code_digest("data_pairs"),
     script:
         "../workflow/scripts/data_pairs.py"
@@ -102,7 +103,7 @@ rule search_pool:
         "../workflow/envs/burnqed.yaml"
     params:
         cfg=lookup(dpath="data", within=config),
-        seed=lookup(dpath="seed", within=config),
+        seed=seed_of("data"),
         code=code_digest("data_pool"),
     script:
         "../workflow/scripts/data_pool.py"

@@ -56,7 +56,7 @@ if config["sft"]["mode"] == "joint":
             runtime=30,
         params:
             pooling=lookup(dpath="policy/pooling", within=config),
-            seed=lookup(dpath="seed", within=config),
+            seed=seed_of("train"),
             split=lookup(dpath="split", within=config),
             decontamination=lookup(dpath="data/decontamination", within=config),
             code=code_digest("ebm_export_joint"),
@@ -86,7 +86,7 @@ else:
             runtime=120,
         params:
             cfg=lookup(dpath="ebm", within=config),
-            seed=lookup(dpath="seed", within=config),
+            seed=seed_of("train"),
             split=lookup(dpath="split", within=config),
             decontamination=lookup(dpath="data/decontamination", within=config),
             code=code_digest("ebm_train"),
@@ -120,7 +120,7 @@ rule ebm_metrics:
         runtime=60,
     params:
         cfg=lookup(dpath="ebm", within=config),
-        seed=lookup(dpath="seed", within=config),
+        seed=seed_of("train"),
         split=lookup(dpath="split", within=config),
         code=code_digest("ebm_metrics"),
     script:
@@ -177,7 +177,7 @@ rule ebm_train_config:
         runtime=120,
     params:
         cfg=lookup(dpath="ebm", within=config),
-        seed=lookup(dpath="seed", within=config),
+        seed=seed_of("train"),
         split=lookup(dpath="split", within=config),
         decontamination=lookup(dpath="data/decontamination", within=config),
         code=code_digest("ebm_train"),
@@ -205,7 +205,7 @@ rule ebm_metrics_config:
         runtime=60,
     params:
         cfg=lookup(dpath="ebm", within=config),
-        seed=lookup(dpath="seed", within=config),
+        seed=seed_of("train"),
         split=lookup(dpath="split", within=config),
         code=code_digest("ebm_metrics"),
     script:
@@ -234,7 +234,7 @@ rule value_features:
         runtime=30,
     params:
         cfg=lookup(dpath="ebm", within=config),
-        seed=lookup(dpath="seed", within=config),
+        seed=seed_of("train"),
         split=lookup(dpath="split", within=config),
         decontamination=lookup(dpath="data/decontamination", within=config),
         code=code_digest("value_features"),
@@ -265,7 +265,7 @@ rule value_depth_twin:
         runtime=30,
     params:
         cfg=lookup(dpath="ebm", within=config),
-        seed=lookup(dpath="seed", within=config),
+        seed=seed_of("train"),
         split=lookup(dpath="split", within=config),
         decontamination=lookup(dpath="data/decontamination", within=config),
         twin="depth",

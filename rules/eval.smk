@@ -42,7 +42,7 @@ rule eval_baseline:
         search=lookup(dpath="search", within=config),
         lean=lookup(dpath="lean", within=config),
         policy=lookup(dpath="policy", within=config),
-        seed=lookup(dpath="seed", within=config),
+        seed=seed_of("search"),
         label="baseline",
         code=code_digest("eval", "lean", "policy"),
     script:
@@ -94,7 +94,7 @@ rule eval:
         search=lookup(dpath="search", within=config),
         lean=lookup(dpath="lean", within=config),
         policy=lookup(dpath="policy", within=config),
-        seed=lookup(dpath="seed", within=config),
+        seed=seed_of("search"),
         code=code_digest("eval", "lean", "policy"),
     script:
         "../workflow/scripts/eval.py"
@@ -136,7 +136,7 @@ rule eval_longer:
         search=lookup(dpath="search", within=config),
         lean=lookup(dpath="lean", within=config),
         policy=lookup(dpath="policy", within=config),
-        seed=lookup(dpath="seed", within=config),
+        seed=seed_of("search"),
         budget_factor=lookup(dpath="eval/control_budget_factor", within=config),
         code=code_digest("eval", "lean", "policy"),
     script:
@@ -181,7 +181,7 @@ rule eval_no_ebm:
         search=lookup(dpath="search", within=config),
         lean=lookup(dpath="lean", within=config),
         policy=lookup(dpath="policy", within=config),
-        seed=lookup(dpath="seed", within=config),
+        seed=seed_of("search"),
         code=code_digest("eval", "lean", "policy"),
     script:
         "../workflow/scripts/eval.py"
@@ -222,7 +222,7 @@ rule eval_config:
         search=lookup(dpath="search", within=config),
         lean=lookup(dpath="lean", within=config),
         policy=lookup(dpath="policy", within=config),
-        seed=lookup(dpath="seed", within=config),
+        seed=seed_of("search"),
         label=config_label,
         code=code_digest("eval", "lean", "policy"),
     script:
@@ -261,7 +261,7 @@ rule eval_config_no_ebm:
         search=lookup(dpath="search", within=config),
         lean=lookup(dpath="lean", within=config),
         policy=lookup(dpath="policy", within=config),
-        seed=lookup(dpath="seed", within=config),
+        seed=seed_of("search"),
         label=config_no_ebm_label,
         code=code_digest("eval", "lean", "policy"),
     script:
@@ -304,7 +304,7 @@ rule eval_depth_twin:
         search=lookup(dpath="search", within=config),
         lean=lookup(dpath="lean", within=config),
         policy=lookup(dpath="policy", within=config),
-        seed=lookup(dpath="seed", within=config),
+        seed=seed_of("search"),
         label=depth_twin_label,
         code=code_digest("eval", "lean", "policy"),
     script:
@@ -343,7 +343,7 @@ rule eval_config_depth_twin:
         search=lookup(dpath="search", within=config),
         lean=lookup(dpath="lean", within=config),
         policy=lookup(dpath="policy", within=config),
-        seed=lookup(dpath="seed", within=config),
+        seed=seed_of("search"),
         label=depth_twin_label,
         code=code_digest("eval", "lean", "policy"),
     script:
@@ -483,7 +483,7 @@ rule eval_features:
         search=lookup(dpath="search", within=config),
         lean=lookup(dpath="lean", within=config),
         policy=lookup(dpath="policy", within=config),
-        seed=lookup(dpath="seed", within=config),
+        seed=seed_of("search"),
         label=features_label,
         code=code_digest("eval", "lean", "policy"),
     script:

@@ -27,7 +27,7 @@ rule base_model:
         runtime=120,
     params:
         cfg=lookup(dpath="model", within=config),
-        seed=lookup(dpath="seed", within=config),
+        seed=seed_of("train"),
         code=code_digest("model_base"),
     script:
         "../workflow/scripts/model_base.py"
@@ -60,7 +60,7 @@ rule sft:
         ebm=lookup(dpath="ebm", within=config),
         pooling=lookup(dpath="policy/pooling", within=config),
         decontamination=lookup(dpath="data/decontamination", within=config),
-        seed=lookup(dpath="seed", within=config),
+        seed=seed_of("train"),
         split=lookup(dpath="split", within=config),
         code=code_digest("model_sft"),
     script:
@@ -94,7 +94,7 @@ rule sft_only:
         ebm=lookup(dpath="ebm", within=config),
         pooling=lookup(dpath="policy/pooling", within=config),
         decontamination=lookup(dpath="data/decontamination", within=config),
-        seed=lookup(dpath="seed", within=config),
+        seed=seed_of("train"),
         split=lookup(dpath="split", within=config),
         mode="sft",
         code=code_digest("model_sft"),

@@ -37,7 +37,7 @@ rule search_shard:
         search=lookup(dpath="search", within=config),
         lean=lookup(dpath="lean", within=config),
         policy=lookup(dpath="policy", within=config),
-        seed=lookup(dpath="seed", within=config),
+        seed=seed_of("train"),
         # Iterations >= 1 draw their own samples (rules/common.smk search_seed_salt).
         seed_salt=search_seed_salt,
         code=code_digest("search_shard", "lean", "policy"),
@@ -67,7 +67,7 @@ rule search_pool_select:
     params:
         search=lookup(dpath="search", within=config),
         lean=lookup(dpath="lean", within=config),
-        seed=lookup(dpath="seed", within=config),
+        seed=seed_of("train"),
         code=code_digest("search_select_pool", "lean"),
     script:
         "../workflow/scripts/search_select_pool.py"
@@ -97,7 +97,7 @@ rule search_noise_shard:
         search=lookup(dpath="search", within=config),
         lean=lookup(dpath="lean", within=config),
         policy=lookup(dpath="policy", within=config),
-        seed=lookup(dpath="seed", within=config),
+        seed=seed_of("train"),
         temperature=lookup(dpath="search/noise_temperature", within=config),
         # A seeded random frontier order: decisions that favour no priority (params.yaml).
         order=lookup(dpath="search/noise_order", within=config),
@@ -133,7 +133,7 @@ rule search_baseline_shard:
         search=lookup(dpath="search", within=config),
         lean=lookup(dpath="lean", within=config),
         policy=lookup(dpath="policy", within=config),
-        seed=lookup(dpath="seed", within=config),
+        seed=seed_of("train"),
         code=code_digest("search_shard", "lean", "policy"),
     script:
         "../workflow/scripts/search_shard.py"

@@ -96,17 +96,22 @@ def statement_body(theorem: Theorem) -> str:
     return _DECL_NAME.sub("", theorem.formal_statement, count=1).strip()
 
 
-def held_out_splits(cfg: ProplogicConfig, *, seed: int) -> dict[str, list[Theorem]]:
+def held_out_splits(
+    cfg: ProplogicConfig, *, seed: int, benchmark_seed: int | None = None
+) -> dict[str, list[Theorem]]:
     """``{"valid": [...], "test": [...]}``, ``cfg.test_theorems`` each: theorems stating nothing a
-    training theorem or the other split states (``valid`` feeds the search pool, ``test`` eval)."""
+    training theorem or the other split states (``valid`` feeds the search pool, ``test`` eval).
+    ``seed`` draws the training theorems and ``valid`` (the data), ``benchmark_seed`` (None:
+    ``seed``) draws ``test`` (params.yaml ``seeds``)."""
     seen = {statement_body(t) for t in training_theorems(cfg, seed=seed)}
+    draw = {"valid": seed, "test": seed if benchmark_seed is None else benchmark_seed}
     out: dict[str, list[Theorem]] = {}
     for k, split in enumerate(HELD_OUT_SPLITS):
         # Draw extra candidates: small depth ranges repeat formulas, and repeats are dropped.
         candidates = _generate(
             2 * cfg.test_theorems + 10,
             cfg,
-            seed=seed + (k + 1) * HELD_OUT_SEED_OFFSET,
+            seed=draw[split] + (k + 1) * HELD_OUT_SEED_OFFSET,
             prefix=f"{TRAIN_PREFIX}_{split}",
             held_out=True,
         )
@@ -131,15 +136,19 @@ def held_out_splits(cfg: ProplogicConfig, *, seed: int) -> dict[str, list[Theore
 
 
 def development_split(
-    cfg: ProplogicConfig, *, seed: int, held_out: dict[str, list[Theorem]] | None = None
-) -> list[Theorem]:
+    cfg: ProplogicConfig, *, seed: int, benchmark_seed: int | None = None,
+    held_out: dict[str, list[Theorem]] | None = None,
+) -> list[Theorem]:  # fmt: skip
     """The ``dev`` theorems (``cfg.dev_theorems``, else as many as ``test``): drawn from the held-out
     depths with a seed of their own, after ``valid`` and ``test`` (``held_out``: their
     :func:`held_out_splits`, computed when not given), keeping only candidates whose canonical
-    form equals no training, pool, test or earlier dev theorem's."""
+    form equals no training, pool, test or earlier dev theorem's.  ``benchmark_seed`` (None:
+    ``seed``) draws it, as it draws ``test``."""
     from burnqed.data.canonical import theorem_keys
 
-    held_out = held_out_splits(cfg, seed=seed) if held_out is None else held_out
+    bseed = seed if benchmark_seed is None else benchmark_seed
+    if held_out is None:
+        held_out = held_out_splits(cfg, seed=seed, benchmark_seed=bseed)
     n = cfg.dev_theorems if cfg.dev_theorems is not None else cfg.test_theorems
     seen: set[str] = set()
     for t in [*training_theorems(cfg, seed=seed), *held_out["valid"], *held_out["test"]]:
@@ -147,7 +156,7 @@ def development_split(
     candidates = _generate(
         3 * n + 10,
         cfg,
-        seed=seed + (len(HELD_OUT_SPLITS) + 1) * HELD_OUT_SEED_OFFSET,
+        seed=bseed + (len(HELD_OUT_SPLITS) + 1) * HELD_OUT_SEED_OFFSET,
         prefix=f"{TRAIN_PREFIX}_{DEV_SPLIT}",
         held_out=True,
     )

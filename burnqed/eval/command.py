@@ -93,7 +93,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def main_eval(args: argparse.Namespace) -> int:
-    from burnqed.config import cache_dir, load_config
+    from burnqed.config import cache_dir, load_config, resolve_seeds
     from burnqed.data.benchmarks import BenchmarkError, HashMismatchError
     from burnqed.eval.stage import run
     from burnqed.search.stage import SearchTerminated
@@ -114,7 +114,7 @@ def main_eval(args: argparse.Namespace) -> int:
             ebm=args.ebm,
             previous=args.previous,
             label=args.label,
-            seed=args.seed if args.seed is not None else int(params.get("seed", 0)),
+            seed=args.seed if args.seed is not None else resolve_seeds(params)["search"],
             temperature=args.temperature,
             resume=args.resume,
             run_search=not args.no_search,

@@ -398,3 +398,20 @@ def test_the_training_data_is_held_out_of_the_confirmation_benchmark_whatever_is
     assert decontamination_benchmarks(real) == ["minif2f_test", "proofnet_valid"]
     other = {**real, "eval": {**real["eval"], "benchmark": "proofnet_test"}}
     assert decontamination_benchmarks(other) == ["minif2f_test", "proofnet_valid", "proofnet_test"]
+
+
+def test_the_benchmark_seed_draws_test_and_dev_and_nothing_else():
+    """params.yaml seeds.benchmark (issue 45 §1): the held-out evaluation sets change with it, the
+    pool (valid) does not (nor the training theorems: held_out_splits draws them from ``seed``);
+    equal to the data's seed, every byte is today's."""
+    from burnqed.config import ProplogicConfig
+    from burnqed.data.proplogic import development_split, held_out_splits
+
+    cfg = ProplogicConfig(theorems=200, min_depth=1, max_depth=3, variables=3, test_theorems=20,
+                          held_out_min_depth=3, held_out_max_depth=4)  # fmt: skip
+    same = held_out_splits(cfg, seed=5)
+    assert held_out_splits(cfg, seed=5, benchmark_seed=5) == same
+    assert development_split(cfg, seed=5, benchmark_seed=5) == development_split(cfg, seed=5)
+    other = held_out_splits(cfg, seed=5, benchmark_seed=6)
+    assert other["valid"] == same["valid"] and other["test"] != same["test"]
+    assert development_split(cfg, seed=5, benchmark_seed=6) != development_split(cfg, seed=5)

@@ -155,3 +155,32 @@ def test_the_no_ebm_twins_search_after_their_ebm_evals(touched):
     edges = {(rule_of[a], rule_of[b]) for a, b in re.findall(r"(\d+) -> (\d+)", r.stdout)}
     assert ("eval", "eval_no_ebm") in edges
     assert ("eval_config", "eval_config_no_ebm") in edges
+
+
+def _planned_with(work: Path, **changes) -> dict[str, int]:
+    overlay = work / "tiny.yaml"
+    before = overlay.read_bytes()
+    try:
+        overlay.write_text(yaml.safe_dump({**yaml.safe_load(before), **changes}))
+        return planned(work)
+    finally:
+        overlay.write_bytes(before)
+
+
+def test_the_seed_split_keeps_a_runs_jobs_and_each_seed_reruns_only_what_it_samples(touched):
+    """params.yaml `seeds` (issue 45 §1): each null is `seed`, so naming every one as `seed` reruns
+    nothing (a run made before the split keeps its jobs, and so its bytes); the evals' own seed
+    reruns the evals and what reads them, never a training or pool search; the benchmark's reruns
+    the held-out sets and what is decontaminated against them or evaluated on them, not the pool."""
+    work, whole = touched
+    seed = yaml.safe_load((work / "tiny.yaml").read_bytes()).get("seed", 0)
+    same = {k: seed for k in ("data", "benchmark", "train", "search")}
+    assert _planned_with(work, seeds=same) == {}
+    search = _planned_with(work, seeds={**same, "search": seed + 7})
+    assert {"eval", "eval_longer", "eval_baseline", "compare"} <= set(search)
+    assert not {"sft", "base_model", "ebm_train_config", "search_shard", "search_noise_shard",
+                "proplogic_benchmark_split", "tactic_pairs"} & set(search)  # fmt: skip
+    assert search["eval"] == whole["eval"]
+    bench = _planned_with(work, seeds={**same, "benchmark": seed + 7})
+    assert bench["proplogic_benchmark_split"] == whole["proplogic_benchmark_split"] - 1  # not valid
+    assert {"tactic_pairs", "eval"} <= set(bench)  # decontaminated against test; evaluated on it
