@@ -53,6 +53,7 @@ Example::
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
@@ -60,6 +61,11 @@ NF4_BITS = 4 + 8 / 64 + 32 / (64 * 256)  # bitsandbytes NF4 with double quantisa
 GIB = 2**30
 TARGET_GB = 36  # the reproduced system's target for one joint step (reference/value-model-v2.md §3)
 TARGET_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+# The two layouts of a training step (joint_step_plan's keywords): the branch point of issue 47
+# (rows right-padded, everything float32 after prepare_model_for_kbit_training, whole float32
+# logits), and what training on CUDA runs since (packed, a bf16 residual stream, the fused loss).
+PADDED_FP32 = {"padded": True, "activation_bytes": 4, "base_bytes": 4, "fused_loss": False}
+PACKED_BF16 = {"padded": False, "activation_bytes": 2, "base_bytes": 2, "fused_loss": True}
 
 
 @dataclass(frozen=True)
@@ -134,14 +140,20 @@ def joint_step_plan(
     lora_alpha: int | None = None,
     padded: bool = True,
     activation_bytes: int = 4,
+    base_bytes: int = 4,
+    fused_loss: bool = False,
 ) -> dict:
     """Memory of one joint step (module docstring), in bytes, with the counts behind it.
 
     ``groups`` contrastive groups of ``group_size`` states (1 positive + negatives) each, plus each
     group's goal, every sequence ``state_length`` tokens; ``sft_batch`` SFT sequences of
-    ``sft_length`` tokens.  ``padded``: every row occupies the longest row's positions (as
-    :func:`burnqed.train.joint.collate` builds the batch); ``activation_bytes``: 4 as training runs
-    today (float32 residual stream), 2 for a bf16 one.
+    ``sft_length`` tokens.  The layout (defaults: the padded float32 one, :data:`PADDED_FP32`;
+    :data:`PACKED_BF16` is what training on CUDA runs): ``padded``, every row occupies the longest
+    row's positions (:func:`burnqed.train.joint.collate`), else the real tokens, packed
+    (:func:`burnqed.train.joint.collate_packed`, rounded up to flex attention's 128-position
+    block); ``activation_bytes``, 4 for a float32 residual stream, 2 for bf16; ``base_bytes``, the
+    non-quantised base weights' (embeddings, ``lm_head``, norms: 4 upcast to float32, 2 as saved);
+    ``fused_loss``, the SFT loss without whole logits (:mod:`burnqed.train.fused_loss`).
     """
     import torch
 
@@ -163,18 +175,26 @@ def joint_step_plan(
     contrastive_rows = groups * (group_size + 1)  # states + each group's goal
     tokens = sft_tokens + contrastive_rows * state_length
     rows = sft_batch + contrastive_rows
-    positions = rows * max(sft_length, state_length) if padded else tokens
+    positions = rows * max(sft_length, state_length) if padded else -(-tokens // 128) * 128
+    if fused_loss:
+        # Liger's chunks: ~sft_tokens / (V / h) tokens (a power of 2) of bf16 logits and their
+        # float32 softmax at a time, beside the scored hidden states and their gradient (bf16).
+        chunk = 2 ** math.ceil(math.log2(max(1, sft_tokens / math.ceil(v / h))))
+        loss = chunk * v * (2 + 4) + 2 * sft_tokens * h * 2
+    else:
+        loss = sft_tokens * v * 4 * 2  # float32 logits of every SFT position and their gradient
     memory = {
         "base_weights_nf4": quantised * NF4_BITS / 8,
-        "base_weights_fp32": (base - quantised) * 4,
+        f"base_weights_{'fp32' if base_bytes == 4 else 'bf16'}": (base - quantised) * base_bytes,
         "trainable_weights": trainable * 4,
         "gradients": trainable * 4,
         "optimizer_states": trainable * 8,
         "activations_checkpointed_inputs": arch.layers * positions * activation_bytes * h,
         "activations_one_layer_recompute": positions * 34 * h * activation_bytes // 2,
-        "logits_and_grad": sft_tokens * v * 4 * 2,
+        "logits_and_grad" if not fused_loss else "fused_loss_chunk": loss,
     }
-    exact = ("base_weights_fp32", "trainable_weights", "gradients", "optimizer_states")
+    exact = ("base_weights_fp32", "base_weights_bf16", "trainable_weights", "gradients",
+             "optimizer_states")  # fmt: skip
     total = sum(memory.values())
     return {
         "architecture": asdict(arch),
@@ -190,6 +210,8 @@ def joint_step_plan(
             "positions_per_step": positions,
             "padded": padded,
             "activation_bytes": activation_bytes,
+            "base_bytes": base_bytes,
+            "fused_loss": fused_loss,
         },
         "params": {
             "base": base,
@@ -199,7 +221,7 @@ def joint_step_plan(
             "trainable": trainable,
         },
         "bytes": memory,
-        "exact_from_modules": list(exact),
+        "exact_from_modules": [k for k in exact if k in memory],
         "estimated": [k for k in memory if k not in exact],
         "total_bytes": total,
         "total_gib": total / GIB,
