@@ -98,7 +98,7 @@ def block_mask(doc: Any) -> Any:
 
     def indexed(sel):  # (n, n) bool → counts (1, 1, n) and indices (1, 1, n, n), selected first
         counts = sel.sum(1).to(torch.int32)
-        order = torch.argsort((~sel).to(torch.int8), dim=1, stable=True).to(torch.int32)
+        order = torch.argsort((~sel).to(torch.int32), dim=1, stable=True).to(torch.int32)
         return counts[None, None], order[None, None]
 
     kv_num, kv_idx = indexed(partial)
