@@ -10,16 +10,24 @@ section under its own time cap (``--cap-<section>``) and printed as soon as it e
 
 1. **checkpoint**: the random checkpoint saved (safetensors, bf16) and loaded back as training loads
    it (:func:`burnqed.train.loop.load_base_model`: NF4 with double quantisation, bf16 compute,
-   ``prepare_model_for_kbit_training`` with gradient checkpointing on CUDA);
+   the other weights bf16 and gradient checkpointing on CUDA; the branch point upcast them to
+   float32 with ``prepare_model_for_kbit_training``);
 2. **joint**: optimizer steps of joint training as :func:`burnqed.train.joint.train_joint` takes
    them — LoRA (``sft.lora_r`` on ``sft.target_modules``) and the energy head, one
    :func:`~burnqed.train.joint.joint_forward` per micro-batch of ``sft.batch_size`` SFT sequences
    of ``sft.max_length`` tokens and ``sft.joint_groups_per_step`` groups of ``1 + ebm.negatives``
    states and a goal of ``sft.joint_state_max_length`` tokens (every sequence full length: the
-   worst case; :func:`~burnqed.train.joint.collate` pads them into one batch), ``sft.grad_accum``
+   worst case), packed padding-free into one row as training on CUDA packs it
+   (:func:`~burnqed.train.joint.collate_packed`: flex attention on CUDA, the fused SFT loss, a bf16
+   residual stream; ``layout=packed``) — or, run with the branch point of issue 47 on the path
+   (``bench/gpu-device.sh compare``), right-padded into one batch by
+   :func:`~burnqed.train.joint.collate` (``layout=padded``) — ``sft.grad_accum``
    micro-batches per step (:func:`~burnqed.train.joint.accumulate`), AdamW over three groups
    (:func:`~burnqed.train.joint.optimizer`: the LoRA, the head's layers, its scale) with its
-   schedule; one warm-up step (it allocates the optimizer's moments), then timed steps;
+   schedule; one warm-up step (it allocates the optimizer's moments and compiles flex attention),
+   then timed steps; ``--profile-joint FILE``: then one more optimizer step over one micro-batch
+   under ``torch.profiler``, its top-20 kernels by device time to FILE
+   (``joint_profiled_micro_step_s``);
 3. **sft**: the same loop without the groups and the head — SFT's loss through the joint loop's
    forward, not through trl's ``SFTTrainer`` (trl is not in the GPU image; its step differs by the
    autocast it runs under);
@@ -36,6 +44,17 @@ section under its own time cap (``--cap-<section>``) and printed as soon as it e
    ``search.temperature``, ``policy.top_p``).  Random weights never emit the stop fence, so every
    candidate runs to ``max_new_tokens``: the worst case, and the in-process backend's figure, not
    SGLang's.
+
+``--sections`` runs some of them (``checkpoint,joint,sft``: the training sections); ``--checkpoint
+DIR`` keeps the random checkpoint in DIR and reuses it when a later run finds it there.
+
+MFU: model FLOPs per step over the step time and ``--peak-tflops`` (989: the H100/H200 SXM
+datasheet's dense bf16 rate; 790 measured for a bf16 product on this workplace's H200s): per micro-
+batch ``4·P`` a real token (``P`` the decoder's linear weights, 6.07 B: forward ``2·P``, the
+activations' gradient ``2·P``; the frozen weights get none), ``12·h`` per (query, key) pair of each
+sequence's causal triangle per layer, and ``4·h·V`` per scored SFT token through ``lm_head``
+(:func:`model_flops`); HFU adds what checkpointing recomputes (``2·P`` a token, ``4·h`` a pair).
+Padding is not model work: the padded layout's MFU counts the real tokens too.
 
 Before the sections: the device, its driver and CUDA, the versions in use, and which of
 ``constraints.txt``'s pins did not hold (``pins_not_held``).  A section that runs past its cap or out
@@ -55,10 +74,14 @@ Prints (every line ``name=value``: device, versions and each section's parameter
 - ``joint_plan_gib``: the memory plan's figure for the same shape (GiB)
 - ``joint_step_s``: seconds per joint optimizer step
 - ``joint_tokens_per_s``: real (non-padding) tokens per second of joint training
+- ``joint_model_tflop``: model FLOPs of one joint step (TFLOP; :func:`model_flops`)
+- ``joint_mfu``: the joint step's model FLOPs per second over ``--peak-tflops``
+- ``joint_hfu``: the same with the recomputed forward counted
 - ``sft_peak_allocated_gib``: peak allocated memory of the SFT-only steps (GiB)
 - ``sft_peak_reserved_gib``: peak reserved memory of the SFT-only steps (GiB)
 - ``sft_step_s``: seconds per SFT-only optimizer step
 - ``sft_tokens_per_s``: tokens per second of SFT-only training
+- ``sft_mfu``: the SFT-only step's model FLOPs per second over ``--peak-tflops``
 - ``load_bf16_s``: seconds for the in-process backend to load the bf16 policy
 - ``embed_batch1_states_per_s``: states per second embedded one per forward
 - ``embed_batch8_states_per_s``: states per second at 8 per forward
@@ -74,6 +97,7 @@ Example::
     python bench/gpu.py --configfile config/a100-7b.yaml   # on a CUDA machine: the 7B figures
     python bench/gpu.py --smoke                            # CPU, tiny sizes: that it runs (CI)
     bench/gpu-device.sh run                                # the prepared run on a lent GPU machine
+    bench/gpu-device.sh compare before/                    # issue 47's: before, after, a profile
 """
 
 from __future__ import annotations
@@ -454,8 +478,9 @@ def section_joint(b: Bench, state: dict) -> None:
     head.set_input_stats(torch.randn(64, b.arch.hidden, device=b.dev))
     from burnqed.train import memory
 
-    # The plan of the layout in use: packed, bf16 and the fused loss where burnqed packs.
-    layout = getattr(memory, "PACKED_BF16", {}) if packs() else {}
+    # The plan of the layout in use: packed, bf16 and the fused loss where burnqed packs (the
+    # branch point's plan, which knows neither, otherwise).
+    layout = {**memory.PACKED_BF16, "lora_dropout": b.sft.lora_dropout} if packs() else {}
     plan = joint_step_plan(
         b.arch, lora_r=b.sft.lora_r, lora_alpha=b.sft.lora_alpha, head_sizes=b.ebm.hidden_sizes,
         sft_batch=b.sft.batch_size, sft_length=b.sft.max_length,

@@ -21,8 +21,13 @@ backward, on fresh random inputs:
   102,400-token vocabulary: the loss's and the hidden states' gradient's relative errors, time
   and peak memory of each.
 
+- **determinism**: a packed joint step of a small random Llama loaded as training loads it (NF4 on
+  CUDA, LoRA with dropout, the head), twice under the strict deterministic mode ``train_joint``
+  runs in (:func:`check_determinism`): the gradients must be bit-identical.
+
 Exit status 1 when an error is over its bound (attention 2× SDPA-bf16's own error plus 1e-3;
-loss 1e-3; gradient 2e-2) or the second layout compiled again (over 2 s).  ``--smoke`` runs the
+loss 1e-3; gradient 2e-2), the second layout compiled again (over 2 s) or the deterministic step
+failed or differed.  ``--smoke`` runs the
 same checks on the CPU at a tiny size (eager flex attention, the chunked loss; the times mean
 nothing there).
 
@@ -40,6 +45,8 @@ Prints (parameters first; these figures last, one ``name=value`` a line):
 - ``full_loss_ms``: whole bf16 logits and float32 cross-entropy, forward + backward, median (ms)
 - ``fused_loss_peak_gib``: peak memory above the inputs of the fused loss (GiB; CPU: 0)
 - ``full_loss_peak_gib``: the same for the whole logits (GiB; CPU: 0)
+- ``deterministic_step_identical``: 1 when a packed joint step run twice under
+  ``deterministic_training`` gave bit-identical gradients
 
 Example::
 
@@ -233,6 +240,84 @@ def check_loss(dev: torch.device, tokens: int, hidden: int, vocab: int, repeat: 
     return ok
 
 
+def check_determinism(dev: torch.device) -> bool:
+    """A packed joint step as ``train_joint`` takes it — a small random Llama loaded 4-bit as
+    training loads it (:func:`burnqed.train.loop.load_base_model`), LoRA with dropout on every
+    linear layer, the energy head, two packed micro-batches through
+    :func:`burnqed.train.joint.accumulate` (flex attention and the fused loss on CUDA) — twice under
+    :func:`burnqed.determinism.deterministic_training`, as training runs (strict: an op without a
+    deterministic implementation raises); every gradient must be bit-identical."""
+    import tempfile
+    from pathlib import Path
+
+    from peft import LoraConfig, get_peft_model
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from burnqed.config import EBMConfig, SFTConfig
+    from burnqed.determinism import deterministic_training
+    from burnqed.ebm.train import build_head
+    from burnqed.train.joint import LossScales, _to, accumulate, collate_packed, packed_width
+    from burnqed.train.loop import keep_lora_inputs_bf16, load_base_model
+    from burnqed.train.memory import TARGET_MODULES
+
+    cuda = dev.type == "cuda"
+    hidden, heads, vocab = (512, 4, 4096) if cuda else (64, 2, 300)  # head dim 128 on CUDA
+    sft = SFTConfig(batch_size=2, max_length=256 if cuda else 48, joint_groups_per_step=2,
+                    joint_state_max_length=64 if cuda else 16)  # fmt: skip
+    k1 = 4
+    config = LlamaConfig(num_hidden_layers=2, hidden_size=hidden, intermediate_size=3 * hidden,
+                         num_attention_heads=heads, num_key_value_heads=heads, vocab_size=vocab)  # fmt: skip
+    with tempfile.TemporaryDirectory() as tmp:
+        torch.manual_seed(0)
+        LlamaForCausalLM(config).to(torch.bfloat16 if cuda else torch.float32).save_pretrained(tmp)
+        model = load_base_model(Path(tmp), quantization="nf4", cuda=cuda)
+    model = get_peft_model(model, LoraConfig(r=16, lora_alpha=32, lora_dropout=0.05,
+                                             target_modules=list(TARGET_MODULES),
+                                             task_type="CAUSAL_LM"))  # fmt: skip
+    packing.enable(model)
+    if cuda:
+        keep_lora_inputs_bf16(model)
+    head = build_head(hidden, EBMConfig(hidden_sizes=(64, 32))).to(dev).eval()  # no power steps
+    rng = random.Random(0)
+
+    def ids(n: int) -> list[int]:
+        return [rng.randrange(3, vocab) for _ in range(n)]
+
+    n, m = sft.max_length, sft.joint_state_max_length
+    rows = [(x := ids(n - 7 * i), [-100] * (n // 2) + x[n // 2 :]) for i in range(2)]
+
+    class Pad:
+        pad_token_id = 0
+
+    batch = collate_packed(Pad, rows, [ids(m - i) for i in range(2 * k1)],
+                           [ids(m) for _ in range(2)], k1, width=packed_width(sft, k1))  # fmt: skip
+    batch = _to(batch, dev)
+
+    def step() -> list[torch.Tensor]:
+        with deterministic_training(seed=0, device=dev.type):
+            model.zero_grad(set_to_none=True)
+            head.zero_grad(set_to_none=True)
+            model.train()
+            accumulate(model, head, [batch, batch], LossScales(), lam=0.1, pooling="last",
+                       grad_accum=2, remaining_weight=0.0)  # fmt: skip
+            sync(dev)
+        params = [*model.parameters(), *head.parameters()]
+        return [p.grad.detach().clone() for p in params if p.grad is not None]
+
+    try:
+        first, second = step(), step()
+    except RuntimeError as e:  # strict determinism refused an op
+        logging.error("a packed joint step under deterministic_training failed: %s", e)
+        out("deterministic_step_identical", 0)
+        return False
+    same = len(first) == len(second) > 0 and all(
+        torch.equal(a, b) for a, b in zip(first, second, strict=True)
+    )
+    out("deterministic_step_gradients", len(first))
+    out("deterministic_step_identical", int(same))
+    return same
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--smoke", action="store_true", help="the CPU, tiny sizes: that it runs (CI)")
@@ -260,6 +345,7 @@ def main() -> int:
     out("repeat", repeat)
     ok = check_attention(dev, lengths, heads, dim, repeat)
     ok = check_loss(dev, tokens, hidden, vocab, repeat) and ok
+    ok = check_determinism(dev) and ok
     out("checks_passed", int(ok))
     return 0 if ok else 1
 
