@@ -7,8 +7,11 @@ policy's, so the contrastive signal keeps the embeddings apart while SFT teaches
 
 - **one forward pass** of the LoRA-adapted backbone over a mixed batch: ``sft.batch_size`` SFT
   examples (prompt + completion, as :mod:`.sft` trains them) and ``sft.joint_groups_per_step``
-  InfoNCE groups (1 positive + ``ebm.negatives`` negatives, and the group's theorem goal), every
-  sequence right-padded into one batch;
+  InfoNCE groups (1 positive + ``ebm.negatives`` negatives, and the group's theorem goal): on the
+  CPU every sequence right-padded into one batch (:func:`collate`), on CUDA all of them packed end
+  to end into one row of a fixed width with per-sequence causal attention (:func:`collate_packed`,
+  :mod:`.packing`: flex attention, no padding), under bf16 autocast with the SFT loss fused
+  (:mod:`.fused_loss`) — the same losses, embeddings and gradients (``tests/train/test_packing.py``);
 - **two losses**: the SFT cross-entropy on the completion tokens only (``lm_head`` runs on the SFT
   rows alone: the group sequences need hidden states, not logits), plus λ·InfoNCE of the
   goal-conditioned energy head over the groups' embeddings, pooled from that same forward pass by
