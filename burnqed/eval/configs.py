@@ -502,6 +502,8 @@ def paired_cell(p: Mapping[str, Any] | None, *, budget: bool = False, p_value: b
     t = p.get("test") or {}
     counts = "undecided" if t.get("gained") is None else f"+{t['gained']}/−{t['lost']}"
     counts += f", p {format_p(t['p_value'])}" if p_value and t.get("gained") is not None else ""
+    if t.get("gained") is not None and t.get("verdict") == "undecided":  # counts, but no verdict
+        counts += " (undecided)"
     at = f" ({p['rate']['budget']})" if budget else ""
     if p.get("live"):
         eq = p.get("equality")
@@ -651,7 +653,12 @@ def configs_markdown(section: Mapping[str, Any]) -> list[str]:
                         f"{a['exact']} theorems the replay covered it {agreement_text(a)} (what "
                         "the recording could not answer).", ""]  # fmt: skip
     out += value_markdown(section)
-    lines = [f"- {n}: undecided — {r}" for n, t in [*ablations, *named] for r in t["reasons"]]
+    # A replay's test is undecided where it differs from its twin in more than the value model
+    # (e.g. a model --allow-mismatch let through): say why, as for the other tests.
+    replays = [(f"{r['config']} replay vs its twin", r["replay"]["test"])
+               for r in section["configs"] if (r.get("replay") or {}).get("test")]  # fmt: skip
+    lines = [f"- {n}: undecided — {r}" for n, t in [*ablations, *named, *replays]
+             for r in t["reasons"]]  # fmt: skip
     lines += notes_lines([*ablations, *named])
     return [*out, *lines, ""] if lines else out
 

@@ -228,6 +228,19 @@ def test_each_configurations_replay_prediction_is_scored_on_the_attempts_it_cove
     written = json.loads((tmp_path / "c.json").read_text())["configs"][0]
     assert [r["replay"] and r["replay"]["unexpanded"] for r in written["configs"]] == [0, None, 9]
     assert written["replay_coverage"]["covered"] == 72
+    # A replay run with another model (--allow-mismatch model) is no twin: undecided, and why.
+    ev["C_replay"]["provenance"]["model"] = {"path": "models/other", "sha256": "beef"}
+    d = tmp_path / "other"
+    d.mkdir()
+    paths = dict(zip(ev, _write(d, ev), strict=True))
+    run(evals=[paths["C"]], out_md=d / "c.md",
+        configs={1: {"evals": {**paths, "B0": paths["C0"]}, "metrics": {}}})  # fmt: skip
+    md = (d / "c.md").read_text()
+    assert "| +0/−2 (undecided) on 32 covered (80.0% of attempts, 8 apart); can gain ≤ 0 |" in md
+    assert (
+        "- C replay vs its twin: undecided — different model: iter_1 no EBM not recorded, "
+        "iter_1 C (replay) beef — only the value model may differ" in md
+    )
 
 
 def _value_model(in_se: float) -> dict:
