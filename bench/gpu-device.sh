@@ -11,17 +11,29 @@
 #                                       # CUDA (a minute: the CUDA code paths before a long run)
 #   bench/gpu-device.sh run             # there: install, size check, the full bench (<= 6 minutes)
 #   bench/gpu-device.sh run --smoke     # anywhere: the same steps on the CPU at the tiny size (a test)
+#   bench/gpu-device.sh compare DIR     # there: install, size check, bench/packed_attention.py (flex
+#                                       # attention and the fused loss against their references;
+#                                       # stops here if a check fails), then the training sections
+#                                       # (checkpoint, joint, sft) BEFORE with the burnqed/ package
+#                                       # in DIR (e.g. `git archive d670ec8 burnqed`, the branch point
+#                                       # of issue 47) and AFTER with this tree's, on one random
+#                                       # checkpoint, a profiled joint micro-batch after (<= 7 min)
+#   bench/gpu-device.sh compare DIR --smoke   # anywhere: the same on the CPU at the tiny size
 #
 # Output: $OUT/gpu.txt (bench/gpu.py's name=value lines), $OUT/gpu.log (its stderr), $OUT/env.txt
-# (nvidia-smi, lscpu, pip list); $OUT defaults to ./gpu-bench-out.  Exit status: bench/gpu.py's.
+# (nvidia-smi, lscpu, pip list); compare: $OUT/check.txt, before.txt, after.txt, profile.txt (the
+# kernel table), stderr.log, and the after/before ratios on stdout.  $OUT defaults to
+# ./gpu-bench-out.  Exit status: bench/gpu.py's (compare: the first that failed).
 set -euo pipefail
+CALLED_FROM=$PWD
 cd "$(dirname "$0")/.."
 
 WHEELS=.whl
 LIMIT_MIB=64
-# What the image lacks, at constraints.txt's versions where it pins them.
+# What the image lacks, at constraints.txt's versions where it pins them; Liger Kernel (the fused
+# SFT loss on CUDA, pure Python over the image's Triton) is imported by burnqed on CUDA only.
 REQUIREMENTS=(bitsandbytes==0.50.2 peft==0.21.2 jsonschema==4.26.0 referencing==0.37.0
-              jsonschema-specifications==2025.9.1 rpds-py==2026.9.1)
+              jsonschema-specifications==2025.9.1 rpds-py==2026.9.1 liger-kernel==0.8.5)
 PYTHON=${PYTHON:-python3}
 
 # What travels: tracked and untracked-not-ignored files plus the carried wheels (from git where this
@@ -68,6 +80,60 @@ case "${1:-}" in
       -d "$WHEELS" "${REQUIREMENTS[@]}"
     ls -l "$WHEELS"
     echo "travelling tree: $(tree_mib) MiB (limit $LIMIT_MIB)"
+    ;;
+  compare)
+    [[ -n "${2:-}" ]] || { echo "compare: name the directory holding the BEFORE burnqed/" >&2; exit 2; }
+    before=$(cd "$CALLED_FROM" && cd "$2" && pwd)
+    [[ -f $before/burnqed/__init__.py ]] || { echo "compare: no burnqed/ package in $2" >&2; exit 2; }
+    dev=(--device cuda)
+    [[ "${3:-}" == --smoke ]] && dev=(--smoke --device cpu)
+    OUT=${OUT:-gpu-bench-out}
+    mkdir -p "$OUT"
+    echo "travelling tree: $(tree_mib) MiB (limit $LIMIT_MIB)"
+    install_wheels
+    after_path=$PYTHONPATH
+    before_path=${PYTHONPATH//$PWD/$before}  # the same, the BEFORE package in place of this tree
+    {
+      date -u +%FT%TZ
+      nvidia-smi 2>&1 || echo "nvidia-smi: not available"
+      "$PYTHON" -m pip list 2>/dev/null || true
+    } >"$OUT/env.txt"
+    export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+    shm=/tmp
+    [[ -d /dev/shm ]] && shm=/dev/shm
+    ckpt=$(mktemp -d "$shm/burnqed-compare-XXXXXX")
+    trap 'rm -rf "$ckpt"' EXIT
+    check=()
+    [[ ${dev[0]} == --smoke ]] && check=(--smoke)
+    echo "== check: bench/packed_attention.py ${check[*]}"
+    timeout 150 "$PYTHON" bench/packed_attention.py "${check[@]}" 2>>"$OUT/stderr.log" |
+      tee "$OUT/check.txt" || { echo "the CUDA check failed: no training measured" >&2; exit 1; }
+    common=(--sections checkpoint,joint,sft --checkpoint "$ckpt/policy" "${dev[@]}")
+    status=0
+    echo "== before: burnqed from $2"
+    PYTHONPATH=$before_path timeout 200 "$PYTHON" bench/gpu.py "${common[@]}" \
+      2>>"$OUT/stderr.log" | tee "$OUT/before.txt" || status=$?
+    echo "== after: this tree's burnqed"
+    PYTHONPATH=$after_path timeout 240 "$PYTHON" bench/gpu.py "${common[@]}" --cap-joint 170 \
+      --profile-joint "$OUT/profile.txt" 2>>"$OUT/stderr.log" | tee "$OUT/after.txt" ||
+      { rc=$?; ((status)) || status=$rc; }
+    "$PYTHON" - "$OUT/before.txt" "$OUT/after.txt" <<'PY'
+import sys
+before, after = ({k: v for k, _, v in (l.partition("=") for l in open(p)) if v}
+                 for p in sys.argv[1:])
+def num(d, k):
+    try:
+        return float(d[k])
+    except (KeyError, ValueError):
+        return float("nan")
+for key in ("joint_tokens_per_s", "sft_tokens_per_s"):
+    print(f"{key.split('_')[0]}_speedup={num(after, key) / num(before, key):.3g}")
+for key in ("joint_peak_reserved_gib", "joint_peak_allocated_gib", "joint_mfu", "sft_mfu"):
+    print(f"{key}_before={num(before, key):.4g}")
+    print(f"{key}_after={num(after, key):.4g}")
+PY
+    tail -3 "$OUT/stderr.log" >&2 || true
+    exit "$status"
     ;;
   check | run)
     mode=$1

@@ -10,16 +10,24 @@ section under its own time cap (``--cap-<section>``) and printed as soon as it e
 
 1. **checkpoint**: the random checkpoint saved (safetensors, bf16) and loaded back as training loads
    it (:func:`burnqed.train.loop.load_base_model`: NF4 with double quantisation, bf16 compute,
-   ``prepare_model_for_kbit_training`` with gradient checkpointing on CUDA);
+   the other weights bf16 and gradient checkpointing on CUDA; the branch point upcast them to
+   float32 with ``prepare_model_for_kbit_training``);
 2. **joint**: optimizer steps of joint training as :func:`burnqed.train.joint.train_joint` takes
    them — LoRA (``sft.lora_r`` on ``sft.target_modules``) and the energy head, one
    :func:`~burnqed.train.joint.joint_forward` per micro-batch of ``sft.batch_size`` SFT sequences
    of ``sft.max_length`` tokens and ``sft.joint_groups_per_step`` groups of ``1 + ebm.negatives``
    states and a goal of ``sft.joint_state_max_length`` tokens (every sequence full length: the
-   worst case; :func:`~burnqed.train.joint.collate` pads them into one batch), ``sft.grad_accum``
+   worst case), packed padding-free into one row as training on CUDA packs it
+   (:func:`~burnqed.train.joint.collate_packed`: flex attention on CUDA, the fused SFT loss, a bf16
+   residual stream; ``layout=packed``) — or, run with the branch point of issue 47 on the path
+   (``bench/gpu-device.sh compare``), right-padded into one batch by
+   :func:`~burnqed.train.joint.collate` (``layout=padded``) — ``sft.grad_accum``
    micro-batches per step (:func:`~burnqed.train.joint.accumulate`), AdamW over three groups
    (:func:`~burnqed.train.joint.optimizer`: the LoRA, the head's layers, its scale) with its
-   schedule; one warm-up step (it allocates the optimizer's moments), then timed steps;
+   schedule; one warm-up step (it allocates the optimizer's moments and compiles flex attention),
+   then timed steps; ``--profile-joint FILE``: then one more optimizer step over one micro-batch
+   under ``torch.profiler``, its top-20 kernels by device time to FILE
+   (``joint_profiled_micro_step_s``);
 3. **sft**: the same loop without the groups and the head — SFT's loss through the joint loop's
    forward, not through trl's ``SFTTrainer`` (trl is not in the GPU image; its step differs by the
    autocast it runs under);
@@ -36,6 +44,17 @@ section under its own time cap (``--cap-<section>``) and printed as soon as it e
    ``search.temperature``, ``policy.top_p``).  Random weights never emit the stop fence, so every
    candidate runs to ``max_new_tokens``: the worst case, and the in-process backend's figure, not
    SGLang's.
+
+``--sections`` runs some of them (``checkpoint,joint,sft``: the training sections); ``--checkpoint
+DIR`` keeps the random checkpoint in DIR and reuses it when a later run finds it there.
+
+MFU: model FLOPs per step over the step time and ``--peak-tflops`` (989: the H100/H200 SXM
+datasheet's dense bf16 rate; 790 measured for a bf16 product on this workplace's H200s): per micro-
+batch ``4·P`` a real token (``P`` the decoder's linear weights, 6.07 B: forward ``2·P``, the
+activations' gradient ``2·P``; the frozen weights get none), ``12·h`` per (query, key) pair of each
+sequence's causal triangle per layer, and ``4·h·V`` per scored SFT token through ``lm_head``
+(:func:`model_flops`); HFU adds what checkpointing recomputes (``2·P`` a token, ``4·h`` a pair).
+Padding is not model work: the padded layout's MFU counts the real tokens too.
 
 Before the sections: the device, its driver and CUDA, the versions in use, and which of
 ``constraints.txt``'s pins did not hold (``pins_not_held``).  A section that runs past its cap or out
@@ -55,10 +74,14 @@ Prints (every line ``name=value``: device, versions and each section's parameter
 - ``joint_plan_gib``: the memory plan's figure for the same shape (GiB)
 - ``joint_step_s``: seconds per joint optimizer step
 - ``joint_tokens_per_s``: real (non-padding) tokens per second of joint training
+- ``joint_model_tflop``: model FLOPs of one joint step (TFLOP; :func:`model_flops`)
+- ``joint_mfu``: the joint step's model FLOPs per second over ``--peak-tflops``
+- ``joint_hfu``: the same with the recomputed forward counted
 - ``sft_peak_allocated_gib``: peak allocated memory of the SFT-only steps (GiB)
 - ``sft_peak_reserved_gib``: peak reserved memory of the SFT-only steps (GiB)
 - ``sft_step_s``: seconds per SFT-only optimizer step
 - ``sft_tokens_per_s``: tokens per second of SFT-only training
+- ``sft_mfu``: the SFT-only step's model FLOPs per second over ``--peak-tflops``
 - ``load_bf16_s``: seconds for the in-process backend to load the bf16 policy
 - ``embed_batch1_states_per_s``: states per second embedded one per forward
 - ``embed_batch8_states_per_s``: states per second at 8 per forward
@@ -74,6 +97,7 @@ Example::
     python bench/gpu.py --configfile config/a100-7b.yaml   # on a CUDA machine: the 7B figures
     python bench/gpu.py --smoke                            # CPU, tiny sizes: that it runs (CI)
     bench/gpu-device.sh run                                # the prepared run on a lent GPU machine
+    bench/gpu-device.sh compare before/                    # issue 47's: before, after, a profile
 """
 
 from __future__ import annotations
@@ -152,6 +176,8 @@ class Bench:
     state_tokens: int
     embed_states: int
     rng: np.random.Generator
+    peak_tflops: float = 989.0
+    profile: Path | None = None
 
     @property
     def cuda(self) -> bool:
@@ -236,9 +262,13 @@ def synthetic_tokenizer(vocab: int):
 
 
 def build_checkpoint(b: Bench) -> None:
-    """Random bf16 weights of the architecture, created on the device, saved with the tokenizer."""
+    """Random bf16 weights of the architecture, created on the device, saved with the tokenizer
+    (``--checkpoint``: kept there, and reused when a run finds it)."""
     from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
 
+    if (b.ckpt / "config.json").is_file() and (b.ckpt / "tokenizer.json").is_file():
+        out("checkpoint_reused", 1)
+        return
     a = b.arch
     config = LlamaConfig(
         num_hidden_layers=a.layers, hidden_size=a.hidden, intermediate_size=a.ffn,
@@ -275,9 +305,19 @@ def free() -> None:
 # Training steps
 
 
+def packs() -> bool:
+    """Whether the burnqed in use packs micro-batches (``collate_packed``; the branch point of
+    issue 47, which ``bench/gpu-device.sh compare`` measures first, pads them)."""
+    from burnqed.train import joint
+
+    return hasattr(joint, "collate_packed")
+
+
 def training_batch(b: Bench, tokenizer, *, groups: bool):
-    """One micro-batch at the configured shape, every sequence full length."""
-    from burnqed.train.joint import _to, collate
+    """One micro-batch at the configured shape, every sequence full length: packed (``layout`` =
+    ``packed``, as training on CUDA packs it) where the burnqed in use packs, else right-padded;
+    with the sequence lengths and the scored (completion) tokens, for the FLOP count."""
+    from burnqed.train import joint
 
     n, half = b.sft.max_length, b.sft.max_length // 2
     rows = [(ids := b.ids(n), [-100] * half + ids[half:]) for _ in range(b.sft.batch_size)]
@@ -285,9 +325,31 @@ def training_batch(b: Bench, tokenizer, *, groups: bool):
     k1 = b.ebm.negatives + 1
     states = [b.ids(b.sft.joint_state_max_length) for _ in range(g * k1)]
     goals = [b.ids(b.sft.joint_state_max_length) for _ in range(g)]
-    batch = collate(tokenizer, rows, states, goals, k1)
-    real = b.sft.batch_size * n + (g * k1 + g) * b.sft.joint_state_max_length
-    return _to(batch, b.dev), real
+    args = (tokenizer, rows, states, goals, k1)
+    if packs():
+        batch = joint.collate_packed(*args, width=joint.packed_width(b.sft, k1, groups=groups))
+    else:
+        batch = joint.collate(*args)
+    lengths = [n] * b.sft.batch_size + [b.sft.joint_state_max_length] * (g * k1 + g)
+    return joint._to(batch, b.dev), lengths, b.sft.batch_size * (n - half)
+
+
+def model_flops(a: Architecture, lengths: list[int], scored: int) -> tuple[float, float]:
+    """(model, hardware) FLOPs of one micro-batch's forward and backward with a frozen base: per
+    real token ``4·P`` through the decoder's linear layers (``P`` their weights: forward ``2·P``,
+    the backward's gradient of the activations ``2·P``; the frozen weights get none, LoRA's own
+    are < 3 % and not counted), attention ``12·h`` per visible (query, key) pair per layer
+    (``QKᵀ`` and ``AV`` forward ``4·h``, backward twice that) over each sequence's causal triangle
+    ``L·(L+1)/2``, and ``lm_head`` ``4·h·V`` per scored token.  Hardware FLOPs add what activation
+    checkpointing recomputes: a second decoder forward, ``2·P`` per token and ``4·h`` per pair.
+    Padding is not counted: it is no model work."""
+    h = a.hidden
+    # per layer: q and o (h·h each), k and v (h·h·kv_heads/heads each), the MLP (3·h·ffn)
+    p = a.layers * (2 * h * h + 2 * h * h * a.kv_heads // a.heads + 3 * h * a.ffn)
+    tokens = sum(lengths)
+    pairs = sum(n * (n + 1) // 2 for n in lengths) * a.layers
+    model = 4 * p * tokens + 12 * h * pairs + 4 * h * a.vocab * scored
+    return model, model + 2 * p * tokens + 4 * h * pairs
 
 
 def train_steps(b: Bench, name: str, model, tokenizer, head, *, groups: bool) -> None:
@@ -297,7 +359,8 @@ def train_steps(b: Bench, name: str, model, tokenizer, head, *, groups: bool) ->
     its scale, or the LoRA alone without a head); peaks over all of them."""
     from burnqed.train.joint import LossScales, accumulate, optimizer
 
-    batch, real = training_batch(b, tokenizer, groups=groups)
+    batch, lengths, scored = training_batch(b, tokenizer, groups=groups)
+    real = sum(lengths)
     out(f"{name}_tokens_per_step", real * b.sft.grad_accum)
     out(f"{name}_positions_per_step", batch.input_ids.numel() * b.sft.grad_accum)
     scales = LossScales()
@@ -308,10 +371,10 @@ def train_steps(b: Bench, name: str, model, tokenizer, head, *, groups: bool) ->
     if head is not None:
         head.train()
 
-    def step() -> None:
+    def step(micro: int = b.sft.grad_accum) -> None:
         opt.zero_grad(set_to_none=True)
         accumulate(
-            model, head, [batch] * b.sft.grad_accum, scales, lam=b.sft.joint_lambda,
+            model, head, [batch] * micro, scales, lam=b.sft.joint_lambda,
             pooling=b.policy["pooling"], grad_accum=b.sft.grad_accum,
         )  # fmt: skip
         opt.step()
@@ -338,6 +401,31 @@ def train_steps(b: Bench, name: str, model, tokenizer, head, *, groups: bool) ->
     seconds = sum(times) / len(times)
     out(f"{name}_step_s", seconds)
     out(f"{name}_tokens_per_s", real * b.sft.grad_accum / seconds)
+    flops, hardware = (f * b.sft.grad_accum for f in model_flops(b.arch, lengths, scored))
+    out(f"{name}_model_tflop", flops / 1e12)
+    out(f"{name}_mfu", flops / seconds / (b.peak_tflops * 1e12))
+    out(f"{name}_hfu", hardware / seconds / (b.peak_tflops * 1e12))
+    if name == "joint" and b.profile is not None:
+        profile_step(b, step)
+
+
+def profile_step(b: Bench, step: Callable[[int], None]) -> None:
+    """One more optimizer step over one micro-batch (a quarter of the joint step at grad_accum 4)
+    under ``torch.profiler``: its kernels, top 20 by their own device time, to ``b.profile``."""
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if b.cuda else [])
+    t0 = time.perf_counter()
+    with profile(activities=activities) as prof:
+        step(1)
+    out("joint_profiled_micro_step_s", time.perf_counter() - t0)
+    events = prof.key_averages()
+    key = "self_device_time_total" if b.cuda else "self_cpu_time_total"
+    try:
+        table = events.table(sort_by=key, row_limit=20, max_name_column_width=90)
+    except (AttributeError, KeyError, ValueError):  # older torch: the CUDA name
+        table = events.table(sort_by="self_cuda_time_total", row_limit=20)
+    b.profile.write_text(f"# one joint micro-batch + optimizer step, {b.dev}\n{table}\n")
 
 
 def section_training(b: Bench, state: dict) -> None:
@@ -357,6 +445,21 @@ def section_training(b: Bench, state: dict) -> None:
                    target_modules=list(b.sft.target_modules), task_type="CAUSAL_LM"),
     )  # fmt: skip
     state["model"], state["tokenizer"] = model, load_tokenizer(b.ckpt)
+    out("layout", "packed" if packs() else "padded")
+    if packs():
+        from burnqed.train import packing
+        from burnqed.train.fused_loss import kernel
+
+        packing.enable(model)  # as train_joint does on CUDA
+        if b.cuda:
+            from burnqed.train.loop import keep_lora_inputs_bf16
+
+            keep_lora_inputs_bf16(model)
+        out("attention", "flex" if b.cuda else "sdpa_block_mask")
+        out("sft_loss_kernel", kernel(b.dev))
+    else:
+        out("attention", "sdpa_padded")
+        out("sft_loss_kernel", "materialised")
     base = model.get_base_model()
     checkpointing = getattr(base, "is_activation_checkpointing", None)  # transformers >= 5.23
     if checkpointing is None:
@@ -373,11 +476,16 @@ def section_joint(b: Bench, state: dict) -> None:
     torch.manual_seed(0)
     head = build_head(b.arch.hidden, b.ebm).to(b.dev)
     head.set_input_stats(torch.randn(64, b.arch.hidden, device=b.dev))
+    from burnqed.train import memory
+
+    # The plan of the layout in use: packed, bf16 and the fused loss where burnqed packs (the
+    # branch point's plan, which knows neither, otherwise).
+    layout = {**memory.PACKED_BF16, "lora_dropout": b.sft.lora_dropout} if packs() else {}
     plan = joint_step_plan(
         b.arch, lora_r=b.sft.lora_r, lora_alpha=b.sft.lora_alpha, head_sizes=b.ebm.hidden_sizes,
         sft_batch=b.sft.batch_size, sft_length=b.sft.max_length,
         groups=b.sft.joint_groups_per_step, group_size=b.ebm.negatives + 1,
-        state_length=b.sft.joint_state_max_length,
+        state_length=b.sft.joint_state_max_length, **layout,
     )  # fmt: skip
     out("joint_plan_gib", plan["total_gib"])
     try:
@@ -541,12 +649,14 @@ SECTIONS = (
 NEEDS = {"joint": "model", "sft": "model", "ebm": "gen", "generation": "gen"}
 
 
-def run_sections(b: Bench, caps: dict[str, int]) -> int:
-    """Each section under its cap; a timeout, OOM or error is printed and the next section runs.
-    Returns the number of sections that did not finish."""
+def run_sections(b: Bench, caps: dict[str, int], only: set[str] | None = None) -> int:
+    """Each section (of ``only``, when given) under its cap; a timeout, OOM or error is printed and
+    the next section runs.  Returns the number of sections that did not finish."""
     state: dict = {}
     failed = 0
     for name, section in SECTIONS:
+        if only is not None and name not in only:
+            continue
         t0 = time.perf_counter()
         out(f"{name}_cap_s", caps[name])
         need = NEEDS.get(name)
@@ -594,6 +704,14 @@ def main() -> int:
                    "(default: a temporary directory in /dev/shm when it has room, else /tmp)")  # fmt: skip
     for name, cap in CAPS.items():
         p.add_argument(f"--cap-{name}", type=int, default=cap, help=f"seconds (default {cap})")
+    p.add_argument("--sections", default=",".join(CAPS),
+                   help="the sections to run, comma-separated (joint and sft need checkpoint)")  # fmt: skip
+    p.add_argument("--checkpoint", default=None, help="where the random checkpoint is kept and "
+                   "reused by later runs (default: a temporary directory, removed)")  # fmt: skip
+    p.add_argument("--profile-joint", default=None, help="a file for the kernel table (top 20 by "
+                   "device time) of one profiled joint micro-batch after the timed steps")  # fmt: skip
+    p.add_argument("--peak-tflops", type=float, default=989.0, help="the device's dense bf16 "
+                   "TFLOP/s that MFU divides by (default: the H100/H200 SXM datasheet's 989)")  # fmt: skip
     p.add_argument("--smoke", action="store_true", help="tiny sizes on the CPU: that it runs (CI)")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
                    help="auto: CUDA at full size, the CPU with --smoke; `--smoke --device cuda` "
@@ -642,14 +760,22 @@ def main() -> int:
 
             if shutil.disk_usage("/dev/shm").free > 40 * GIB or args.smoke:
                 root = "/dev/shm"
+    only = {x.strip() for x in args.sections.split(",") if x.strip()}
+    if unknown := only - set(CAPS):
+        print(f"bench/gpu.py: --sections: no section {sorted(unknown)} (sections: "
+              f"{','.join(CAPS)})", file=sys.stderr)  # fmt: skip
+        return 2
+    out("sections", ",".join(n for n in CAPS if n in only))
     with tempfile.TemporaryDirectory(dir=root, prefix="burnqed-gpu-bench-") as tmp:
+        ckpt = Path(args.checkpoint) if args.checkpoint else Path(tmp) / "policy"
         b = Bench(dev=dev, arch=arch, sft=sft, ebm=ebm, search=search, policy=params["policy"],
-                  ckpt=Path(tmp) / "policy", steps=args.steps, gen_states=args.gen_states,
+                  ckpt=ckpt, steps=args.steps, gen_states=args.gen_states,
                   state_tokens=args.state_tokens, embed_states=args.embed_states,
-                  rng=np.random.default_rng(0))  # fmt: skip
+                  rng=np.random.default_rng(0), peak_tflops=args.peak_tflops,
+                  profile=Path(args.profile_joint) if args.profile_joint else None)  # fmt: skip
         out("memory_source", "cuda" if b.cuda else "cpu_rss")
         caps = {name: getattr(args, f"cap_{name}") for name in CAPS}
-        failed = run_sections(b, caps)
+        failed = run_sections(b, caps, only)
     out("sections_failed", failed)
     return 1 if failed else 0
 

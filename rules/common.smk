@@ -166,7 +166,8 @@ def depth_twin_eval(i, c):
 
 
 def features_replay_label(wildcards):
-    return f"iter_{wildcards.i} features (replay)"
+    """The feature value's replay runs --live: an equality check with its live eval, named so."""
+    return f"iter_{wildcards.i} features (live replay)"
 
 
 def config_evals(config):

@@ -411,11 +411,12 @@ rule replay_config:
         "../workflow/scripts/replay.py"
 
 
-# The feature value of iteration i (models/iter_{i}/features): first its replay prediction over
-# the recorded trees of the eval without a value model (same policy, seeds and temperature; what
-# they never expanded, expanded live), then the live eval, paired with eval_no_ebm in compare.md
-# beside the prediction.
-rule replay_features:
+# The feature value of iteration i (models/iter_{i}/features): first its live replay over the
+# recorded trees of the eval without a value model (same policy, seeds and temperature; what they
+# never expanded, expanded live) — an equality check of replay, not a prediction: it must equal the
+# live eval that follows, theorem by theorem — then the live eval, paired with eval_no_ebm in
+# compare.md beside the check ("live replay = live eval: N of N equal").
+rule live_replay_features:
     input:
         recording="results/iter_{i}/eval_no_ebm.json",
         value="models/iter_{i}/features",
@@ -441,8 +442,7 @@ rule replay_features:
         policy=lookup(dpath="policy", within=config),
         label=features_replay_label,
         # States the recording never expanded are expanded live (the recording's model and seeds,
-        # Lean): a 4-node recording cannot answer another priority's pops, and a prediction that
-        # counts them as failures is no prediction (docs/value-model.md).  The rest is recorded.
+        # Lean): the replay then equals the live eval (an equality check; docs/value-model.md).
         live=True,
         code=code_digest("replay", "lean", "policy"),
     script:
@@ -453,9 +453,9 @@ rule eval_features:
     input:
         model="models/iter_{i}/merged",
         ebm="models/iter_{i}/features",
-        # Order only: the prediction is made before the live figure exists (and the twin without a
-        # value model, which the replay reads, has filled the expansion cache).
-        prediction=ancient("results/iter_{i}/replay_features.json"),
+        # Order only: the live replay runs before the live eval it is checked against (and the
+        # twin without a value model, which the replay reads, has filled the expansion cache).
+        live_replay=ancient("results/iter_{i}/replay_features.json"),
         benchmark=expand(
             "data/benchmarks/{name}.jsonl",
             name=lookup(dpath="eval/benchmark", within=config),

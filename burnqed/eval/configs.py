@@ -29,15 +29,16 @@ between the two evals leaves it undecided, the field named):
   the four ablations together are also reported with Holm's correction (``p_holm``), since looking
   at four and reporting the best would otherwise overstate it.
 
-Beside each live figure, the **replay prediction** (issue 30 §7; key ``{c}_replay``,
+Beside each live figure, the **replay prediction** (issue 30 §7, issue 44 §6; key ``{c}_replay``,
 :mod:`burnqed.replay.stage`): the configuration's EBM searching its no-EBM twin's recorded trees
-again, with the same paired test against the twin; it is marked inexact when the replay needed
-expansions the recording never made (its ``replay`` block's unexpanded pops and inexact attempts at
-the top budget), since those attempts' outcomes are then not what a live search would have got.
-The feature value (``F``, the EBM's control) is shown the same way against C's twin, with where its
-replay and its live eval differ (:func:`replay_agreement`): on the theorems the replay followed
-exactly they must agree theorem by theorem, so a gap between prediction and live figure lies in the
-theorems the recording could not answer.
+again without ``--live``.  It is scored only on the attempts it could replay exactly (every pop one
+the twin expanded: its *coverage*, covered attempts / all), paired with the twin there; the
+theorems it could not cover are counted apart, never as failures.  Over the twin's trees it cannot
+solve a theorem the twin did not prove within its own budget, so at that budget it cannot gain: it
+can show what the priority would lose, not what it would win (``max_gain``, stated beside the
+figure).  A ``--live`` replay (the feature value's, ``F``, the EBM's control, against C's twin) is no
+prediction but an equality check: it must equal the live eval of its priority theorem by theorem
+(:func:`replay_agreement`: "live replay = live eval: N of N equal").
 
 Beside them, the embedding metrics of each configuration's EBM data (``ebm_metrics.json``): the
 scale-free centroid separation, the linear probe's balanced accuracy, and the EBM's held-out rank-1
@@ -109,7 +110,7 @@ def config_comparisons(
                 # The claim's control: the stronger twin (module docstring).
                 "stronger_twin": stronger,
                 "vs_stronger": {"log-prob": ablation, "depth": vs_depth}.get(stronger),
-                "replay": replay_prediction(evals.get(f"{c}_replay"), e0),
+                "replay": replay_prediction(evals.get(f"{c}_replay"), e0, live=e),
                 "value_model": value_summary(e),
                 "embeddings": embedding_summary(metrics.get(c)),
             }
@@ -125,6 +126,9 @@ def config_comparisons(
                               "test": paired_test(evals[a], evals[b], varies=varies)})  # fmt: skip
     section = {"iteration": iteration, "configs": rows, "questions": questions,
                "features": feature_comparison(evals)}  # fmt: skip
+    section["replay_coverage"] = replay_coverage(
+        [r["replay"] for r in rows] + [(section["features"] or {}).get("replay")]
+    )
     section["goal"] = value_goal(section, evals)
     return section
 
@@ -152,6 +156,23 @@ def stronger_twin(
             "log-prob" if depth_twin is None else "depth")  # fmt: skip
     return "log-prob" if _top_rate(logprob_twin)["solved"] > _top_rate(depth_twin)["solved"] \
         else "depth"  # fmt: skip
+
+
+def replay_coverage(predictions: Sequence[Mapping[str, Any] | None]) -> dict[str, Any] | None:
+    """Over every recording-only replay of the section (:func:`replay_prediction`s without
+    ``--live``): attempts, covered attempts and their ratio at each one's top budget; None without
+    one.
+
+    >>> p = lambda a, c: {"live": False, "coverage": {"attempts": a, "covered": c}}
+    >>> replay_coverage([p(400, 200), None, p(400, 300), {"live": True}])
+    {'replays': 2, 'attempts': 800, 'covered': 500, 'coverage': 0.625}
+    """
+    cov = [p["coverage"] for p in predictions if p and not p.get("live") and p.get("coverage")]
+    if not cov:
+        return None
+    attempts, covered = sum(c["attempts"] for c in cov), sum(c["covered"] for c in cov)
+    return {"replays": len(cov), "attempts": attempts, "covered": covered,
+            "coverage": covered / attempts if attempts else None}  # fmt: skip
 
 
 def value_summary(e: Mapping[str, Any] | None) -> dict[str, Any] | None:
@@ -198,7 +219,6 @@ GOAL_NET_FRACTION = 0.02  # C beats its twin by >= 8 theorems net of 400
 GOAL_SE = 2.0  # held-out: the fitted sum beats log-prob alone by >= 2 bootstrap SE
 GOAL_SPAN_RATIO = 0.3  # the weighted energy's sibling span against the log-prob's
 GOAL_DECISIONS = 0.1  # decisions whose pop the energy changed
-GOAL_REPLAY_THEOREMS = 5  # the feature value live within this many theorems of its replay
 # The span ratio where the fit gave the log-prob term weight 0: the energy alone ranks.
 ENERGY_ALONE = "energy alone (log-prob weight 0)"
 
@@ -242,7 +262,9 @@ def value_goal(section: Mapping[str, Any], evals: Mapping[str, Any]) -> dict[str
     **stronger twin** (:func:`stronger_twin`) by ``GOAL_NET_FRACTION`` of the theorems net at the
     largest budget, the paired test's verdict ``better`` — and the measured points beside it (the
     feature value against C, two-sided; the energy's reach: span ratio, decisions changed; the
-    feature value live against its replay), with C's replay prediction and oracle ceiling.  ``met``
+    feature value live against its replay: equal theorem by theorem, where a ``--live`` replay is an
+    equality check and a recording-only one can speak), with C's replay prediction (on the
+    theorems it covers) and oracle ceiling.  ``met``
     per check: True, False, or None (not measured, or the paired test undecided: a comparison whose
     evals differ in more than the value model says nothing).  Checks marked ``diagnostic`` are
     shown, not judged: the held-out frontier top-1 gain (at 13–22 held-out theorems it cannot
@@ -259,11 +281,19 @@ def value_goal(section: Mapping[str, Any], evals: Mapping[str, Any]) -> dict[str
     f_vs_c = paired_test(evals["C"], evals["F"], varies="value model") \
         if "F" in evals and "C" in evals else None  # fmt: skip
     feats = section.get("features") or {}
-    live, replay = (feats.get(k) for k in ("live", "replay"))
-    gap = None
-    if live and replay:
-        gap = abs(live["rate"]["solved"] - replay["rate"]["solved"])
     agreement = feats.get("agreement")
+    if (feats.get("replay") or {}).get("live"):
+        replay_check = (
+            "the feature value's live replay = its live eval (an equality check of replay)",
+            None if not agreement else f"{agreement['agree']} of {agreement['exact']} equal",
+            None if not agreement else agreement["agree"] == agreement["exact"],
+        )
+    else:
+        replay_check = (
+            "where its replay covered it, the feature value's live eval agrees theorem by theorem",
+            None if not agreement else agreement_text(agreement),
+            None if not agreement else agreement["agree"] == agreement["exact"],
+        )
     gain = vm.get("heldout_gain") or {}
     emb = c.get("embeddings") or {}
 
@@ -288,11 +318,7 @@ def value_goal(section: Mapping[str, Any], evals: Mapping[str, Any]) -> dict[str
         check(f"the energy changes ≥ {GOAL_DECISIONS:.0%} of decisions", vm.get("decisions_changed"),
               None if vm.get("decisions_changed") is None
               else vm["decisions_changed"] >= GOAL_DECISIONS),
-        check(f"the feature value live within {GOAL_REPLAY_THEOREMS} theorems of its replay", gap,
-              None if gap is None else gap <= GOAL_REPLAY_THEOREMS),
-        check("where its replay was exact, the feature value's live eval agrees theorem by theorem",
-              None if not agreement else agreement_text(agreement),
-              None if not agreement else agreement["agree"] == agreement["exact"]),
+        check(*replay_check),
         check(f"diagnostic: held-out pool decisions, fitted sum over log-prob in SE (was a goal at "
               f"≥ {GOAL_SE:g} SE)", gain.get("in_se"),
               None if gain.get("in_se") is None else gain["in_se"] >= GOAL_SE, diagnostic=True),
@@ -306,11 +332,53 @@ def value_goal(section: Mapping[str, Any], evals: Mapping[str, Any]) -> dict[str
         "not met" if any(m is False for m in known) else "undecided")  # fmt: skip
     rp = c.get("replay") or {}
     return {"verdict": verdict, "checks": checks, "stronger_twin": c.get("stronger_twin"),
-            "replay_prediction": (rp.get("rate") or {}).get("solved"),
+            "replay_prediction": prediction_figures(rp) if rp else None,
             "oracle_ceiling": rp.get("oracle_ceiling"),
             "live": (c.get("rate") or {}).get("solved"),
             "no_ebm": None if not evals.get("C0") else _top_rate(evals["C0"])["solved"],
             "depth_twin": None if not evals.get("CD") else _top_rate(evals["CD"])["solved"]}  # fmt: skip
+
+
+def prediction_figures(p: Mapping[str, Any]) -> dict[str, Any]:
+    """A :func:`replay_prediction`'s figures the goal and the summary quote: live (an equality
+    check) or not; on the covered theorems gained, lost and p, how many they are and the coverage
+    of attempts, the uncovered apart, and the most it could gain.
+
+    >>> t = {"gained": 0, "lost": 4, "p_value": 0.125, "theorems": 211}
+    >>> prediction_figures({"live": False, "test": t, "max_gain": 0, "covered_theorems": 211,
+    ...     "coverage": {"attempts": 400, "covered": 211, "coverage": 0.5275},
+    ...     "uncovered": {"theorems": 189, "recorded_solved": 20}})["coverage"]
+    0.5275
+    """
+    t = p.get("test") or {}
+    return {
+        "live": bool(p.get("live")),
+        "gained": t.get("gained"),
+        "lost": t.get("lost"),
+        "p_value": t.get("p_value"),
+        "covered_theorems": p.get("covered_theorems"),
+        "coverage": (p.get("coverage") or {}).get("coverage"),
+        "uncovered_theorems": (p.get("uncovered") or {}).get("theorems"),
+        "max_gain": p.get("max_gain"),
+    }
+
+
+def prediction_text(f: Mapping[str, Any] | None) -> str:
+    """:func:`prediction_figures` in words (what compare.md's goal and the docs say).
+
+    >>> prediction_text({"live": False, "gained": 0, "lost": 4, "covered_theorems": 211,
+    ...                  "coverage": 0.5275, "uncovered_theorems": 189, "max_gain": 0})
+    '+0/−4 on the 211 theorems it covers (52.8% of attempts; 189 uncovered apart), able to gain at most 0'
+    """
+    if not f:
+        return "no replay"
+    if f["live"]:
+        return "a live replay (an equality check, not a prediction)"
+    if f.get("gained") is None:
+        return f"undecided on the {f['covered_theorems']} theorems it covers"
+    apart = f"; {f['uncovered_theorems']} uncovered apart" if f.get("uncovered_theorems") else ""
+    return (f"+{f['gained']}/−{f['lost']} on the {f['covered_theorems']} theorems it covers "
+            f"({pct(f['coverage'])} of attempts{apart}), able to gain at most {f['max_gain']}")  # fmt: skip
 
 
 def agreement_text(a: Mapping[str, Any]) -> str:
@@ -318,14 +386,14 @@ def agreement_text(a: Mapping[str, Any]) -> str:
 
     >>> agreement_text({"exact": 289, "agree": 289, "inexact": 111, "differ": [],
     ...                 "live_vs_twin_inexact": {"gained": 13, "lost": 2}})
-    'agrees on 289 of 289; live vs none in the 111 inexact theorems +13/−2'
+    'agrees on 289 of 289; live vs none in the 111 uncovered theorems +13/−2'
     """
     text = f"agrees on {a['agree']} of {a['exact']}"
     if a["differ"]:
         text += f" (differs: {', '.join(a['differ'])})"
     inexact = a.get("live_vs_twin_inexact")
     if inexact is not None:
-        text += (f"; live vs none in the {a['inexact']} inexact theorems "
+        text += (f"; live vs none in the {a['inexact']} uncovered theorems "
                  f"+{inexact['gained']}/−{inexact['lost']}")  # fmt: skip
     return text
 
@@ -347,8 +415,9 @@ def holm(p_values: Sequence[float | None]) -> list[float | None]:
 
 def feature_comparison(evals: Mapping[str, Mapping[str, Any]]) -> dict[str, Any] | None:
     """The feature value (``F``, the EBM's control) against the main line's policy without a value
-    model (``C0``), live and as its replay predicted it (``F_replay``: replayed over ``C0``'s trees
-    before the live eval ran); None when neither was evaluated."""
+    model (``C0``), live and replayed over ``C0``'s trees before the live eval ran (``F_replay``:
+    with ``--live`` an equality check against the live eval, else a prediction on the theorems it
+    covers); None when neither was evaluated."""
     base = evals.get("C0")
     out: dict[str, Any] = {}
     live = evals.get("F")
@@ -356,7 +425,7 @@ def feature_comparison(evals: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]
         out["live"] = {"label": live.get("label"), "rate": _top_rate(live),
                        "test": paired_test(base, live, varies="value model") if base else None,
                        "value_model": value_summary(live)}  # fmt: skip
-    replay = replay_prediction(evals.get("F_replay"), base)
+    replay = replay_prediction(evals.get("F_replay"), base, live=live)
     if replay is not None:
         out["replay"] = replay
         if live is not None:
@@ -367,12 +436,13 @@ def feature_comparison(evals: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]
 def replay_agreement(
     replay: Mapping[str, Any], live: Mapping[str, Any], twin: Mapping[str, Any] | None
 ) -> dict[str, Any] | None:
-    """Where a replay prediction and the live eval of the same priority differ, at the replay's top
-    budget: a theorem is *exact* when none of its attempts needed an answer the recording lacked
-    before that budget (the replay block's ``inexact_attempts``); there the two must agree theorem
-    by theorem (else replay and search differ).  ``live_vs_twin_inexact``: the live eval's gained
-    and lost theorems against the ``twin`` (whose trees were replayed) that lie among the inexact
-    theorems — what the recording could not show.  None without per-theorem rows.
+    """Where a replay and the live eval of the same priority differ, at the replay's top budget: a
+    theorem is *exact* (covered) when none of its attempts needed an answer the recording lacked
+    before that budget (the replay block's ``inexact_attempts``; every theorem of a ``--live``
+    replay); there the two must agree theorem by theorem (else replay and search differ).
+    ``live_vs_twin_inexact``: the live eval's gained and lost theorems against the ``twin`` (whose
+    trees were replayed) that lie among the uncovered theorems — what the recording could not show.
+    None without per-theorem rows.
 
     >>> row = lambda t, b: {"theorem": t, "evaluated": True, "budget_at_proof": b}
     >>> rep = {"budgets": [4], "per_theorem": [row("a", 2), row("b", None), row("c", None)],
@@ -412,68 +482,95 @@ def replay_agreement(
 
 
 def replay_prediction(
-    replay: Mapping[str, Any] | None, twin: Mapping[str, Any] | None
+    replay: Mapping[str, Any] | None,
+    twin: Mapping[str, Any] | None,
+    live: Mapping[str, Any] | None = None,
 ) -> dict[str, Any] | None:
-    """A replay's prediction at its top budget: its rate, its paired test against the ``twin``
-    whose trees it replayed (None without a twin), and how far it is exact — ``unexpanded`` pops
-    and ``inexact_attempts`` at that budget from its ``replay`` block (None when it has none);
-    ``exact`` is False when either is non-zero; ``live_expansions``: the states a ``--live``
-    replay expanded live because the recording never had (None without ``--live``).  None without
-    a replay.
+    """A replay at its top budget, as compare.md shows it; None without a replay.
+
+    Without ``--live`` it is a prediction from the recording alone: ``coverage`` (attempts, covered,
+    ratio), ``test``: its paired test against the ``twin`` whose trees it replayed, over the
+    theorems it covers (its eval-shaped rows hold only those; the twin's others are left out and
+    counted), ``uncovered`` (theorems apart, and how many the twin solved), ``max_gain`` (the most
+    it could gain: 0 at the twin's own budget), the unexpanded pops and the oracle ceiling.  With
+    ``--live`` it is an equality check: ``equality`` is :func:`replay_agreement` against ``live``,
+    the live eval of its priority (None without one), ``live_expansions`` the states it expanded
+    live because the recording never had.
 
     >>> e = {"label": "iter_1 C (replay)", "budgets": [4], "by_budget": [{"budget": 4,
-    ...      "rate": 0.25, "solved": 10}], "replay": {"by_budget": [{"budget": 4,
-    ...      "unexpanded": 3, "inexact_attempts": 2}]}}
+    ...      "rate": 0.25, "solved": 10}], "replay": {"live": False, "by_budget": [{"budget": 4,
+    ...      "coverage": {"attempts": 50, "covered": 40, "coverage": 0.8}, "covered_theorems": 40,
+    ...      "uncovered": {"theorems": 10, "recorded_solved": 2}, "prediction": {"max_gain": 0},
+    ...      "unexpanded": 12, "inexact_attempts": 10}]}}
     >>> p = replay_prediction(e, None)
-    >>> p["rate"]["solved"], p["unexpanded"], p["inexact_attempts"], p["exact"], p["test"]
-    (10, 3, 2, False, None)
+    >>> p["coverage"]["covered"], p["uncovered"]["theorems"], p["max_gain"], p["live"], p["test"]
+    (40, 10, 0, False, None)
     """
     if replay is None:
         return None
     rate = _top_rate(replay)
-    block = (replay.get("replay") or {}).get("by_budget") or []
-    top = next((b for b in block if b["budget"] == rate["budget"]), {})
-    unexpanded, inexact = top.get("unexpanded"), top.get("inexact_attempts")
-    source = (replay.get("replay") or {}).get("source") or {}
+    block = replay.get("replay") or {}
+    top = next((b for b in block.get("by_budget") or [] if b["budget"] == rate["budget"]), {})
+    source = block.get("source") or {}
+    is_live = bool(block.get("live"))
     return {
         "label": replay.get("label"),
+        "live": is_live,
+        "role": block.get("role"),
         "rate": rate,
         "test": paired_test(twin, replay, varies="value model") if twin else None,
-        "unexpanded": unexpanded,
-        "inexact_attempts": inexact,
-        "exact": None if not top else not (unexpanded or inexact),
-        "live_expansions": (source.get("expansions") or {}).get("live", 0)
-        if source.get("live")
-        else None,
+        "coverage": top.get("coverage"),
+        "covered_theorems": top.get("covered_theorems"),
+        "uncovered": top.get("uncovered"),
+        "max_gain": (top.get("prediction") or {}).get("max_gain"),
+        "equality": replay_agreement(replay, live, twin) if is_live and live else None,
+        "unexpanded": top.get("unexpanded"),
+        "inexact_attempts": top.get("inexact_attempts"),
+        "live_expansions": (source.get("expansions") or {}).get("live", 0) if is_live else None,
         "oracle_ceiling": top.get("oracle_ceiling"),  # a priority that knew the proof paths
     }
 
 
 def paired_cell(p: Mapping[str, Any] | None, *, budget: bool = False, p_value: bool = False) -> str:
-    """A live eval's or a replay prediction's rate and paired test as a table cell: ``rate;
-    +gained/−lost`` (``undecided`` when the test is), for a replay that made answers up
-    ``inexact (N unexpanded, M attempts)``, and for one that expanded live what the recording never
-    had ``N expanded live``.
+    """A live eval's or a replay's paired test as a table cell.  A live eval: ``rate;
+    +gained/−lost`` (``undecided`` when the test is).  A recording-only replay: ``+gained/−lost on
+    N covered (coverage of attempts, M apart); can gain ≤ G`` — no rate: its theorems are the
+    covered ones.  A ``--live`` replay: ``live replay = live eval: N of N equal`` and the states
+    it expanded live.
 
     >>> t = {"gained": 4, "lost": 1, "p_value": 0.375}
-    >>> paired_cell({"rate": {"rate": 0.3, "budget": 8}, "test": t, "exact": False,
-    ...              "unexpanded": 3, "inexact_attempts": 2})
-    '30.0%; +4/−1; inexact (3 unexpanded, 2 attempts)'
+    >>> paired_cell({"rate": {"rate": 0.3, "budget": 8}, "test": t})
+    '30.0%; +4/−1'
+    >>> paired_cell({"rate": {"rate": 0.3, "budget": 8}, "test": t, "live": False,
+    ...     "coverage": {"attempts": 40, "covered": 30, "coverage": 0.75}, "covered_theorems": 30,
+    ...     "uncovered": {"theorems": 10, "recorded_solved": 3}, "max_gain": 0})
+    '+4/−1 on 30 covered (75.0% of attempts, 10 apart); can gain ≤ 0'
+    >>> paired_cell({"rate": {"rate": 0.3, "budget": 8}, "test": t, "live": True,
+    ...     "equality": {"exact": 40, "agree": 40}, "live_expansions": 7})
+    'live replay = live eval: 40 of 40 equal; 7 expanded live'
     """
     if p is None:
         return "–"
     t = p.get("test") or {}
-    cell = pct(p["rate"]["rate"]) + (f" ({p['rate']['budget']})" if budget else "") + "; "
-    if t.get("gained") is None:
-        cell += "undecided"
-    else:
-        cell += f"+{t['gained']}/−{t['lost']}"
-        cell += f", p {format_p(t['p_value'])}" if p_value else ""
-    if p.get("exact") is False:
-        cell += f"; inexact ({p['unexpanded']} unexpanded, {p['inexact_attempts']} attempts)"
-    if p.get("live_expansions"):
-        cell += f"; {p['live_expansions']} expanded live"
-    return cell
+    counts = "undecided" if t.get("gained") is None else f"+{t['gained']}/−{t['lost']}"
+    counts += f", p {format_p(t['p_value'])}" if p_value and t.get("gained") is not None else ""
+    if t.get("gained") is not None and t.get("verdict") == "undecided":  # counts, but no verdict
+        counts += " (undecided)"
+    at = f" ({p['rate']['budget']})" if budget else ""
+    if p.get("live"):
+        eq = p.get("equality")
+        cell = ("live replay (no live eval to check)" if not eq
+                else f"live replay = live eval{at}: {eq['agree']} of {eq['exact']} equal")  # fmt: skip
+        return cell + (
+            f"; {p['live_expansions']} expanded live" if p.get("live_expansions") else ""
+        )
+    if "coverage" not in p:  # a live eval
+        return f"{pct(p['rate']['rate'])}{at}; {counts}"
+    cov, apart = p.get("coverage") or {}, (p.get("uncovered") or {}).get("theorems")
+    said = [f"{p['rate']['budget']} nodes"] if budget else []
+    said += [f"{pct(cov.get('coverage'))} of attempts", *([f"{apart} apart"] if apart else [])]
+    cell = f"{counts} on {p.get('covered_theorems')} covered ({', '.join(said)})"
+    return cell + ("" if p.get("max_gain") is None else f"; can gain ≤ {p['max_gain']}")
 
 
 def _top_rate(e: Mapping[str, Any]) -> dict[str, Any]:
@@ -521,6 +618,27 @@ def _f(x: float | None, fmt: str = ".3f") -> str:
     return "–" if x is None else format(x, fmt)
 
 
+# What compare.md says a replay can and cannot say (beside its table).
+REPLAY_NOTE = (
+    "Replay prediction: the EBM searching the no-EBM twin's recorded trees again (`burnqed "
+    "replay`, without `--live`), paired with the twin only on the attempts it could replay "
+    "exactly (every pop one the twin expanded; coverage = covered attempts / all); the theorems "
+    "it could not cover are counted apart, never as failures. Over the twin's trees it cannot "
+    "solve a theorem the twin did not prove within the twin's own budget, so at that budget it "
+    "cannot gain one (can gain ≤ 0): it shows what the EBM's priority would lose, never what it "
+    "would win. A `--live` replay predicts nothing: it is an equality check (live replay = live "
+    "eval)."
+)
+
+
+def coverage_lines(cov: Mapping[str, Any] | None) -> list[str]:
+    """The overall coverage of the section's recording-only replays (:func:`replay_coverage`)."""
+    if not cov:
+        return []
+    return [f"Overall, the {cov['replays']} recording-only replays could replay {cov['covered']} "
+            f"of {cov['attempts']} attempts exactly ({pct(cov['coverage'])}).", ""]  # fmt: skip
+
+
 def configs_markdown(section: Mapping[str, Any]) -> list[str]:
     """Markdown lines: the configurations' table, the three questions and the ablations."""
     i = section["iteration"]
@@ -555,10 +673,9 @@ def configs_markdown(section: Mapping[str, Any]) -> list[str]:
         "(more solved at the largest budget; the depth twin on a tie), with Holm's correction "
         "over the configurations; C's is the pre-declared primary comparison.",
         "",
-        "Replay prediction: the EBM searching the no-EBM twin's recorded trees again (`burnqed "
-        "replay`), paired with the twin; inexact: the replay needed expansions the twin never "
-        "made (unexpanded pops), so those attempts are not what a live search would get.",
+        REPLAY_NOTE,
         "",
+        *coverage_lines(section.get("replay_coverage")),
         "Rank-1 counts a tie among t candidates as 1/t, on the split's held-out theorems (SFT's "
         "validation and test theorems).",
         "",
@@ -580,11 +697,15 @@ def configs_markdown(section: Mapping[str, Any]) -> list[str]:
     if feats:
         cells = [paired_cell(feats.get(name), budget=True, p_value=True)
                  for name in ("live", "replay")]  # fmt: skip
+        live_replay = (feats.get("replay") or {}).get("live")
+        what = ("its live replay over that eval's trees (an equality check, not a prediction)"
+                if live_replay else "its replay prediction over that eval's trees")  # fmt: skip
         out += [
             "The feature value (goals, hypotheses, tokens; fitted on the pool) against C's policy "
-            "without a value model, and its replay prediction over that eval's trees:",
+            f"without a value model, and {what}:",
             "",
-            markdown_table(["value", "live (paired vs none)", "replay prediction"],
+            markdown_table(["value", "live (paired vs none)",
+                            "live replay" if live_replay else "replay prediction"],
                            [["features", *cells]]),
             "",
         ]  # fmt: skip
@@ -597,11 +718,20 @@ def configs_markdown(section: Mapping[str, Any]) -> list[str]:
                     f"a depth, log-prob / features / sum: {same_depth_text(fv, 'value')}.", ""]  # fmt: skip
         if feats.get("agreement"):
             a = feats["agreement"]
-            out += [f"Replay against live, theorem by theorem at {a['budget']} nodes: on the "
-                    f"{a['exact']} theorems the replay followed exactly it "
-                    f"{agreement_text(a)} (what the recording could not answer).", ""]  # fmt: skip
+            if live_replay:
+                out += [f"Live replay = live eval, theorem by theorem at {a['budget']} nodes: "
+                        f"{a['agree']} of {a['exact']} equal.", ""]  # fmt: skip
+            else:
+                out += [f"Replay against live, theorem by theorem at {a['budget']} nodes: on the "
+                        f"{a['exact']} theorems the replay covered it {agreement_text(a)} (what "
+                        "the recording could not answer).", ""]  # fmt: skip
     out += value_markdown(section)
-    lines = [f"- {n}: undecided — {r}" for n, t in [*ablations, *named] for r in t["reasons"]]
+    # A replay's test is undecided where it differs from its twin in more than the value model
+    # (e.g. a model --allow-mismatch let through): say why, as for the other tests.
+    replays = [(f"{r['config']} replay vs its twin", r["replay"]["test"])
+               for r in section["configs"] if (r.get("replay") or {}).get("test")]  # fmt: skip
+    lines = [f"- {n}: undecided — {r}" for n, t in [*ablations, *named, *replays]
+             for r in t["reasons"]]  # fmt: skip
     lines += notes_lines([*ablations, *named])
     return [*out, *lines, ""] if lines else out
 
@@ -656,8 +786,8 @@ def value_markdown(section: Mapping[str, Any]) -> list[str]:
             f"### The value model's goal: **{goal['verdict'].upper()}**",
             "",
             f"C solves {goal['live']} with its EBM, {goal['no_ebm']} without; its replay over the "
-            f"no-EBM trees predicted {goal['replay_prediction']}, and a priority that knew the "
-            f"proof paths would solve {goal['oracle_ceiling']} (the oracle ceiling).",
+            f"no-EBM trees predicted {prediction_text(goal['replay_prediction'])}, and a priority "
+            f"that knew the proof paths would solve {goal['oracle_ceiling']} (the oracle ceiling).",
             "",
             goal_table(goal),
             "",

@@ -1,17 +1,23 @@
 """``burnqed replay``: run a recorded eval's search again under another priority, by hand (the same
 ``run`` a rule would call).
 
-Prints, per budget, the replay's and the recording's solved counts, the oracle ceiling, the
-unexpanded pops, the inexact attempts and the frontier top-1 of log-prob, the value and their sum.
-A recording whose sampling differs from the eval the priority stands for is refused in one line
-naming the field (exit 2).
+Without ``--live`` the replay is a prediction from the recording alone: it prints, per budget, the
+attempts it could replay exactly (every pop recorded: its coverage), the recording's and the
+replay's solved counts on the covered theorems, gained and lost there with the exact McNemar p, the
+most it could gain (over the recording's trees it cannot solve a theorem the recording did not
+solve within its budget), the uncovered theorems apart, the oracle ceiling, the unexpanded pops and
+the frontier top-1 of log-prob, the value and their sum.  With ``--live`` it expands what the
+recording never did and equals the live eval with that priority: an equality check, not a
+prediction.  A recording whose sampling differs from the eval the priority stands for, a model or
+search setting whose digest differs from the recording's (unless ``--allow-mismatch`` names it),
+is refused in one line naming the field (exit 2).
 
 Example::
 
     burnqed replay results/iter_0/eval_longer.json --priority oracle \\
         --out results/iter_0/replay_oracle.json --configfile config/demo.yaml
     burnqed replay results/iter_1/eval_no_ebm.json --ebm models/iter_1/ebm \\
-        --out results/iter_1/replay_ebm.json --configfile config/demo.yaml
+        --model models/iter_1/merged --out results/iter_1/replay_ebm.json --configfile config/demo.yaml
 """
 
 from __future__ import annotations
@@ -52,10 +58,24 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--live",
         action="store_true",
-        help="expand what the recording never expanded with its model and seeds, and ask Lean "
-        "(default: count it unexpanded and mark the attempt inexact)",
+        help="an equality check, not a prediction: expand what the recording never expanded with "
+        "its model and seeds, and ask Lean, so the replay equals the live eval with this priority "
+        "(default: a prediction from the recording alone, on the attempts it covers; the others "
+        "counted apart)",
     )
-    p.add_argument("--model", default=None, help="policy model (default: the recording's)")
+    p.add_argument(
+        "--model",
+        default=None,
+        help="policy model to load (default: the recording's); refused unless its digest is the "
+        "recording's model's",
+    )
+    p.add_argument(
+        "--allow-mismatch",
+        default=None,
+        metavar="model,search",
+        help="replay anyway with a model or search settings (budget, depth limit, pops per step, "
+        "attempts) other than the recording's; the replay's provenance records both",
+    )
     p.add_argument(
         "--trajectories",
         type=Path,
@@ -94,6 +114,7 @@ def main(args: argparse.Namespace) -> int:
         trajectories=args.trajectories,
         recording_trajectories=args.recording_trajectories,
         label=args.label,
+        allow_mismatch=args.allow_mismatch,
     )
     print(replay_markdown(result))
     return 0

@@ -30,7 +30,12 @@ from typing import Any
 
 import yaml
 
-from burnqed.eval.configs import goal_table, span_text, weight_text
+from burnqed.eval.configs import (
+    goal_table,
+    prediction_text,
+    span_text,
+    weight_text,
+)
 from burnqed.eval.table import markdown_table, pct
 from burnqed.report.summary import draw
 
@@ -69,7 +74,7 @@ def value_table(summary: Mapping[str, Any]) -> str:
         rp, v, vs = r.get("replay") or {}, r.get("value_model") or {}, r.get("vs_stronger") or {}
         e = emb.get(c) or {}
         rows.append([
-            c, pct(r["with"]), "–" if not rp else pct(rp["rate"]), pct(r["without"]),
+            c, pct(r["with"]), replay_text(rp), pct(r["without"]),
             pct(r.get("depth_twin")),
             "–" if vs.get("gained") is None else
             f"{r['stronger_twin']}: +{vs['gained']}/−{vs['lost']}, p {vs['p_value']:.3f} "
@@ -83,13 +88,32 @@ def value_table(summary: Mapping[str, Any]) -> str:
          "decisions changed"], rows)  # fmt: skip
 
 
+def replay_text(rp: Mapping[str, Any] | None) -> str:
+    """The value table's replay cell: a recording-only replay's gained/lost on the theorems it
+    covers and its coverage of attempts (it cannot gain at the twin's budget); a live replay is an
+    equality check.  A summary written before replays reported coverage gives its rate."""
+    if not rp:
+        return "–"
+    if rp.get("live"):
+        return "live replay (equality check)"
+    if "coverage" not in rp:  # a summary from before coverage (issue 44)
+        return pct(rp["rate"])
+    if rp.get("gained") is None:
+        return f"undecided ({pct(rp['coverage'])} covered)"
+    bound = "" if rp.get("max_gain") is None else f", gain ≤ {rp['max_gain']}"
+    return f"+{rp['gained']}/−{rp['lost']} on {pct(rp['coverage'])} covered{bound}"
+
+
 def value_goal(summary: Mapping[str, Any]) -> str:
     """The value model's goal and acceptance checks (:func:`burnqed.eval.configs.value_goal`)."""
     goal = (summary.get("configs") or [{}])[0].get("goal")
     if not goal:
         return "No goal measured in this run.\n"
+    rp = goal["replay_prediction"]
+    # A summary from before coverage (issue 44) gives a solved count.
+    said = prediction_text(rp) if isinstance(rp, Mapping) or rp is None else str(rp)
     head = (f"**{goal['verdict'].upper()}**: C solves {goal['live']} with its EBM and "
-            f"{goal['no_ebm']} without; its replay predicted {goal['replay_prediction']}; the oracle "
+            f"{goal['no_ebm']} without; its replay predicted {said}; the oracle "
             f"ceiling is {goal['oracle_ceiling']}.\n\n")  # fmt: skip
     return head + goal_table(goal)
 

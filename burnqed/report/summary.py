@@ -40,6 +40,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from burnqed.eval.configs import prediction_figures
 from burnqed.eval.memory import peak_memory
 from burnqed.eval.paired import ALPHA, mcnemar_p
 from burnqed.eval.passk import interval_from_sums
@@ -95,21 +96,25 @@ def _configs(section: Mapping[str, Any]) -> dict[str, Any]:
             ranges[f"{key}_{name}"] = [min(xs), max(xs)] if xs else None
     for r in section.get("configs") or []:
         rp = r.get("replay")
+        # A recording-only replay's rate and test are over the theorems it covers (coverage).
         rates[r["config"]]["replay"] = None if not rp else {
             "rate": (rp.get("rate") or {}).get("rate"), "solved": (rp.get("rate") or {}).get("solved"),
             "test": _test(rp["test"]) if rp.get("test") else None,
+            **prediction_figures(rp),
             "unexpanded": rp.get("unexpanded"), "oracle_ceiling": rp.get("oracle_ceiling")}  # fmt: skip
         rates[r["config"]]["value_model"] = r.get("value_model")
     feats = {k: None if not f else {"rate": (f.get("rate") or {}).get("rate"),
                                     "solved": (f.get("rate") or {}).get("solved"),
                                     "test": _test(f["test"]) if f.get("test") else None,
-                                    "value_model": f.get("value_model")}
+                                    "value_model": f.get("value_model"),
+                                    **({"live": bool(f.get("live"))} if k == "replay" else {})}
              for k, f in (section.get("features") or {}).items() if k != "agreement"}  # fmt: skip
     if (section.get("features") or {}).get("agreement"):  # replay against live, theorem by theorem
         feats["agreement"] = section["features"]["agreement"]
     return {
         "iteration": section.get("iteration"),
         "rates": rates,
+        "replay_coverage": section.get("replay_coverage"),
         "features": feats or None,
         "goal": section.get("goal"),
         "questions": {

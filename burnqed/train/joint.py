@@ -7,8 +7,11 @@ policy's, so the contrastive signal keeps the embeddings apart while SFT teaches
 
 - **one forward pass** of the LoRA-adapted backbone over a mixed batch: ``sft.batch_size`` SFT
   examples (prompt + completion, as :mod:`.sft` trains them) and ``sft.joint_groups_per_step``
-  InfoNCE groups (1 positive + ``ebm.negatives`` negatives, and the group's theorem goal), every
-  sequence right-padded into one batch;
+  InfoNCE groups (1 positive + ``ebm.negatives`` negatives, and the group's theorem goal): on the
+  CPU every sequence right-padded into one batch (:func:`collate`), on CUDA all of them packed end
+  to end into one row of a fixed width with per-sequence causal attention (:func:`collate_packed`,
+  :mod:`.packing`: flex attention, no padding), under bf16 autocast with the SFT loss fused
+  (:mod:`.fused_loss`) — the same losses, embeddings and gradients (``tests/train/test_packing.py``);
 - **two losses**: the SFT cross-entropy on the completion tokens only (``lm_head`` runs on the SFT
   rows alone: the group sequences need hidden states, not logits), plus λ·InfoNCE of the
   goal-conditioned energy head over the groups' embeddings, pooled from that same forward pass by
@@ -114,6 +117,7 @@ from burnqed.train.loop import (
     SFTMix,
     SFTPlan,
     check_inputs,
+    keep_lora_inputs_bf16,
     load_training_model,
     plan_sft,
     publish_chosen,
@@ -196,6 +200,14 @@ def train_joint(
     warm_start = warm_start_record(model, plan)  # the previous iteration's adapter, loaded as is
     hidden_size = model.get_base_model().config.hidden_size
     data = tokenise(tokenizer, model, mix, val_examples, states, groups, sft, ebm_cfg)
+    # On CUDA each micro-batch is packed padding-free (flex attention); the CPU keeps the padded
+    # layout (the demo's bytes), which the equivalence tests compare packing against.
+    width = packed_width(sft, data.group_size) if cuda else None
+    if width is not None:
+        from burnqed.train.packing import enable
+
+        enable(model)
+        keep_lora_inputs_bf16(model)  # the bf16 residual stream (loop.prepare_bf16_training)
 
     torch.manual_seed(seed)  # the head's initial weights (and spectral-norm vectors): seeded
     head = build_head(hidden_size, ebm_cfg).to(dev)
@@ -233,7 +245,7 @@ def train_joint(
         progress = Progress(log, "joint", total=plan.max_steps, unit="steps", initial=start)
         for step in progress.iter(range(start, plan.max_steps)):
             done = step + 1
-            batches = micro_batches(data, tokenizer, step, sft, seed, dev)
+            batches = micro_batches(data, tokenizer, step, sft, seed, dev, width)
             last = train_step(model, head, opt, schedule, scales, batches, sft=sft,
                               pooling=pooling, step=step, seed=seed,
                               remaining_weight=ebm_cfg.remaining_steps_weight)  # fmt: skip
@@ -366,14 +378,111 @@ def collate(
     )
 
 
-def _to(batch: Batch, dev: Any) -> Batch:
-    """``batch`` with its tensors on ``dev``; ``lengths`` stays on the host (read row by row)."""
+@dataclass(frozen=True)
+class PackedBatch:
+    """One micro-batch packed padding-free (:mod:`.packing`): the rows of :func:`collate`, in its
+    order, end to end in one row of ``width`` positions, each sequence with its own positions and a
+    per-sequence causal mask; the positions after the last sequence are padding that nothing reads."""
+
+    input_ids: Any  # (1, W) long: the sequences, then padding
+    position_ids: Any  # (1, W) long: 0, 1, … from each sequence's start (the padding's too)
+    doc: Any  # (W,) long: each position's sequence (the padding: one past the last)
+    scored: Any  # (M,) long: the positions whose next token is an SFT label (a completion token)
+    targets: Any  # (M,) long: that label at each scored position
+    spans: tuple[tuple[int, int], ...]  # (start, end) of each sequence in the row
+    n_sft: int  # sequences [0, n_sft) are SFT examples
+    groups: int  # then groups × (1 + K) states, then one goal per group
+    group_size: int  # 1 + K
+    remaining: Any = None  # (groups,) float: each positive's remaining proof steps, or None
+
+
+def packed_width(sft: SFTConfig, group_size: int, *, groups: bool = True) -> int:
+    """The fixed width of a packed micro-batch: the most positions one can fill — ``sft.batch_size``
+    examples of ``sft.max_length`` tokens and ``sft.joint_groups_per_step`` groups of ``group_size``
+    states and a goal of ``sft.joint_state_max_length`` (longer ones are left out of the stream) —
+    rounded up to flex attention's block.  One width for every batch: compiled once.
+
+    >>> packed_width(SFTConfig(batch_size=8, max_length=1024, joint_groups_per_step=4,
+    ...                        joint_state_max_length=512), 8)
+    26624
+    """
+    from burnqed.train.packing import round_width
+
+    rows = sft.joint_groups_per_step * (group_size + 1) if groups else 0
+    return round_width(sft.batch_size * sft.max_length + rows * sft.joint_state_max_length)
+
+
+def collate_packed(
+    tokenizer: Any,
+    sft: Sequence[tuple[list[int], list[int]]],
+    states: Sequence[list[int]],
+    goals: Sequence[list[int]],
+    group_size: int,
+    remaining: Sequence[float] | None = None,
+    *,
+    width: int,
+) -> PackedBatch:
+    """:func:`collate`'s micro-batch packed into one row of ``width`` positions (:func:`packed_width`):
+    the same sequences in the same order, the same scored tokens (each SFT label after a position of
+    its own sequence), pooled at each state's and goal's own last token."""
+    import torch
+
+    rows = [ids for ids, _ in sft] + list(states) + list(goals)
+    total = sum(len(r) for r in rows)
+    if total > width:
+        raise ValueError(f"a packed micro-batch of {total} tokens does not fit its width {width}")
+    ids = torch.full((width,), tokenizer.pad_token_id, dtype=torch.long)
+    pos = torch.empty(width, dtype=torch.long)
+    doc = torch.full((width,), len(rows), dtype=torch.long)
+    spans, start = [], 0
+    for i, r in enumerate(rows):
+        end = start + len(r)
+        ids[start:end] = torch.tensor(r, dtype=torch.long)
+        pos[start:end] = torch.arange(len(r))
+        doc[start:end] = i
+        spans.append((start, end))
+        start = end
+    pos[start:] = torch.arange(width - start)  # the padding: one more sequence, never read
+    scored, targets = [], []
+    for (s, _), (_, lab) in zip(spans, sft, strict=False):
+        for t in range(len(lab) - 1):
+            if lab[t + 1] != -100:  # the label of token t + 1, predicted at position t
+                scored.append(s + t)
+                targets.append(lab[t + 1])
+    return PackedBatch(
+        input_ids=ids[None],
+        position_ids=pos[None],
+        doc=doc,
+        scored=torch.tensor(scored, dtype=torch.long),
+        targets=torch.tensor(targets, dtype=torch.long),
+        spans=tuple(spans),
+        n_sft=len(sft),
+        groups=len(goals),
+        group_size=group_size,
+        remaining=None if remaining is None else torch.tensor(list(remaining), dtype=torch.float32),
+    )
+
+
+def _to(batch: Batch | PackedBatch, dev: Any) -> Batch | PackedBatch:
+    """``batch`` with its tensors on ``dev``; ``lengths`` and ``spans`` stay on the host (read row
+    by row)."""
+    remaining = None if batch.remaining is None else batch.remaining.to(dev)
+    if isinstance(batch, PackedBatch):
+        return replace(
+            batch,
+            input_ids=batch.input_ids.to(dev),
+            position_ids=batch.position_ids.to(dev),
+            doc=batch.doc.to(dev),
+            scored=batch.scored.to(dev),
+            targets=batch.targets.to(dev),
+            remaining=remaining,
+        )
     return replace(
         batch,
         input_ids=batch.input_ids.to(dev),
         attention_mask=batch.attention_mask.to(dev),
         labels=batch.labels.to(dev),
-        remaining=None if batch.remaining is None else batch.remaining.to(dev),
+        remaining=remaining,
     )
 
 
@@ -525,11 +634,13 @@ def tokenise(
 
 
 def micro_batches(
-    data: JointData, tokenizer: Any, step: int, sft: SFTConfig, seed: int, dev: Any
-) -> Iterator[Batch]:
+    data: JointData, tokenizer: Any, step: int, sft: SFTConfig, seed: int, dev: Any,
+    width: int | None = None,
+) -> Iterator[Batch | PackedBatch]:  # fmt: skip
     """The ``sft.grad_accum`` micro-batches of optimizer step ``step``: ``sft.batch_size`` SFT rows
     and ``sft.joint_groups_per_step`` training groups each, drawn at their stream positions (a
-    function of the seed and the step: a resumed run draws the same)."""
+    function of the seed and the step: a resumed run draws the same); right-padded
+    (:func:`collate`), or packed into ``width`` positions when given (:func:`collate_packed`)."""
     for micro in range(sft.grad_accum):
         pos = step * sft.grad_accum + micro
         rows = [
@@ -543,12 +654,13 @@ def micro_batches(
                 pos * sft.joint_groups_per_step, seed + 1,
             )
         ]  # fmt: skip
-        batch = collate(
+        args = (
             tokenizer, rows,
             [s for i in gi for s in data.gt.states[i]], [data.gt.goals[i] for i in gi],
             data.group_size,
             [float(data.groups.remaining[i]) for i in gi] if len(data.groups.remaining) else None,
         )  # fmt: skip
+        batch = collate(*args) if width is None else collate_packed(*args, width=width)
         yield _to(batch, dev)
 
 
@@ -619,39 +731,60 @@ def _load_warm_head(path: Path, ebm: EBMConfig, dim: int) -> Any:
 
 
 def joint_forward(
-    model: Any, head: Any, batch: Batch, pooling: str, remaining_weight: float = 0.0
+    model: Any, head: Any, batch: Batch | PackedBatch, pooling: str, remaining_weight: float = 0.0
 ) -> dict[str, Any]:
     """One forward pass of ``model`` (a peft-wrapped causal LM) over ``batch``; the SFT loss and
     the head's: ``nce`` (InfoNCE) and ``value`` (InfoNCE plus ``remaining_weight`` × the Huber
     error of the remaining steps the head reads from the positives' energies, ``remaining_error``,
     when the batch carries their remaining proof steps: :func:`burnqed.ebm.train.value_loss`), with
-    the pooled embeddings (module docstring)."""
+    the pooled embeddings (module docstring).
+
+    A right-padded :class:`Batch` (the CPU's training, evaluation) takes ``lm_head`` over its SFT
+    rows and float32 cross-entropy over their logits; a :class:`PackedBatch` (training on CUDA)
+    runs padding-free attention (:mod:`.packing`, :func:`burnqed.train.packing.enable` first) and
+    the fused loss over its scored positions only (:mod:`.fused_loss`).  Either way the decoder runs
+    in :func:`~burnqed.train.loop.training_precision` (bf16 autocast on CUDA), the losses and the
+    head in float32; ``scored_hidden`` / ``scored_targets`` are the hidden state before each
+    completion token and that token (what the SFT loss averages over)."""
     import torch
     import torch.nn.functional as F
 
     from burnqed.ebm.train import value_loss
     from burnqed.policy.embedding import pool_hidden
+    from burnqed.train.fused_loss import linear_cross_entropy
+    from burnqed.train.loop import training_precision
+    from burnqed.train.packing import attention_mask
 
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     decoder, lm_head = base.model, base.lm_head
-    hidden = decoder(input_ids=batch.input_ids, attention_mask=batch.attention_mask)
-    hidden = hidden.last_hidden_state  # (B, T, d)
     n = batch.n_sft
-    logits = lm_head(hidden[:n]).float()  # (n, T, V): SFT rows only
-    sft_loss = F.cross_entropy(
-        logits[:, :-1].reshape(-1, logits.shape[-1]),
-        batch.labels[:, 1:].reshape(-1),
-        ignore_index=-100,
-    )
+    if isinstance(batch, PackedBatch):
+        with training_precision(batch.input_ids.device):
+            hidden = decoder(
+                input_ids=batch.input_ids, position_ids=batch.position_ids,
+                attention_mask=attention_mask(batch.doc), use_cache=False,
+            ).last_hidden_state[0]  # (W, d)  # fmt: skip
+        scored, targets = hidden[batch.scored], batch.targets  # (M, d), (M,)
+        sft_loss = linear_cross_entropy(scored, lm_head.weight, targets)
+        rows = [hidden[s:e] for s, e in batch.spans[n:]]
+    else:
+        with training_precision(batch.input_ids.device):
+            hidden = decoder(input_ids=batch.input_ids, attention_mask=batch.attention_mask)
+            hidden = hidden.last_hidden_state  # (B, T, d)
+            logits = lm_head(hidden[:n]).float()  # (n, T, V): SFT rows only
+        sft_loss = F.cross_entropy(
+            logits[:, :-1].reshape(-1, logits.shape[-1]),
+            batch.labels[:, 1:].reshape(-1),
+            ignore_index=-100,
+        )
+        keep = batch.labels[:, 1:] != -100  # (n, T-1)
+        scored, targets = hidden[:n, :-1][keep], batch.labels[:, 1:][keep]
+        rows = [hidden[r, : int(batch.lengths[r])] for r in range(n, hidden.shape[0])]
     out: dict[str, Any] = {"sft": sft_loss, "nce": None, "value": None, "energies": None,
-                           "pooled": None, "remaining_error": None}  # fmt: skip
+                           "pooled": None, "remaining_error": None, "scored_hidden": scored,
+                           "scored_targets": targets}  # fmt: skip
     if batch.groups:
-        pooled = torch.stack(
-            [
-                pool_hidden(hidden[r, : int(batch.lengths[r])].float(), pooling)
-                for r in range(n, hidden.shape[0])
-            ]
-        )  # (G·(1+K) + G, d)
+        pooled = torch.stack([pool_hidden(h.float(), pooling) for h in rows])  # (G·(1+K) + G, d)
         g, k1 = batch.groups, batch.group_size
         z_states = pooled[: g * k1].view(g, k1, -1)  # (G, 1+K, d)
         z_goal = pooled[g * k1 :].view(g, 1, -1)  # (G, 1, d)
@@ -819,12 +952,13 @@ def embed_rows(
     import torch
 
     from burnqed.policy.embedding import pool_hidden
+    from burnqed.train.loop import training_precision
 
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     was = base.training
     base.eval()
     try:
-        with torch.no_grad():
+        with torch.no_grad(), training_precision(dev):
             out = [
                 pool_hidden(
                     base.model(input_ids=torch.tensor([r], device=dev))

@@ -277,7 +277,8 @@ def load_base_model(base: Path, *, quantization: str, cuda: bool) -> PreTrainedM
     """The base for training: full precision (``none``) or 4-bit NF4 for QLoRA (``nf4``).
 
     On CPU everything computes in float32 (bf16 training is not supported there by the trainer);
-    on a GPU the checkpoint's own dtype (bf16 for the real models) and bf16 compute for NF4.
+    on a GPU the checkpoint's own dtype (bf16 for the real models) and bf16 compute for NF4, the
+    non-quantized weights left in bf16 (:func:`prepare_bf16_training`).
     """
     import torch
     from transformers import AutoModelForCausalLM
@@ -307,11 +308,61 @@ def load_base_model(base: Path, *, quantization: str, cuda: bool) -> PreTrainedM
         device_map={"": 0} if cuda else {"": "cpu"},
         local_files_only=True,
     )
-    if not cuda:
-        keep_cpu_4bit_weights_trainable(model)
-    # Casts the non-quantized layers (norms, embeddings) to float32 for stable training and,
-    # with checkpointing, makes the inputs require grad so the adapter still gets gradients.
-    return prepare_model_for_kbit_training(model, use_gradient_checkpointing=cuda)
+    if cuda:
+        return prepare_bf16_training(model)
+    keep_cpu_4bit_weights_trainable(model)
+    # Freezes the base (its non-quantized layers are float32 here already, as the CPU computes).
+    return prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
+
+
+def prepare_bf16_training(model: PreTrainedModel) -> PreTrainedModel:
+    """The 4-bit base on a GPU, ready for QLoRA with a **bf16 residual stream**: every weight
+    frozen, activation checkpointing at every decoder layer (non-reentrant: the adapter gets its
+    gradients without the inputs requiring grad, and a packed batch's block mask passes through).
+
+    peft's ``prepare_model_for_kbit_training`` would also cast the non-quantized weights
+    (embeddings, norms, ``lm_head``) to float32; that makes the embeddings' output, and so the
+    residual stream, every checkpointed layer input, attention and the LoRA matmuls, float32
+    (``docs/cloud.md`` §9).  They stay bf16 here — frozen, and saved in bf16, so float32 copies add
+    no information.  What stays float32 (:func:`training_precision`): each RMSNorm's normalisation
+    (transformers computes it in float32 and rounds its output to bf16), the LoRA weights with
+    their gradients and AdamW moments (the trained values), the loss's logits and softmax
+    (:mod:`burnqed.train.fused_loss`), the pooled embeddings and the energy head with its loss.
+    """
+    for param in model.parameters():
+        param.requires_grad_(False)
+    enable = getattr(model, "activation_checkpointing_enable", None)  # transformers >= 5.23
+    if enable is not None:
+        enable(activation_checkpointing_kwargs={"use_reentrant": False})
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    return model
+
+
+def keep_lora_inputs_bf16(model: Any) -> int:
+    """Stop peft casting each LoRA layer's input to its float32 weights' dtype (return the layers
+    changed): under :func:`training_precision`'s autocast the LoRA products run in bf16 anyway, so
+    the cast only adds a float32 copy of every LoRA input (and its dropout) and a bf16 one back."""
+    n = 0
+    for module in model.modules():
+        if hasattr(module, "cast_input_dtype_enabled"):
+            module.cast_input_dtype_enabled = False
+            n += 1
+    return n
+
+
+def training_precision(device: Any) -> Any:
+    """The context a training forward runs in: bf16 autocast on CUDA — the 4-bit layers' matmuls,
+    attention and the LoRA matmuls (their float32 weights cast per product) on tensor cores in
+    bf16 — and nothing on the CPU (float32 throughout, the demo's bytes).  Losses and the energy
+    head run outside it, in float32."""
+    import contextlib
+
+    import torch
+
+    if torch.device(device).type == "cuda":
+        return torch.autocast("cuda", dtype=torch.bfloat16)
+    return contextlib.nullcontext()
 
 
 def keep_cpu_4bit_weights_trainable(model: PreTrainedModel) -> int:

@@ -12,47 +12,58 @@ first question of a real run; this module answers it before one is rented:
 - **estimated** (documented, not measured here): the 4-bit weight storage and the activations at the
   configured sequence lengths and batch.
 
-What each figure assumes (QLoRA as ``burnqed.train.loop.load_base_model`` loads it):
+What each figure assumes, in the two layouts (:data:`PADDED_FP32`, the branch point of issue 47 and
+the plan's defaults; :data:`PACKED_BF16`, what training on CUDA runs since):
 
 - the decoder's linear layers in NF4 with double quantisation: 4 bits per weight plus 8-bit block
   constants per 64 weights and 32-bit second-level constants per 256 blocks (bitsandbytes) —
   ``4 + 8/64 + 32/(64·256)`` ≈ 4.127 bits;
-- everything else of the base (embeddings, ``lm_head``, norms) in float32:
-  ``prepare_model_for_kbit_training`` casts the non-quantised layers up for stable training;
+- everything else of the base (embeddings, ``lm_head``, norms): float32 in the padded layout
+  (``prepare_model_for_kbit_training`` casts them up), bf16 as saved in the packed one
+  (:func:`burnqed.train.loop.prepare_bf16_training`) — ``base_bytes``;
 - trainable parameters (LoRA A/B, the head) in float32 with float32 gradients and AdamW's two
   float32 moments: 16 bytes each;
-- every row of a micro-batch padded to its longest row (:func:`burnqed.train.joint.collate` right-pads
-  the SFT rows and the groups' state and goal rows into one batch, so a 512-token state occupies
-  as many positions as a 1,024-token SFT example): the activations scale with ``rows × width``
-  positions, not with the real tokens;
-- activations in float32 (``activation_bytes`` 4): ``prepare_model_for_kbit_training`` casts the
-  embeddings to float32, so the residual stream is float32 and the 4-bit layers, which compute in
-  bf16, hand float32 back;
+- positions: padded, every row of a micro-batch as long as its longest (:func:`burnqed.train.joint.
+  collate`: a 512-token state occupies 1,024 positions beside 1,024-token SFT rows, ``rows ×
+  width``); packed, the real tokens end to end (:func:`burnqed.train.joint.collate_packed`, rounded
+  up to flex attention's 128-position block);
+- the residual stream (``activation_bytes``): float32 in the padded layout (the float32 embeddings
+  make it so; the 4-bit layers compute in bf16 and hand float32 back), bf16 in the packed one;
 - activations with gradient checkpointing at every decoder layer (what training turns on with a
-  GPU): the checkpointed layer inputs (``activation_bytes·h`` bytes per position per layer), one
-  layer's activations during recomputation (≈ ``34·h`` bytes per position in 16-bit with a fused
-  attention kernel — Korthikanti et al. 2022 without the ``5·a·s²`` attention-score term, which
-  SDPA/flash attention never materialise — scaled by ``activation_bytes / 2``), and the SFT logits
-  in float32 for the loss with their gradient (``2·4·V`` bytes per token); the contrastive
-  sequences need hidden states only (pooled embeddings), no logits.
+  GPU): the checkpointed layer inputs (``activation_bytes·h`` bytes per position per layer), and one
+  layer's activations during recomputation — ≈ ``34·h`` bytes per position in 16-bit with a fused
+  attention kernel (Korthikanti et al. 2022 without the ``5·a·s²`` attention-score term, which
+  SDPA/flash/flex attention never materialise) scaled by ``activation_bytes / 2``; with a 16-bit
+  stream, the float32 copy each of the layer's two RMSNorms normalises (``8·h``); with
+  ``sft.lora_dropout`` > 0, each adapted layer's dropped-out input and its mask
+  (``(activation_bytes + 1)·(6·h + ffn)``: six layers read an ``h``-wide input, ``down_proj`` an
+  ``ffn``-wide one);
+- the SFT loss: float32 logits of every SFT position with their gradient (``2·4·V`` bytes per
+  token), or with the fused loss one chunk's bf16 logits and float32 softmax (Liger's chunk of
+  ≈ ``sft_tokens / ⌈V/h⌉`` tokens, a power of 2) beside the scored hidden states and their
+  gradient; the contrastive sequences need hidden states only (pooled embeddings), no logits.
 
-Measured (``bench/gpu.py``, one H200, 2026-11-26; ``docs/cloud.md`` §9): at
-``config/a100-7b.yaml``'s shape this plan says 47.3 GiB and the step peaked at 51.4 GiB allocated
-(63.4 GiB reserved by the caching allocator).  The plan before that measurement assumed bf16
-activations over the real tokens only and said 24.5 GiB.
+Measured (``bench/gpu-device.sh compare``, one H200, 2026-11-27; ``docs/cloud.md`` §9), at
+``config/a100-7b.yaml``'s shape and ``lora_dropout`` 0.05: the padded float32 step peaked at 51.4 GiB
+allocated (63.4 GiB reserved), this plan says 54.7 GiB (+6 %); the packed bf16 step peaked at
+20.9 GiB allocated (22.9 GiB reserved), the plan says 20.5 GiB (−2 %).  Earlier plans: 24.5 GiB
+(bf16 activations over the real tokens only, before any measurement), then 47.3 GiB (padding and
+the float32 stream, no dropout term).
 
 Example::
 
-    >>> from burnqed.train.memory import DEEPSEEK_PROVER_V2_7B, joint_step_plan
+    >>> from burnqed.train.memory import DEEPSEEK_PROVER_V2_7B, PACKED_BF16, joint_step_plan
     >>> plan = joint_step_plan(DEEPSEEK_PROVER_V2_7B, lora_r=64, head_sizes=(2048, 1024, 512),
     ...                        sft_batch=8, sft_length=1024, groups=4, group_size=8,
-    ...                        state_length=512)                         # doctest: +SKIP
+    ...                        state_length=512, lora_dropout=0.05,
+    ...                        **PACKED_BF16)                            # doctest: +SKIP
     >>> round(plan["params"]["base"] / 1e9, 2), round(plan["total_gib"], 1)  # doctest: +SKIP
-    (6.91, 47.3)
+    (6.91, 20.5)
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
@@ -60,6 +71,11 @@ NF4_BITS = 4 + 8 / 64 + 32 / (64 * 256)  # bitsandbytes NF4 with double quantisa
 GIB = 2**30
 TARGET_GB = 36  # the reproduced system's target for one joint step (reference/value-model-v2.md §3)
 TARGET_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+# The two layouts of a training step (joint_step_plan's keywords): the branch point of issue 47
+# (rows right-padded, everything float32 after prepare_model_for_kbit_training, whole float32
+# logits), and what training on CUDA runs since (packed, a bf16 residual stream, the fused loss).
+PADDED_FP32 = {"padded": True, "activation_bytes": 4, "base_bytes": 4, "fused_loss": False}
+PACKED_BF16 = {"padded": False, "activation_bytes": 2, "base_bytes": 2, "fused_loss": True}
 
 
 @dataclass(frozen=True)
@@ -134,14 +150,23 @@ def joint_step_plan(
     lora_alpha: int | None = None,
     padded: bool = True,
     activation_bytes: int = 4,
+    base_bytes: int = 4,
+    fused_loss: bool = False,
+    lora_dropout: float = 0.0,
 ) -> dict:
     """Memory of one joint step (module docstring), in bytes, with the counts behind it.
 
     ``groups`` contrastive groups of ``group_size`` states (1 positive + negatives) each, plus each
     group's goal, every sequence ``state_length`` tokens; ``sft_batch`` SFT sequences of
-    ``sft_length`` tokens.  ``padded``: every row occupies the longest row's positions (as
-    :func:`burnqed.train.joint.collate` builds the batch); ``activation_bytes``: 4 as training runs
-    today (float32 residual stream), 2 for a bf16 one.
+    ``sft_length`` tokens.  The layout (defaults: the padded float32 one, :data:`PADDED_FP32`;
+    :data:`PACKED_BF16` is what training on CUDA runs): ``padded``, every row occupies the longest
+    row's positions (:func:`burnqed.train.joint.collate`), else the real tokens, packed
+    (:func:`burnqed.train.joint.collate_packed`, rounded up to flex attention's 128-position
+    block); ``activation_bytes``, 4 for a float32 residual stream, 2 for bf16; ``base_bytes``, the
+    non-quantised base weights' (embeddings, ``lm_head``, norms: 4 upcast to float32, 2 as saved);
+    ``fused_loss``, the SFT loss without whole logits (:mod:`burnqed.train.fused_loss`);
+    ``lora_dropout`` (``sft.lora_dropout``): above 0 each adapted layer keeps its dropped-out
+    input and the dropout mask for the backward pass (peft applies the dropout before LoRA's A).
     """
     import torch
 
@@ -163,18 +188,32 @@ def joint_step_plan(
     contrastive_rows = groups * (group_size + 1)  # states + each group's goal
     tokens = sft_tokens + contrastive_rows * state_length
     rows = sft_batch + contrastive_rows
-    positions = rows * max(sft_length, state_length) if padded else tokens
+    positions = rows * max(sft_length, state_length) if padded else -(-tokens // 128) * 128
+    if fused_loss:
+        # Liger's chunks: ~sft_tokens / (V / h) tokens (a power of 2) of bf16 logits and their
+        # float32 softmax at a time, beside the scored hidden states and their gradient (bf16).
+        chunk = 2 ** math.ceil(math.log2(max(1, sft_tokens / math.ceil(v / h))))
+        loss = chunk * v * (2 + 4) + 2 * sft_tokens * h * 2
+    else:
+        loss = sft_tokens * v * 4 * 2  # float32 logits of every SFT position and their gradient
     memory = {
         "base_weights_nf4": quantised * NF4_BITS / 8,
-        "base_weights_fp32": (base - quantised) * 4,
+        f"base_weights_{'fp32' if base_bytes == 4 else 'bf16'}": (base - quantised) * base_bytes,
         "trainable_weights": trainable * 4,
         "gradients": trainable * 4,
         "optimizer_states": trainable * 8,
         "activations_checkpointed_inputs": arch.layers * positions * activation_bytes * h,
         "activations_one_layer_recompute": positions * 34 * h * activation_bytes // 2,
-        "logits_and_grad": sft_tokens * v * 4 * 2,
     }
-    exact = ("base_weights_fp32", "trainable_weights", "gradients", "optimizer_states")
+    if activation_bytes < 4:  # each RMSNorm normalises a float32 copy of a 16-bit input: 2 × 4·h
+        memory["activations_norms_fp32"] = positions * 8 * h
+    if lora_dropout > 0:  # q, k, v, o, gate, up drop an h-wide input, down an ffn-wide one
+        memory["activations_lora_dropout"] = positions * (activation_bytes + 1) * (6 * h + arch.ffn)
+    memory |= {
+        "logits_and_grad" if not fused_loss else "fused_loss_chunk": loss,
+    }
+    exact = ("base_weights_fp32", "base_weights_bf16", "trainable_weights", "gradients",
+             "optimizer_states")  # fmt: skip
     total = sum(memory.values())
     return {
         "architecture": asdict(arch),
@@ -190,6 +229,9 @@ def joint_step_plan(
             "positions_per_step": positions,
             "padded": padded,
             "activation_bytes": activation_bytes,
+            "base_bytes": base_bytes,
+            "fused_loss": fused_loss,
+            "lora_dropout": lora_dropout,
         },
         "params": {
             "base": base,
@@ -199,7 +241,7 @@ def joint_step_plan(
             "trainable": trainable,
         },
         "bytes": memory,
-        "exact_from_modules": list(exact),
+        "exact_from_modules": [k for k in exact if k in memory],
         "estimated": [k for k in memory if k not in exact],
         "total_bytes": total,
         "total_gib": total / GIB,

@@ -53,3 +53,44 @@ def test_device_script_smoke_writes_every_figure_under_out(tmp_path):
     assert printed["sections_failed"] == "0" and printed["device"] == "cpu"
     assert int(printed["bench_wall_s"]) >= 0
     assert (out / "env.txt").is_file() and (out / "gpu.log").is_file()
+
+
+def test_compare_names_its_before_package_or_refuses_in_one_line(tmp_path):
+    env = dict(_env(), OUT=str(tmp_path / "out"), PYTHON=sys.executable)
+    script = str(REPO / "bench" / "gpu-device.sh")
+    for args, says in (([], "name the directory"), ([str(tmp_path)], "no burnqed/ package")):
+        r = subprocess.run(["bash", script, "compare", *args], cwd=REPO, env=env,
+                           capture_output=True, text=True, timeout=60)  # fmt: skip
+        assert r.returncode == 2 and says in r.stderr, r.stderr
+        assert not (tmp_path / "out").exists()  # refused before anything ran
+
+
+@pytest.mark.bench
+def test_device_script_compare_smoke_measures_before_and_after(tmp_path):
+    """``compare DIR --smoke``: the check, then the training sections with the burnqed in DIR
+    (here the branch point's layout stand-in: this tree's own package, so both sides run) and with
+    this tree's, the ratios last."""
+    import shutil
+
+    before = tmp_path / "before"
+    shutil.copytree(REPO / "burnqed", before / "burnqed",
+                    ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
+    out = tmp_path / "out"
+    env = dict(_env(), OUT=str(out), PYTHON=sys.executable)
+    r = subprocess.run(["bash", str(REPO / "bench" / "gpu-device.sh"), "compare", str(before),
+                        "--smoke"], cwd=REPO, env=env, capture_output=True, text=True,
+                       timeout=400)  # fmt: skip
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    for name in ("check.txt", "before.txt", "after.txt", "profile.txt", "env.txt"):
+        assert (out / name).is_file(), name
+    after = dict(line.split("=", 1) for line in (out / "after.txt").read_text().splitlines()
+                 if "=" in line)  # fmt: skip
+    assert after["sections"] == "checkpoint,joint,sft" and after["sections_failed"] == "0"
+    assert after["layout"] == "packed" and after["checkpoint_reused"] == "1"
+    assert "joint_profiled_micro_step_s" in after
+    assert "checks_passed=1" in (out / "check.txt").read_text()
+    assert "Self CPU" in (out / "profile.txt").read_text()  # the kernel table
+    speedups = dict(line.split("=", 1) for line in r.stdout.splitlines()
+                    if line.endswith(tuple("0123456789")) and "_speedup=" in line)  # fmt: skip
+    assert set(speedups) == {"joint_speedup", "sft_speedup"}
+    assert all(float(v) > 0 for v in speedups.values())

@@ -205,10 +205,15 @@ def test_cli_prints_the_oracle_ceiling_per_budget(tmp_path, benchmark, fake_back
         rec = eval_run(model="m", benchmark=benchmark, trajectories=tmp_path / "eval",
                        out=tmp_path / "eval.json", cfg={**EVAL, "budgets": [5, 10, 20]},
                        search=SEARCH, lean=LEAN, policy=POLICY, seed=5)  # fmt: skip
+    # The recording's depth limit (params.yaml's differs: a replay with it would be refused).
+    overlay = tmp_path / "depth.yaml"
+    overlay.write_text(yaml.safe_dump({"search": {"max_depth": SEARCH["max_depth"]}}))
     rc = cli_main(["replay", str(tmp_path / "eval.json"), "--priority", "oracle", "--params",
-                   str(repo_root / "params.yaml"), "--out", str(tmp_path / "oracle.json")])  # fmt: skip
+                   str(repo_root / "params.yaml"), "--configfile", str(overlay),
+                   "--out", str(tmp_path / "oracle.json")])  # fmt: skip
     out = capsys.readouterr().out
-    assert rc == 0 and "| budget | solved | recorded | oracle ceiling |" in out
+    assert rc == 0 and "| budget | coverage (attempts) | covered theorems | recorded |" in out
+    assert "| oracle ceiling |" in out
     result = json.loads((tmp_path / "oracle.json").read_text())
     assert result["kind"] == "burnqed replay" and result["replay"]["priority"]["name"] == "oracle"
     recorded = [b["solved"] for b in rec["by_budget"]]
@@ -217,7 +222,11 @@ def test_cli_prints_the_oracle_ceiling_per_budget(tmp_path, benchmark, fake_back
     assert all(c >= r for c, r in zip(ceiling, recorded, strict=True)) and ceiling != recorded
     assert ceiling[-1] == recorded[-1]  # it can only find the proofs the recording found
     for b in result["replay"]["by_budget"]:
-        assert f"| {b['budget']} | {b['solved']} | " in out
+        cov = b["coverage"]
+        assert (
+            f"| {b['budget']} | {cov['covered']}/{cov['attempts']} | {b['covered_theorems']} | "
+            in out
+        )
 
 
 def test_statement_errors_and_rejected_proofs_replay_as_recorded(tmp_path):

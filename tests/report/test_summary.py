@@ -125,3 +125,32 @@ def test_the_feature_values_replay_agreement_reaches_the_summary():
         "test": None,
         "value_model": None,
     }
+
+
+def test_a_replay_prediction_reaches_the_summary_and_the_docs_with_its_coverage():
+    """A recording-only replay's figures are its effect on the covered theorems, its coverage and
+    its bound — the value table and the goal say so; a live replay is named an equality check; a
+    summary from before coverage keeps its rate."""
+    from burnqed.report.docs import replay_text, value_table
+    from burnqed.report.summary import _configs
+
+    test = {"gained": 0, "lost": 2, "p_value": 0.5, "before": "iter_1 no EBM",
+            "after": "iter_1 C (replay)", "budget_before": 4, "budget_after": 4}  # fmt: skip
+    replay = {"live": False, "rate": {"budget": 4, "rate": 0.06, "solved": 2}, "test": test,
+              "coverage": {"attempts": 40, "covered": 32, "coverage": 0.8},
+              "covered_theorems": 32, "uncovered": {"theorems": 8, "recorded_solved": 8},
+              "max_gain": 0, "unexpanded": 9, "oracle_ceiling": 12}  # fmt: skip
+    row = {"config": "C", "rate": {"rate": 0.35}, "rate_no_ebm": {"rate": 0.3}, "ablation": None,
+           "replay": replay, "value_model": None, "embeddings": None}  # fmt: skip
+    cov = {"replays": 1, "attempts": 40, "covered": 32, "coverage": 0.8}
+    out = _configs({"configs": [row], "replay_coverage": cov})
+    rp = out["rates"]["C"]["replay"]
+    assert (rp["gained"], rp["lost"], rp["coverage"], rp["max_gain"], rp["live"]) == (
+        0, 2, 0.8, 0, False)  # fmt: skip
+    assert (rp["covered_theorems"], rp["uncovered_theorems"]) == (32, 8)
+    assert out["replay_coverage"] == cov
+    assert "| C | 35.0% | +0/−2 on 80.0% covered, gain ≤ 0 | 30.0% |" in value_table(
+        {"configs": [out]}
+    )
+    assert replay_text({"live": True}) == "live replay (equality check)"
+    assert replay_text({"rate": 0.195}) == "19.5%"  # docs/summary.json before coverage

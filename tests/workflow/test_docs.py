@@ -124,7 +124,7 @@ CLAIMS = [
     ("docs/value-model.md", "A's, S's and B's energies rank the on-path node first about as often as the log-prob ({A_sd_energy}, {S_sd_energy} and {B_sd_energy} against {A_sd_logprob})"),
     ("docs/value-model.md", "C is +{C_g}/−{C_l} against its twin (p = {C_p}), and S +{S_g}/−{S_l} and B +{B_g}/−{B_l}"),
     ("docs/value-model.md", "its features rank the on-path node first more often than the log-prob ({F_sd_value} against {F_sd_logprob})"),
-    ("docs/value-model.md", "on the {agree_exact} theorems the replay followed it agrees with the live eval on {agree} of {agree_exact}"),
+    ("docs/value-model.md", "its live replay equals its live eval on {agree} of {agree_exact} theorems"),
     ("README.md", "evaluates each on {theorems} held-out deeper theorems"),
     ("docs/demo.md", "({wall} wall, {jobs} jobs, {mem_gb} GB peak memory"),
     ("docs/demo.md", "{theorems} held-out theorems of 4–6 steps, pass@{pass_n}"),

@@ -263,7 +263,7 @@ def test_dry_run_plans_the_whole_loop(overlay, tmp_path):
         "eval_config_no_ebm": n - 1,
         # the feature value (the EBM's control): fitted, replayed over eval_no_ebm, evaluated
         "value_features": n - 1,
-        "replay_features": n - 1,
+        "live_replay_features": n - 1,
         "eval_features": n - 1,
         # each configuration's EBM replayed over its no-EBM twin's trees: C, and A, S, B
         "replay_ebm": n - 1,
