@@ -214,6 +214,8 @@ def looks_from_file(path: Path, *, looked_at: str | None = None) -> list[dict[st
         raise InputError(f"{path}: not JSON ({err.msg})") from None
     if isinstance(e, Mapping) and e.get("kind") == KIND:
         return [_check(e, str(path))]
+    if isinstance(e, Mapping) and e.get("kind") == "burnqed replay":
+        return []  # a replay records no look of its own (its recording's eval does)
     if not isinstance(e, Mapping) or e.get("kind") != "burnqed eval":
         raise InputError(f"{path}: neither an eval JSON nor a look record")
     found = looks_in(e)

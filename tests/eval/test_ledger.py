@@ -82,6 +82,9 @@ def test_a_look_names_the_design_and_only_confirmation_evals_are_looks(tmp_path)
     assert search_config_digest(fake_eval("x", "m1", temperature=1.0)) != search_config_digest(e)
     dev = fake_eval("dev", "m1", bench={**TEST, "split": "dev"})
     assert "look" not in dev and looks_from_file(write(tmp_path / "dev.json", dev)) == []
+    replay = {**e, "kind": "burnqed replay"}
+    del replay["look"]
+    assert looks_from_file(write(tmp_path / "replay.json", replay)) == []
     # The date is clock time: a rerun's eval JSON is the same without it.
     later = {**e, "look": {**look, "looked_at": "2027-01-01T00:00:00+00:00"}}
     assert without_run_specific(later) == without_run_specific(e)
