@@ -22,6 +22,8 @@ Example::
     burnqed cache stats --configfile config/demo.yaml
     burnqed doctor --configfile config/demo.yaml
     burnqed tree results/iter_0/eval --theorem KEY --out tree.html
+    burnqed ledger add results/*/eval*.json
+    burnqed study report studies/learning/registration.yaml
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from pathlib import Path
 from burnqed import __version__
 
 # Stage packages with a `command` module, in the order `--help` lists them, then other commands.
-COMMANDS = ("data", "train", "ebm", "search", "eval", "replay", "report", "artifacts")
+COMMANDS = ("data", "train", "ebm", "search", "eval", "replay", "report", "artifacts", "study")
 COMMAND_MODULES = (
     *(f"burnqed.{name}.command" for name in COMMANDS),
     "burnqed.search.cache_command",  # burnqed cache stats|prune: the expansion cache

@@ -521,6 +521,9 @@ rule compare:
         configs=config_sets(config),
         # Read, not declared (no rule names another job's benchmark file): the jobs before this one.
         benchmarks="logs/benchmarks",
+        # Read, not declared (a tracked file `burnqed ledger add` changes after runs; a fresh
+        # clone must not rerun compare): the looks recorded before this run (docs/confirmation.md).
+        ledger="ledger/looks.jsonl",
         code=code_digest("eval_compare"),
     script:
         "../workflow/scripts/eval_compare.py"

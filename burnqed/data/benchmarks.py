@@ -144,6 +144,36 @@ REGISTRY: Mapping[str, Benchmark] = {MINIF2F.name: MINIF2F, PROOFNET.name: PROOF
 # Benchmarks burnqed generates itself: not pinned, built by their own function.
 GENERATED = ("proplogic",)
 
+# What each split is for (SPEC §4.8b, docs/confirmation.md).  *confirmation*: reported, never
+# chosen on; every eval on it is a recorded look (burnqed.eval.ledger).  *development*: where
+# choices are made (proplogic's dev split; miniF2F's and ProofNet's valid, whose development slice
+# params.yaml names).  *pool*: searched for training data (proplogic valid), never a benchmark.
+CONFIRMATION, DEVELOPMENT, POOL = "confirmation", "development", "pool"
+ROLES: Mapping[str, str] = {
+    "proplogic_test": CONFIRMATION,
+    "proplogic_dev": DEVELOPMENT,
+    "proplogic_valid": POOL,
+    "minif2f_test": CONFIRMATION,
+    "minif2f_valid": DEVELOPMENT,
+    "proofnet_test": CONFIRMATION,
+    "proofnet_valid": DEVELOPMENT,
+}
+
+
+def benchmark_role(name: str) -> str:
+    """The role of benchmark split ``<name>_<split>`` (:data:`ROLES`); :class:`BenchmarkError`
+    naming it and the known splits otherwise.
+
+    >>> benchmark_role("proplogic_test"), benchmark_role("minif2f_valid")
+    ('confirmation', 'development')
+    """
+    try:
+        return ROLES[name]
+    except KeyError:
+        raise BenchmarkError(
+            f"benchmark split {name!r} has no role; known: {', '.join(sorted(ROLES))}"
+        ) from None
+
 
 def get_benchmark(name: str) -> Benchmark:
     try:

@@ -1,5 +1,5 @@
 """``burnqed eval``, ``burnqed compare``, ``burnqed summary``: evaluation by hand (the same ``run``
-functions the Snakemake rules call).
+functions the Snakemake rules call); ``burnqed ledger add``: the ledger of looks.
 
 Example::
 
@@ -8,6 +8,7 @@ Example::
     burnqed compare results/baseline/eval.json results/iter_*/eval.json \\
         --control results/iter_0/eval_longer.json --out results/compare.md
     burnqed summary results/iter_0/search/shard_0
+    burnqed ledger add results/*/eval*.json
 """
 
 from __future__ import annotations
@@ -80,7 +81,42 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     c.add_argument("--out", type=Path, default=None, metavar="MD", help="markdown to write")
     c.add_argument("--json", type=Path, default=None, metavar="JSON", help="JSON to write")
+    c.add_argument(
+        "--ledger",
+        type=Path,
+        default=Path("ledger/looks.jsonl"),
+        metavar="JSONL",
+        help="the ledger of looks whose designs are counted beside this run's (default: "
+        "%(default)s; absent: none)",
+    )
     c.set_defaults(func=main_compare)
+
+    led = subparsers.add_parser(
+        "ledger",
+        help="the ledger of looks at confirmation benchmarks (docs/confirmation.md)",
+        description="Merge the looks that evals on confirmation benchmarks recorded into the "
+        "tracked ledger, idempotently (sorted, one JSON per line).",
+    )
+    led_sub = led.add_subparsers(dest="ledger_command", required=True, metavar="ACTION")
+    a = led_sub.add_parser(
+        "add",
+        help="merge look records into the ledger",
+        description="Read every FILE (an eval JSON's look block, a look record, or a JSONL of "
+        "them; an eval on a development or pool split holds none) and merge them into the ledger.",
+    )
+    a.add_argument("files", nargs="+", type=Path, metavar="FILE")
+    a.add_argument(
+        "--ledger", type=Path, default=Path("ledger/looks.jsonl"), metavar="JSONL",
+        help="the ledger file (default: %(default)s)",
+    )  # fmt: skip
+    a.add_argument(
+        "--looked-at",
+        default=None,
+        metavar="DATE",
+        help="ISO 8601 date of the looks made before evals recorded them (an eval JSON on a "
+        "confirmation benchmark without a look block is refused without it)",
+    )
+    a.set_defaults(func=main_ledger_add)
 
     s = subparsers.add_parser(
         "summary",
@@ -134,7 +170,8 @@ def main_compare(args: argparse.Namespace) -> int:
 
     try:
         if args.out is not None:
-            c = run(evals=args.evals, out_md=args.out, out_json=args.json, controls=args.controls)
+            c = run(evals=args.evals, out_md=args.out, out_json=args.json, controls=args.controls,
+                    ledger=args.ledger)  # fmt: skip
         else:
             c = compare(load_evals(args.evals), load_evals(args.controls))
             if args.json is not None:
@@ -151,4 +188,13 @@ def main_summary(args: argparse.Namespace) -> int:
 
     s = summarise_dir(args.directory)
     print(json.dumps(s, indent=2, default=str) if args.json else summary_markdown(s))
+    return 0
+
+
+def main_ledger_add(args: argparse.Namespace) -> int:
+    from burnqed.eval.ledger import add
+
+    counts = add(args.ledger, args.files, looked_at=args.looked_at)
+    print(f"{args.ledger}: {counts['read']} looks read, {counts['before']} records before, "
+          f"{counts['after']} after")  # fmt: skip
     return 0

@@ -14,7 +14,9 @@ search, made the difference) or a comparison is undecided.  A step varies the mo
 model), a control the budget against training; evals that differ in anything else — seed,
 candidates, sampling, nodes per step, threads, instruction set, benchmark
 (:data:`burnqed.eval.paired.COMPARED_FIELDS`) — leave the comparison undecided, the field named.
-Every comparison is shown with its p-value and the theorems that changed each way.
+Every comparison is shown with its p-value and the theorems that changed each way.  On a
+confirmation benchmark ``compare.md`` says how many distinct designs have looked at it with this
+seed: the ledger of looks plus this run's own (:mod:`burnqed.eval.ledger`).
 
 Example::
 
@@ -33,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from burnqed.eval.configs import configs_markdown
+from burnqed.eval.ledger import looks_in, looks_markdown, looks_summary, read_ledger
 from burnqed.eval.memory import memory_markdown, peak_memory
 from burnqed.eval.paired import (
     ALPHA,
@@ -420,6 +423,7 @@ def compare_markdown(c: Mapping[str, Any]) -> str:
         partial = ", ".join(f"{r['label']} {r['status']}" for r in c["rows"] if not r["complete"])
         out += [f"> **Not all evals are complete**: {partial}.", ""]
     out += [markdown_table(headers, rows), ""]
+    out += looks_markdown(c.get("looks"))
     controls = c.get("controls") or []
     if controls:
         out += ["## Search-longer controls", ""]
@@ -453,6 +457,7 @@ def run(
     controls: Sequence[Path] = (),
     configs: Mapping[int, Mapping[str, Mapping[str, Path]]] | None = None,
     benchmarks: Path | None = None,
+    ledger: Path | None = None,
 ) -> dict:
     """Write the comparison of ``evals`` as markdown (and JSON); returns the JSON dict.
     ``controls`` (search-longer evals, ``eval_longer.json``) are shown apart and checked against
@@ -460,7 +465,10 @@ def run(
     ``configs``: per iteration, ``{"evals": {key: eval JSON}, "metrics": {config: ebm_metrics}}``
     of its value-model configurations (:mod:`burnqed.eval.configs`).  ``benchmarks``: the
     directory of the run's Snakemake benchmark files, whose peak memory (of the jobs finished so
-    far: every eval and what they rest on) is shown (:mod:`burnqed.eval.memory`)."""
+    far: every eval and what they rest on) is shown (:mod:`burnqed.eval.memory`).  ``ledger``:
+    the ledger of looks (``ledger/looks.jsonl``; absent: empty), read to count the designs that
+    have looked at the benchmark with this seed, beside this run's own looks
+    (:mod:`burnqed.eval.ledger`)."""
     from burnqed.eval.configs import config_comparisons
     from burnqed.eval.stage import write_json
 
@@ -482,6 +490,14 @@ def run(
         peak_memory(Path(benchmarks)) if benchmarks and Path(benchmarks).is_dir() else None
     )
     c["cache"] = cache_rows(every)
+    first = loaded_evals[0][1]
+    c["looks"] = looks_summary(
+        read_ledger(Path(ledger)) if ledger is not None else [],
+        [r for _, e in every for r in looks_in(e)],
+        benchmark=first.get("benchmark") or {},
+        seed=((first.get("provenance") or {}).get("seeds") or {}).get("seed"),
+        ledger=ledger,
+    )
     Path(out_md).parent.mkdir(parents=True, exist_ok=True)
     Path(out_md).write_text(compare_markdown(c), encoding="utf-8")
     if out_json is not None:

@@ -9,7 +9,9 @@ refused before any search), then runs the search stage (``burnqed.search.stage.r
 model and EBM paths with content digests, with a value model its ``value_model`` block (the
 energy weight used and its fit, the energy's and the log-prob's median sibling spans, the pops
 the energy changed: :func:`value_model_block`), benchmark name + sha256 + Lean/Mathlib versions, REPL
-command, config sections, git commit, package versions, seeds.
+command, config sections, git commit, package versions, seeds; on a confirmation benchmark
+(:func:`burnqed.data.benchmarks.benchmark_role`) its ``look`` block, the record the ledger of looks
+takes (:mod:`burnqed.eval.ledger`).
 
 Everything in the JSON is a function of the inputs (model, EBM, benchmark, config, seeds, code)
 except the fields :data:`CLOCK_FIELDS` names, which hold clock time — seconds measured on this
@@ -42,6 +44,7 @@ from typing import Any, Literal
 
 from burnqed.config import EvalConfig, LeanConfig
 from burnqed.data.benchmarks import (
+    CONFIRMATION,
     GENERATED,
     REGISTRY,
     BenchmarkError,
@@ -49,6 +52,7 @@ from burnqed.data.benchmarks import (
     sha256_file,
 )
 from burnqed.determinism import machine
+from burnqed.eval.ledger import look_record, role_of
 from burnqed.eval.metrics import score_trajectories
 from burnqed.eval.table import log_table
 from burnqed.provenance import git_commit, package_versions
@@ -159,7 +163,8 @@ def search_section(cfg: EvalConfig, search: Mapping[str, Any]) -> dict:
 # manifest's elapsed time and the Lean pool's summed call time.
 CLOCK_FIELDS = frozenset(
     {"avg_time_s", "median_time_s", "avg_lean_s", "mean_time_s", "lean_s", "wall_s",
-     "elapsed_s_this_run", "lean_seconds"}
+     "elapsed_s_this_run", "lean_seconds",
+     "looked_at"}  # the date of a look (burnqed.eval.ledger): clock time, not seconds
 )  # fmt: skip
 # Keys whose values count how the work was spread over processes, not what it found: the Lean
 # pool's counters (burnqed.outcomes.POOL_COUNTERS — which REPL served which session decides when a
@@ -348,6 +353,8 @@ def run(
     }
     if ebm:
         result["value_model"] = value_model_block(Path(trajectories), search_cfg, search_manifest)
+    if role_of(result) == CONFIRMATION:  # a look at a confirmation benchmark: recorded
+        result["look"] = look_record(result)
     write_json(Path(out), result)
     log_table(result)
     log.info("eval %s (%s) → %s", label, metrics["status"]["label"], out)

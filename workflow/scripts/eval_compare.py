@@ -13,4 +13,5 @@ with to_log_file(snakemake.log[0]):
         out_json=Path(snakemake.output.json),
         configs=snakemake.params.configs,  # the value-model configurations of each iteration
         benchmarks=Path(snakemake.params.benchmarks),  # the jobs' peak memory so far
+        ledger=Path(snakemake.params.ledger),  # the looks recorded before this run
     )

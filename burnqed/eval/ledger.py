@@ -1,0 +1,307 @@
+"""The ledger of looks: every eval on a *confirmation* benchmark is a recorded look.
+
+A look (:func:`look_record`) says which design saw which benchmark's outcomes, with which seed,
+when, and what it saw: the benchmark (name, split, sha256), the seed, the **design** — the model's
+content digest, the value model's (null without one) and a digest of the search configuration the
+eval ran with (:func:`search_config_digest`: the eval and search sections, the sampling block and
+the temperature) — the date, the headline counts (theorems evaluated, solved at the largest budget)
+and the git commit (the ledger adds the eval's label).  The eval stage (:mod:`burnqed.eval.stage`) writes it into the eval JSON's
+``look`` block when the benchmark's role is ``confirmation``
+(:func:`burnqed.data.benchmarks.benchmark_role`); evals on development or pool splits are not
+looks.  Its ``looked_at`` is clock time (:data:`burnqed.eval.stage.CLOCK_FIELDS`).
+
+``burnqed ledger add FILES…`` merges looks into a tracked file, ``ledger/looks.jsonl``, after the
+jobs: no job writes a tracked file while another runs.  The merge is idempotent, commutative and
+associative: two records of the same look (everything but ``looked_at``, ``label`` and
+``git_commit`` equal) are one, and the earliest wins; the file is sorted, one JSON object per line
+with sorted keys, so the same looks give the same bytes.  :func:`designs_seen` counts the distinct
+designs that have looked at a benchmark (by sha256) with a seed: ``compare.md`` and the study
+report print it, over the ledger plus the run's own looks.
+
+Example::
+
+    burnqed ledger add results/*/eval*.json results/iter_*/configs/*/eval*.json
+    >>> a = {"benchmark": {"sha256": "b"}, "seed": 0, "design": {"model": "m1"}}
+    >>> designs_seen([a, {**a, "design": {"model": "m2"}}, a], sha256="b", seed=0)
+    2
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from burnqed.config import InputError
+from burnqed.data.benchmarks import CONFIRMATION, ROLES
+
+log = logging.getLogger(__name__)
+
+LEDGER = Path("ledger/looks.jsonl")  # the tracked ledger, relative to the repository root
+KIND = "burnqed look"
+# Fields that say when and by whom, not what was seen: two records equal in everything else are
+# one look, recorded once (the earliest).
+INCIDENTAL = ("looked_at", "label", "git_commit")
+
+
+def _canonical(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def search_config_digest(e: Mapping[str, Any]) -> str:
+    """16 hex digits over what the eval searched with (``provenance.config.eval`` and ``.search``,
+    ``provenance.sampling``, the temperature): two evals of one model and value model with the
+    same digest are the same design."""
+    prov = e.get("provenance") or {}
+    cfg = prov.get("config") or {}
+    what = {
+        "eval": cfg.get("eval"),
+        "search": cfg.get("search"),
+        "sampling": prov.get("sampling"),
+    }
+    return hashlib.sha256(_canonical(what).encode()).hexdigest()[:16]
+
+
+def _digest(block: Any) -> str | None:
+    if not isinstance(block, Mapping):
+        return None
+    return block.get("sha256") or block.get("path")
+
+
+def design_of(e: Mapping[str, Any]) -> dict[str, str | None]:
+    """``{model, value_model, search_config}`` of an eval JSON."""
+    prov = e.get("provenance") or {}
+    return {
+        "model": _digest(prov.get("model")),
+        "value_model": _digest(prov.get("ebm")),
+        "search_config": search_config_digest(e),
+    }
+
+
+def role_of(e: Mapping[str, Any]) -> str | None:
+    """The role of the eval's benchmark split (None: not a known split)."""
+    b = e.get("benchmark") or {}
+    return ROLES.get(f"{b.get('name')}_{b.get('split')}")
+
+
+def now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def look_record(e: Mapping[str, Any], *, looked_at: str | None = None) -> dict[str, Any]:
+    """The look an eval JSON (its metrics, benchmark and provenance) is: the module docstring's
+    fields.  ``looked_at``: ISO 8601 (default: now)."""
+    b = e.get("benchmark") or {}
+    status = e.get("status") or {}
+    budgets = e.get("budgets") or []
+    top = max(budgets) if budgets else None
+    solved = next(
+        (r.get("solved") for r in e.get("by_budget") or [] if r.get("budget") == top), None
+    )
+    prov = e.get("provenance") or {}
+    return {
+        "kind": KIND,
+        "benchmark": {"name": b.get("name"), "split": b.get("split"), "sha256": b.get("sha256")},
+        "seed": (prov.get("seeds") or {}).get("seed"),
+        "design": design_of(e),
+        "counts": {
+            "evaluated": status.get("evaluated_theorems"),
+            "expected": status.get("expected_theorems"),
+            "budget": top,
+            "solved": solved,
+            "complete": status.get("complete"),
+        },
+        "looked_at": looked_at or now(),
+        "git_commit": prov.get("git_commit"),
+    }
+
+
+def looks_in(e: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The look records an eval JSON carries (its ``look`` block, with the eval's label; none for
+    an eval that is no look)."""
+    look = e.get("look")
+    return [{**look, "label": e.get("label")}] if isinstance(look, Mapping) else []
+
+
+def _key(r: Mapping[str, Any]) -> str:
+    return _canonical({k: v for k, v in r.items() if k not in INCIDENTAL})
+
+
+def _order(r: Mapping[str, Any]) -> tuple:
+    b = r.get("benchmark") or {}
+    return (
+        str(b.get("name")),
+        str(b.get("split")),
+        str(b.get("sha256")),
+        str(r.get("seed")),
+        str(r.get("looked_at")),
+        _canonical(r),
+    )
+
+
+def merge(*groups: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The union of look records, one per look (the earliest ``looked_at``, then the smallest
+    record, wins), sorted by benchmark, seed and date."""
+    best: dict[str, dict[str, Any]] = {}
+    for group in groups:
+        for r in group:
+            k = _key(r)
+            if k not in best or _order(r) < _order(best[k]):
+                best[k] = dict(r)
+    return sorted(best.values(), key=_order)
+
+
+def _check(r: Any, where: str) -> dict[str, Any]:
+    if not isinstance(r, Mapping) or r.get("kind") != KIND:
+        raise InputError(f"{where}: not a look record (kind {KIND!r})")
+    for key in ("benchmark", "seed", "design", "looked_at"):
+        if key not in r:
+            raise InputError(f"{where}: look record without {key!r}")
+    if not isinstance(r["benchmark"], Mapping) or not r["benchmark"].get("sha256"):
+        raise InputError(f"{where}: look record without benchmark.sha256")
+    return dict(r)
+
+
+def read_ledger(path: Path) -> list[dict[str, Any]]:
+    """The records of a ledger file (none when it does not exist); :class:`InputError` naming the
+    file and line of a bad one."""
+    path = Path(path)
+    if not path.is_file():
+        return []
+    out = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            r = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise InputError(f"{path}:{n}: not JSON ({e.msg})") from None
+        out.append(_check(r, f"{path}:{n}"))
+    return out
+
+
+def ledger_bytes(records: Sequence[Mapping[str, Any]]) -> bytes:
+    return "".join(_canonical(r) + "\n" for r in merge(records)).encode("utf-8")
+
+
+def write_ledger(path: Path, records: Sequence[Mapping[str, Any]]) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_bytes(ledger_bytes(records))
+    os.replace(tmp, path)
+
+
+def looks_from_file(path: Path, *, looked_at: str | None = None) -> list[dict[str, Any]]:
+    """The looks in one file: an eval JSON's ``look`` block, a JSONL of look records, or — for an
+    eval JSON from before looks were recorded, with ``looked_at`` given — the look it was
+    (:func:`look_record`).  An eval on a benchmark that is not a confirmation split holds none."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise InputError(f"{path}: cannot read ({e.strerror})") from None
+    if path.suffix == ".jsonl":
+        return read_ledger(path)
+    try:
+        e = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise InputError(f"{path}: not JSON ({err.msg})") from None
+    if isinstance(e, Mapping) and e.get("kind") == KIND:
+        return [_check(e, str(path))]
+    if isinstance(e, Mapping) and e.get("kind") == "burnqed replay":
+        return []  # a replay records no look of its own (its recording's eval does)
+    if not isinstance(e, Mapping) or e.get("kind") != "burnqed eval":
+        raise InputError(f"{path}: neither an eval JSON nor a look record")
+    found = looks_in(e)
+    if found:
+        return [_check(r, str(path)) for r in found]
+    if role_of(e) != CONFIRMATION:
+        return []
+    if looked_at is None:
+        raise InputError(
+            f"{path}: an eval on a confirmation benchmark without a look block (made before looks "
+            "were recorded): give its date with --looked-at"
+        )
+    return [{**look_record(e, looked_at=looked_at), "label": e.get("label")}]
+
+
+def add(ledger: Path, files: Sequence[Path], *, looked_at: str | None = None) -> dict[str, int]:
+    """Merge the looks in ``files`` into ``ledger`` (every file read and checked before it is
+    written); returns ``{"before", "read", "after"}`` record counts."""
+    before = read_ledger(ledger)
+    found = [r for f in files for r in looks_from_file(Path(f), looked_at=looked_at)]
+    merged = merge(before, found)
+    write_ledger(ledger, merged)
+    log.info(
+        "%s: %d looks read from %d files; %d records before, %d after",
+        ledger,
+        len(found),
+        len(files),
+        len(before),
+        len(merged),
+    )
+    return {"before": len(before), "read": len(found), "after": len(merged)}
+
+
+def designs_seen(records: Iterable[Mapping[str, Any]], *, sha256: str | None, seed: Any) -> int:
+    """How many distinct designs the records show looking at the benchmark with this sha256 and
+    seed."""
+    return len(
+        {
+            _canonical(r.get("design"))
+            for r in records
+            if (r.get("benchmark") or {}).get("sha256") == sha256 and r.get("seed") == seed
+        }
+    )
+
+
+def looks_summary(
+    ledger_records: Sequence[Mapping[str, Any]],
+    run_records: Sequence[Mapping[str, Any]],
+    *,
+    benchmark: Mapping[str, Any],
+    seed: Any,
+    ledger: Path | str | None,
+) -> dict[str, Any]:
+    """The looks at one benchmark and seed: distinct designs in the ledger, in this run, in all."""
+    name = f"{benchmark.get('name')}_{benchmark.get('split')}"
+    sha = benchmark.get("sha256")
+    return {
+        "benchmark": name,
+        "sha256": sha,
+        "seed": seed,
+        "role": ROLES.get(name),
+        "ledger": str(ledger) if ledger is not None else None,
+        "in_ledger": designs_seen(ledger_records, sha256=sha, seed=seed),
+        "in_this_run": designs_seen(run_records, sha256=sha, seed=seed),
+        "designs": designs_seen([*ledger_records, *run_records], sha256=sha, seed=seed),
+    }
+
+
+def looks_markdown(s: Mapping[str, Any] | None) -> list[str]:
+    """The looks section of ``compare.md`` and the study report."""
+    if not s or s["role"] is None:  # a benchmark split of no known role: nothing to say
+        return []
+    head = ["## Looks at this benchmark", ""]
+    if s["role"] != CONFIRMATION:
+        return [
+            *head,
+            f"{s['benchmark']} is a {s['role']} split, not a confirmation benchmark: its evals "
+            "are not looks.",
+            "",
+        ]
+    return [
+        *head,
+        f"**{s['designs']}** distinct designs (model, value model, search configuration) have "
+        f"looked at {s['benchmark']} (sha256 {str(s['sha256'])[:12]}) with seed {s['seed']}: "
+        f"{s['in_ledger']} in the ledger ({s['ledger'] or 'none'}, as it stood when this was "
+        f"written), {s['in_this_run']} in this run.  A confirmation benchmark that many designs "
+        "have looked at is no longer held out from them (docs/confirmation.md).",
+        "",
+    ]

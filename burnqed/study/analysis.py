@@ -1,0 +1,450 @@
+"""A study's report: the registered comparisons on every seed, pooled with the seed as the replicate,
+checked against the registration.
+
+:func:`analyse` is pure (registration, per-seed eval JSONs and run records, the registration's
+commit, the ledger) and returns ``report.json``'s content; :func:`report_markdown` words it.  For
+each comparison (:func:`burnqed.eval.paired.paired_test`, control → treatment at the registered
+budget): per seed the theorems gained and lost, exact McNemar and ``d_s = (b_s − c_s)/n_s`` — a
+seed where the value model collapsed to its twin gives 0 and stays in; across seeds the one-sample
+t-test and Hartung–Knapp random effects (the registration's ``analysis.test`` decides), the
+fixed-effect stratified count test beside them, sign agreement (not a gate); Holm over the
+primaries' deciding p-values; intervals at ``1 − α/m`` for the m primaries (Bonferroni), at
+``1 − α`` for secondaries; :func:`draw_forest` draws them, seed by seed and pooled.  A primary is *confirmed* when its Holm-adjusted p is below α and its
+pooled estimate is positive (and, if registered, every seed's difference is positive).
+
+The run is labelled **confirmatory** only when every check passes (:func:`checks`): the registration
+was committed, unchanged since, before the first result; each seed directory is one of the
+registration's seeds and its evals carry that seed; each seed ran with the registered per-rule
+digests (its ``study_run.json``); no look at any of those seeds is in the ledger but the study's
+own, made after the registration; every compared eval is on a confirmation benchmark; every paired
+test was decided.  Anything else is **exploratory**, with the failed checks named.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from burnqed.data.benchmarks import CONFIRMATION
+from burnqed.eval.ledger import designs_seen, looks_in, role_of
+from burnqed.eval.paired import UNDECIDED, format_p, paired_test
+from burnqed.eval.table import markdown_table
+from burnqed.study import stats
+
+log = logging.getLogger(__name__)
+
+CONFIRMATORY, EXPLORATORY = "confirmatory", "exploratory"
+
+
+def _budget(c: Mapping[str, Any]) -> int | tuple[int, int] | None:
+    b = c.get("budget")
+    return tuple(b) if isinstance(b, list) else b
+
+
+def per_seed(c: Mapping[str, Any], evals: Mapping[str, Mapping[str, Any]], seed: int) -> dict:
+    """One comparison on one seed: the paired test's counts, p and verdict, and ``d_s``."""
+    t = paired_test(
+        evals[c["control"]], evals[c["treatment"]], varies=c["varies"], budget=_budget(c)
+    )
+    d = stats.paired_difference(t["gained"], t["lost"], t["theorems"]) if t["theorems"] else None
+    return {
+        "seed": seed,
+        "gained": t["gained"],
+        "lost": t["lost"],
+        "theorems": t["theorems"],
+        "difference": d,
+        "p_value": t["p_value"],
+        "verdict": t["verdict"],
+        "reasons": t["reasons"],
+        "budget": [t["budget_before"], t["budget_after"]],
+    }
+
+
+def pooled(rows: Sequence[Mapping[str, Any]], *, test: str, level: float) -> dict[str, Any]:
+    """Both seed-level tests at ``level``, the fixed-effect count test and sign agreement."""
+    ok = [r for r in rows if r["difference"] is not None]
+    b, c, n = ([r[k] for r in ok] for k in ("gained", "lost", "theorems"))
+    d = [r["difference"] for r in ok]
+    t = stats.t_test(d, level=level)
+    hk = stats.hartung_knapp(b, c, n, level=level)
+    deciding = {"t": t, "hartung-knapp": hk}[test]
+    return {
+        "seeds": len(ok),
+        "level": level,
+        "t_test": t,
+        "hartung_knapp": hk,
+        "decides": test,
+        "estimate": deciding["estimate"] if deciding else None,
+        "p_value": deciding["p_value"] if deciding else None,
+        "stratified": stats.stratified_count_test(b, c),
+        "sign_agreement": stats.sign_agreement(d, deciding["estimate"] if deciding else 0.0),
+        "every_seed_positive": bool(d) and all(x > 0 for x in d),
+    }
+
+
+def checks(
+    reg: Mapping[str, Any],
+    seeds: Mapping[int, Mapping[str, Any]],
+    *,
+    derived_seeds: Sequence[int],
+    registration_commit: Mapping[str, Any] | None,
+    ledger: Sequence[Mapping[str, Any]],
+) -> list[dict[str, Any]]:
+    """The checks that make a run confirmatory (module docstring), each ``{check, ok, detail}``.
+    ``seeds``: per seed directory found, ``{"evals": {path: eval JSON}, "run": study_run.json or
+    None}``."""
+    out = []
+
+    def add(name: str, problems: list[str], fine: str) -> None:
+        out.append({"check": name, "ok": not problems, "detail": "; ".join(problems) or fine})
+
+    rc = registration_commit
+    problems = []
+    if rc is None:
+        problems.append("the registration file was never committed")
+    elif not rc.get("unchanged"):
+        problems.append(f"the registration differs from its first commit {rc['commit'][:12]}")
+    add(
+        "registration committed",
+        problems,
+        f"first committed in {rc['commit'][:12]} on {rc['date']}" if rc else "",
+    )
+
+    found_seeds, derived = sorted(seeds), sorted(derived_seeds)
+    problems = []
+    if derived != found_seeds:
+        problems.append(
+            f"seed directories {found_seeds} are not the registration's seeds {derived}"
+        )
+    for s, run in seeds.items():
+        for path, e in run["evals"].items():
+            got = ((e.get("provenance") or {}).get("seeds") or {}).get("seed")
+            if got != s:
+                problems.append(f"seed_{s}/{path} was made with seed {got}")
+    add(
+        "seeds",
+        problems,
+        f"{len(found_seeds)} seeds {found_seeds}, derived from the registration's commit",
+    )
+
+    problems = []
+    registered = (reg.get("design") or {}).get("rules") or {}
+    for s, run in seeds.items():
+        rec = run.get("run")
+        if rec is None:
+            problems.append(f"seed_{s}: no study_run.json (not run by `burnqed study run`)")
+            continue
+        got = rec.get("rules") or {}
+        bad = sorted(r for r in set(registered) | set(got) if registered.get(r) != got.get(r))
+        if bad:
+            problems.append(
+                f"seed_{s}: digests differ from the registration's for {', '.join(bad)}"
+            )
+    add(
+        "digests",
+        problems,
+        f"every seed ran the registered code and config ({len(registered)} rules)",
+    )
+
+    own = [r for run in seeds.values() for e in run["evals"].values() for r in looks_in(e)]
+    problems = []
+    first_result = min((r["looked_at"] for r in own if r.get("looked_at")), default=None)
+    started = [run["run"].get("started_at") for run in seeds.values() if run.get("run")]
+    earliest = min([x for x in [first_result, *started] if x], default=None)
+    if rc is not None and earliest is not None and not _before(rc["date"], earliest):
+        problems.append(f"registered {rc['date']}, but the first seed ran at {earliest}")
+    add(
+        "registered before results",
+        problems,
+        f"registered {rc['date'] if rc else '–'}, first result {earliest or '–'}",
+    )
+
+    own_keys = {_look_key(r) for r in own}
+    problems = []
+    for r in ledger:
+        if r.get("seed") not in found_seeds:
+            continue
+        foreign = _look_key(r) not in own_keys or (
+            rc is not None and not _before(rc["date"], str(r.get("looked_at")))
+        )
+        if foreign:
+            problems.append(
+                f"seed {r['seed']} was looked at on {r['benchmark'].get('name')}_"
+                f"{r['benchmark'].get('split')} by {r.get('label') or 'a design'} on "
+                f"{r.get('looked_at')}, outside this study"
+            )
+    add(
+        "fresh seeds",
+        sorted(set(problems)),
+        "no look at these seeds in the ledger but the study's own",
+    )
+
+    problems = []
+    for s, run in seeds.items():
+        for path, e in run["evals"].items():
+            if role_of(e) != CONFIRMATION:
+                b = e.get("benchmark") or {}
+                problems.append(
+                    f"seed_{s}/{path} is on {b.get('name')}_{b.get('split')} ({role_of(e) or 'no role'})"
+                )
+    add("confirmation benchmark", problems, "every compared eval is on a confirmation benchmark")
+    return out
+
+
+def _before(a: str, b: str) -> bool:
+    """ISO 8601 ``a`` no later than ``b`` (both with offsets; both to the second: a run started in
+    the second its registration was committed read that commit)."""
+    from datetime import datetime
+
+    return datetime.fromisoformat(a) <= datetime.fromisoformat(b)
+
+
+def _look_key(r: Mapping[str, Any]) -> tuple:
+    b = r.get("benchmark") or {}
+    d = r.get("design") or {}
+    return (
+        b.get("sha256"),
+        r.get("seed"),
+        d.get("model"),
+        d.get("value_model"),
+        d.get("search_config"),
+    )
+
+
+def analyse(
+    reg: Mapping[str, Any],
+    seeds: Mapping[int, Mapping[str, Any]],
+    *,
+    derived_seeds: Sequence[int],
+    registration_commit: Mapping[str, Any] | None,
+    ledger: Sequence[Mapping[str, Any]],
+    ledger_path: str | None = None,
+) -> dict[str, Any]:
+    """``report.json``'s content (module docstring)."""
+    a = reg["analysis"]
+    alpha, test = float(a["alpha"]), a["test"]
+    primary = list(reg["comparisons"]["primary"])
+    secondary = list(reg["comparisons"].get("secondary") or [])
+    m = len(primary)
+    comparisons = []
+    for kind, items, level in (
+        ("primary", primary, 1 - alpha / m),
+        ("secondary", secondary, 1 - alpha),
+    ):
+        for c in items:
+            rows = [per_seed(c, seeds[s]["evals"], s) for s in sorted(seeds)]
+            comparisons.append(
+                {
+                    **c,
+                    "kind": kind,
+                    "per_seed": rows,
+                    "pooled": pooled(rows, test=test, level=level),
+                }
+            )
+    prim = [c for c in comparisons if c["kind"] == "primary"]
+    adjusted = stats.holm(
+        [c["pooled"]["p_value"] if c["pooled"]["p_value"] is not None else 1.0 for c in prim]
+    )
+    every_seed = bool((a.get("decision") or {}).get("every_seed_positive"))
+    for c, p in zip(prim, adjusted, strict=True):
+        est = c["pooled"]["estimate"]
+        c["holm_p"] = p
+        c["confirmed"] = bool(
+            p < alpha
+            and est is not None
+            and est > 0
+            and (c["pooled"]["every_seed_positive"] or not every_seed)
+        )
+    undecided = [
+        f"{c['name']} on seed {r['seed']}: {'; '.join(r['reasons'])}"
+        for c in comparisons
+        for r in c["per_seed"]
+        if r["verdict"] == UNDECIDED
+    ]
+    found = checks(
+        reg,
+        seeds,
+        derived_seeds=derived_seeds,
+        registration_commit=registration_commit,
+        ledger=ledger,
+    )
+    found.append(
+        {
+            "check": "decided",
+            "ok": not undecided,
+            "detail": "; ".join(undecided) or "every paired test decided",
+        }
+    )
+    label = CONFIRMATORY if all(x["ok"] for x in found) else EXPLORATORY
+    looks = []
+    own = [r for s in seeds.values() for e in s["evals"].values() for r in looks_in(e)]
+    for s in sorted(seeds):
+        e = seeds[s]["evals"][primary[0]["treatment"]]
+        sha = (e.get("benchmark") or {}).get("sha256")
+        looks.append(
+            {
+                "seed": s,
+                "designs": designs_seen([*ledger, *own], sha256=sha, seed=s),
+                "in_ledger": designs_seen(ledger, sha256=sha, seed=s),
+            }
+        )
+    met = all(c["confirmed"] for c in prim)
+    return {
+        "kind": "burnqed study report",
+        "study": reg["study"],
+        "label": label,
+        "checks": found,
+        "alpha": alpha,
+        "test": test,
+        "test_description": stats.TESTS[test],
+        "seeds": sorted(seeds),
+        "registered_seeds": list(derived_seeds),
+        "registration_commit": registration_commit,
+        "decision": {
+            **(a.get("decision") or {}),
+            "primaries_confirmed": met,
+            "verdict": ("met" if met else "not met") + f" ({label})",
+        },
+        "comparisons": comparisons,
+        "looks": {"ledger": ledger_path, "per_seed": looks},
+    }
+
+
+def _pct(x: float | None) -> str:
+    return "–" if x is None else f"{100 * x:+.2f} pts"
+
+
+def _interval(r: Mapping[str, Any] | None) -> str:
+    if not r:
+        return "–"
+    return (
+        f"{_pct(r['estimate'])} [{_pct(r['low'])}, {_pct(r['high'])}], p = {format_p(r['p_value'])}"
+    )
+
+
+def report_markdown(r: Mapping[str, Any]) -> str:
+    """``report.md``: label and checks, the decision, per-seed and pooled tables, the looks."""
+    out = [
+        f"# Study {r['study']} — **{r['label'].upper()}**",
+        "",
+        f"Decision: **{r['decision']['verdict']}** — {r['decision'].get('rule', '')}",
+        "",
+        f"Seeds {r['seeds']} (registered: {r['registered_seeds']}); α = {r['alpha']:g}; the "
+        f"deciding seed-level test: {r['test_description']}.",
+        "",
+        "## Checks against the registration",
+        "",
+        markdown_table(
+            ["", "check", "detail"],
+            [["✓" if c["ok"] else "✗", c["check"], c["detail"]] for c in r["checks"]],
+        ),
+        "",
+    ]
+    for c in r["comparisons"]:
+        p = c["pooled"]
+        out += [
+            f"## {c['kind'].capitalize()}: {c['name']}",
+            "",
+            f"{c['treatment']} against {c['control']} (varies the {c['varies']}), per seed: exact "
+            "McNemar; d = (gained − lost) / paired theorems.",
+            "",
+            markdown_table(
+                ["seed", "budget", "gained", "lost", "paired", "d", "p (McNemar)", "verdict"],
+                [
+                    [
+                        str(x["seed"]),
+                        f"{x['budget'][0]} vs {x['budget'][1]}",
+                        str(x["gained"]),
+                        str(x["lost"]),
+                        str(x["theorems"]),
+                        _pct(x["difference"]),
+                        format_p(x["p_value"]),
+                        x["verdict"],
+                    ]
+                    for x in c["per_seed"]
+                ],
+            ),
+            "",
+            f"Pooled over {p['seeds']} seeds, {100 * p['level']:.1f} % intervals"
+            + (" (Bonferroni, 1 − α/m)" if c["kind"] == "primary" else " (unadjusted)")
+            + ":",
+            "",
+            f"- one-sample t-test{' (decides)' if p['decides'] == 't' else ''}: "
+            f"{_interval(p['t_test'])}",
+            f"- Hartung–Knapp random effects{' (decides)' if p['decides'] == 'hartung-knapp' else ''}"
+            f": {_interval(p['hartung_knapp'])}"
+            + (f", τ² = {p['hartung_knapp']['tau2']:.2e}" if p["hartung_knapp"] else ""),
+            f"- fixed-effect stratified count test (about these seeds' draws, not new ones): gained "
+            f"{p['stratified']['gained']}, lost {p['stratified']['lost']}, p = "
+            f"{format_p(p['stratified']['p_value'])}",
+            f"- sign agreement (not a gate): {p['sign_agreement']['agree']} of "
+            f"{p['sign_agreement']['seeds']} seeds have the pooled sign (all by chance: "
+            f"{p['sign_agreement']['all_by_chance']})",
+        ]
+        if c["kind"] == "primary":
+            out.append(
+                f"- Holm-adjusted p = {format_p(c['holm_p'])}: "
+                f"**{'confirmed' if c['confirmed'] else 'not confirmed'}**"
+            )
+        out.append("")
+    out += [
+        "## Looks at the benchmark",
+        "",
+        "Distinct designs that have looked at each seed's benchmark: the ledger "
+        f"({r['looks']['ledger'] or 'none'}) plus this study's own.",
+        "",
+        markdown_table(
+            ["seed", "designs", "of them in the ledger"],
+            [
+                [str(x["seed"]), str(x["designs"]), str(x["in_ledger"])]
+                for x in r["looks"]["per_seed"]
+            ],
+        ),
+        "",
+    ]
+    return "\n".join(out)
+
+
+def draw_forest(r: Mapping[str, Any], out: Path) -> None:
+    """``forest.png``: per comparison (one panel each), every seed's paired difference with its
+    gained/lost, and the pooled estimates with their intervals (the deciding test's first)."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display; before pyplot is imported anywhere
+    import matplotlib.pyplot as plt
+
+    comps = r["comparisons"]
+    fig, axes = plt.subplots(len(comps), 1, figsize=(7, 1.2 + 1.1 * len(comps) * 1.6),
+                             squeeze=False)  # fmt: skip
+    for ax, c in zip(axes[:, 0], comps, strict=True):
+        p = c["pooled"]
+        rows = [(f"seed {x['seed']} (+{x['gained']}/−{x['lost']})", x["difference"], None, None)
+                for x in c["per_seed"]]  # fmt: skip
+        order = ["t_test", "hartung_knapp"]
+        if p["decides"] == "hartung-knapp":
+            order.reverse()
+        for key in order:
+            t = p[key]
+            if t:
+                name = "t-test" if key == "t_test" else "Hartung–Knapp"
+                mark = " (decides)" if (key == "t_test") == (p["decides"] == "t") else ""
+                rows.append((f"{name}{mark}", t["estimate"], t["low"], t["high"]))
+        ys = list(range(len(rows)))[::-1]
+        for y, (_, est, lo, hi) in zip(ys, rows, strict=True):
+            if est is None:
+                continue
+            if lo is None:
+                ax.plot([100 * est], [y], "o", color="tab:blue")
+            else:
+                ax.errorbar([100 * est], [y], xerr=[[100 * (est - lo)], [100 * (hi - est)]],
+                            fmt="D", color="black", capsize=3)  # fmt: skip
+        ax.axvline(0, color="grey", lw=0.8)
+        ax.set_yticks(ys, [x[0] for x in rows], fontsize=8)
+        ax.set_title(f"{c['kind']}: {c['name']} ({100 * p['level']:.1f} % intervals)", fontsize=9)
+        ax.set_xlabel("treatment − control, solve-rate points", fontsize=8)
+    fig.suptitle(f"Study {r['study']} ({r['label']})", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(out, dpi=100)
+    plt.close(fig)

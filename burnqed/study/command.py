@@ -1,0 +1,172 @@
+"""``burnqed study register|seeds|run|report|power``: pre-registered multi-seed studies
+(docs/confirmation.md).
+
+Example::
+
+    burnqed study power studies/learning/registration.yaml dev/seed_1 dev/seed_2 dev/seed_3
+    burnqed study register studies/learning/registration.yaml
+    burnqed study seeds studies/learning/registration.yaml
+    burnqed study run studies/learning/registration.yaml --cores 2
+    burnqed study report studies/learning/registration.yaml
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "study",
+        help="pre-registered multi-seed studies: register, seeds, run, report, power",
+        description="A study runs a frozen design on seeds its registration's commit decides and "
+        "pools each registered comparison with the seed as the replicate.",
+    )
+    sub = p.add_subparsers(dest="study_command", required=True, metavar="ACTION")
+
+    def registration(q: argparse.ArgumentParser) -> None:
+        q.add_argument("registration", type=Path, metavar="REGISTRATION_YAML")
+        q.add_argument(
+            "--root",
+            type=Path,
+            default=Path("."),
+            metavar="DIR",
+            help="the repository root (default: the current directory)",
+        )
+
+    r = sub.add_parser(
+        "register",
+        help="write the design's per-rule digests into the registration",
+        description="Check every key, find the rules the targets need (a Snakemake "
+        "dry run), write their code and config digests; refuse when one cannot be "
+        "computed.",
+    )
+    registration(r)
+    r.set_defaults(func=main_register)
+
+    s = sub.add_parser("seeds", help="the seeds the registration's commit decides, and the ledger")
+    registration(s)
+    s.add_argument("--ledger", type=Path, default=Path("ledger/looks.jsonl"), metavar="JSONL")
+    s.set_defaults(func=main_seeds)
+
+    for name, helptext in (
+        ("run", "run every seed in its own directory, then the report"),
+        ("report", "report.md + report.json from the seeds' directories"),
+    ):
+        q = sub.add_parser(name, help=helptext)
+        registration(q)
+        q.add_argument(
+            "--out",
+            type=Path,
+            default=None,
+            metavar="DIR",
+            help="where the seed_<s> directories are (default: seeds/ beside the registration)",
+        )
+        q.add_argument("--ledger", type=Path, default=Path("ledger/looks.jsonl"), metavar="JSONL")
+        if name == "run":
+            q.add_argument("--cores", type=int, default=2)
+            q.add_argument(
+                "--snakemake-arg",
+                dest="snakemake_args",
+                action="append",
+                default=[],
+                metavar="ARG",
+                help="passed to each seed's snakemake (repeatable)",
+            )
+            q.set_defaults(func=main_run)
+        else:
+            q.add_argument(
+                "--report-dir",
+                type=Path,
+                default=None,
+                metavar="DIR",
+                help="where report.md/json go (default: beside the registration)",
+            )
+            q.set_defaults(func=main_report)
+
+    w = sub.add_parser(
+        "power",
+        help="seeds needed, from development seeds' runs",
+        description="Per primary comparison: the per-seed differences on the "
+        "development runs, their mean and SD, and the seeds a one-sample t-test at "
+        "α/m needs for the target power.",
+    )
+    w.add_argument("registration", type=Path, metavar="REGISTRATION_YAML")
+    w.add_argument("development", nargs="+", type=Path, metavar="DEV_RUN_DIR")
+    w.add_argument("--power", type=float, default=0.8, help="target power (default: %(default)s)")
+    w.add_argument("--json", type=Path, default=None, metavar="JSON", help="write the analysis")
+    w.set_defaults(func=main_power)
+
+
+def main_register(args: argparse.Namespace) -> int:
+    from burnqed.study.registration import register
+
+    reg = register(args.registration, args.root)
+    print(
+        f"{args.registration}: digests of {len(reg['design']['rules'])} rules written; commit it "
+        "before any seed runs"
+    )
+    return 0
+
+
+def main_seeds(args: argparse.Namespace) -> int:
+    from burnqed.eval.ledger import read_ledger
+    from burnqed.study.registration import derive_seeds, first_commit, load
+
+    reg = load(args.registration)
+    rc = first_commit(args.registration, args.root)
+    if rc is None:
+        print(f"{args.registration}: not committed; no seeds yet")
+        return 1
+    seen = {r.get("seed") for r in read_ledger(args.root / args.ledger)}
+    for s in derive_seeds(rc["commit"], reg["analysis"]["seeds"]):
+        print(f"{s}{'  (in the ledger)' if s in seen else ''}")
+    return 0
+
+
+def main_run(args: argparse.Namespace) -> int:
+    from burnqed.study.stage import run
+
+    r = run(
+        args.registration,
+        root=args.root,
+        out=args.out,
+        cores=args.cores,
+        snakemake_args=args.snakemake_args,
+        ledger=args.ledger,
+    )
+    print(f"study {r['study']}: {r['label']}; decision {r['decision']['verdict']}")
+    return 0
+
+
+def main_report(args: argparse.Namespace) -> int:
+    from burnqed.study.stage import report
+
+    r = report(
+        args.registration,
+        root=args.root,
+        out=args.out,
+        report_dir=args.report_dir,
+        ledger=args.ledger,
+    )
+    print(f"study {r['study']}: {r['label']}; decision {r['decision']['verdict']}")
+    return 0
+
+
+def main_power(args: argparse.Namespace) -> int:
+    from burnqed.eval.stage import write_json
+    from burnqed.study.stage import power
+
+    p = power(args.registration, args.development, target=args.power)
+    if args.json is not None:
+        write_json(args.json, p)
+    for c in p["comparisons"]:
+        print(
+            f"{c['name']}: mean_difference={c['mean']:.4f} sd={c['sd']:.4f} "
+            f"seeds_needed={c['seeds_needed']}"
+        )
+    print(f"seeds={p['seeds']}")
+    print(json.dumps({"method": p["method"]}, ensure_ascii=False))
+    return 0

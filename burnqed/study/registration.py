@@ -1,0 +1,397 @@
+"""A study's pre-registration: the frozen design, comparisons, analysis and decision rule, in a
+committed YAML file (``studies/<name>/registration.yaml``), and the seeds its commit decides.
+
+The file (every key checked by :func:`load`, one line naming the file and key on error)::
+
+    study: NAME
+    description: what the study confirms
+    design:
+      configfiles: [params.yaml, config/demo.yaml]   # relative to the repository root
+      overrides: {}                                  # a config overlay merged last
+      targets: [results/iter_1/eval.json, ...]       # what each seed builds
+      rules: {eval: {code: …, config: …}, ...}       # written by `burnqed study register`
+    comparisons:
+      primary:
+        - {name: …, treatment: results/iter_1/eval.json, control: results/iter_0/eval_longer.json,
+           budget: [8, 4], varies: budget}             # budget: one for both, or [control, treatment]
+      secondary: [...]
+    analysis:
+      alpha: 0.05
+      test: t                 # or hartung-knapp: the seed-level test that decides
+      seeds: 5                # how many seeds (the power analysis below says why)
+      power: {...}            # the power analysis it came from (`burnqed study power`)
+      decision: {rule: "…", every_seed_positive: false}
+
+``design.rules`` holds, for every rule the targets need (a Snakemake dry run), the digest of the
+code its job runs — the same files ``rules/common.smk``'s ``code_digest`` covers (the rule's shim,
+the burnqed modules it reaches, the modules its config launches, the instruction-set pin, the
+Lean toolchain for rules given ``lean``) — and of the config values it looks up (``seed``,
+``threads`` and ``cache`` aside: the study varies the first, the others are machine settings).
+Per rule, so a refactor of code no rule of the study runs does not void it, and a mismatch names
+the rule.  :func:`rule_specs` reads each rule's ``code_digest(...)`` arguments and ``lookup(dpath=…)``
+keys from ``rules/*.smk``.
+
+The seeds (:func:`derive_seeds`) are a hash of the commit that first added the registration file,
+so nobody chose them after a look.
+
+Example::
+
+    burnqed study register studies/learning/registration.yaml   # writes design.rules
+    git add studies/learning/registration.yaml && git commit -m "Register the learning study"
+    burnqed study seeds studies/learning/registration.yaml
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from burnqed import provenance
+from burnqed.config import ConfigError, InputError, deep_merge, read_yaml, validate_params
+from burnqed.eval.paired import FACTORS
+from burnqed.study.stats import TESTS
+
+log = logging.getLogger(__name__)
+
+# Config keys a rule's digest leaves out: what the study varies, and machine settings.
+UNDIGESTED = ("seed", "threads", "cache")
+_RULE = re.compile(r"^(\s*)rule (\w+):", re.M)
+_DIGEST = re.compile(r"code_digest\(([^)]*)\)")
+_LOOKUP = re.compile(r'lookup\(dpath="([^"]+)"')
+
+
+def _fail(path: Path, key: str, why: str) -> InputError:
+    return InputError(f"{path}: {key}: {why}")
+
+
+def _canonical(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def _hash(obj: Any) -> str:
+    return hashlib.sha256(_canonical(obj).encode()).hexdigest()[:16]
+
+
+# --------------------------------------------------------------------------------------------
+# The file
+
+
+def _comparison(path: Path, key: str, c: Any) -> dict[str, Any]:
+    if not isinstance(c, Mapping):
+        raise _fail(path, key, "expected a mapping {name, treatment, control, budget, varies}")
+    for field in ("name", "treatment", "control", "varies"):
+        if not isinstance(c.get(field), str) or not c[field]:
+            raise _fail(path, f"{key}.{field}", "missing (a string)")
+    if c["varies"] not in FACTORS:
+        raise _fail(path, f"{key}.varies", f"{c['varies']!r}: expected one of {', '.join(FACTORS)}")
+    budget = c.get("budget")
+    ok = (
+        budget is None
+        or isinstance(budget, int)
+        or (
+            isinstance(budget, list)
+            and len(budget) == 2
+            and all(isinstance(b, int) for b in budget)
+        )
+    )
+    if not ok:
+        raise _fail(path, f"{key}.budget", "an integer, or [control budget, treatment budget]")
+    unknown = set(c) - {"name", "treatment", "control", "varies", "budget", "description"}
+    if unknown:
+        raise _fail(path, key, f"unknown key(s) {sorted(unknown)}")
+    return dict(c)
+
+
+def validate(reg: Any, path: Path, *, need_rules: bool = True) -> dict[str, Any]:
+    """The registration ``reg`` (read from ``path``) after checking every key; :class:`InputError`
+    naming the file and key otherwise.  ``need_rules``: ``design.rules`` must be there (it is
+    what ``burnqed study register`` writes)."""
+    if not isinstance(reg, Mapping):
+        raise InputError(f"{path}: not a mapping")
+    unknown = set(reg) - {"study", "description", "design", "comparisons", "analysis"}
+    if unknown:
+        raise _fail(path, "top level", f"unknown key(s) {sorted(unknown)}")
+    if not isinstance(reg.get("study"), str) or not re.fullmatch(r"[A-Za-z0-9_.-]+", reg["study"]):
+        raise _fail(path, "study", "missing (a name: letters, digits, _ . -)")
+    design = reg.get("design")
+    if not isinstance(design, Mapping):
+        raise _fail(path, "design", "missing (configfiles, overrides, targets, rules)")
+    files = design.get("configfiles")
+    if not isinstance(files, list) or not files or not all(isinstance(f, str) for f in files):
+        raise _fail(path, "design.configfiles", "a non-empty list of config files")
+    if not isinstance(design.get("overrides", {}), Mapping):
+        raise _fail(path, "design.overrides", "a mapping (a config overlay)")
+    if "seed" in (design.get("overrides") or {}):
+        raise _fail(path, "design.overrides.seed", "the seeds come from the registration's commit")
+    targets = design.get("targets")
+    if not isinstance(targets, list) or not targets or not all(isinstance(t, str) for t in targets):
+        raise _fail(path, "design.targets", "a non-empty list of files each seed builds")
+    rules = design.get("rules")
+    if need_rules and not (isinstance(rules, Mapping) and rules):
+        raise _fail(path, "design.rules", "missing: run `burnqed study register` to write it")
+    comps = reg.get("comparisons")
+    if not isinstance(comps, Mapping) or not comps.get("primary"):
+        raise _fail(path, "comparisons.primary", "at least one primary comparison")
+    names = set()
+    for kind in ("primary", "secondary"):
+        items = comps.get(kind) or []
+        if not isinstance(items, list):
+            raise _fail(path, f"comparisons.{kind}", "a list")
+        for i, c in enumerate(items):
+            c = _comparison(path, f"comparisons.{kind}[{i}]", c)
+            if c["name"] in names:
+                raise _fail(path, f"comparisons.{kind}[{i}].name", f"{c['name']!r} twice")
+            names.add(c["name"])
+            for f in (c["treatment"], c["control"]):
+                if f not in targets:
+                    raise _fail(path, f"comparisons.{kind}[{i}]", f"{f} is not in design.targets")
+    a = reg.get("analysis")
+    if not isinstance(a, Mapping):
+        raise _fail(path, "analysis", "missing (alpha, test, seeds, power, decision)")
+    if not isinstance(a.get("alpha"), float) or not 0 < a["alpha"] < 1:
+        raise _fail(path, "analysis.alpha", "a number in (0, 1)")
+    if a.get("test") not in TESTS:
+        raise _fail(path, "analysis.test", f"one of {', '.join(TESTS)}")
+    if not isinstance(a.get("seeds"), int) or a["seeds"] < 2:
+        raise _fail(path, "analysis.seeds", "an integer >= 2 (the seed is the replicate)")
+    if not isinstance(a.get("power"), Mapping) or not a["power"]:
+        raise _fail(path, "analysis.power", "the power analysis the number of seeds came from")
+    d = a.get("decision")
+    if not isinstance(d, Mapping) or not isinstance(d.get("rule"), str):
+        raise _fail(path, "analysis.decision.rule", "missing (the decision rule, in words)")
+    if not isinstance(d.get("every_seed_positive", False), bool):
+        raise _fail(path, "analysis.decision.every_seed_positive", "true or false")
+    return dict(reg)
+
+
+def load(path: Path, *, need_rules: bool = True) -> dict[str, Any]:
+    path = Path(path)
+    try:
+        reg = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise InputError(f"{path}: cannot read ({e.strerror})") from None
+    except yaml.YAMLError as e:
+        raise InputError(f"{path}: not YAML ({' '.join(str(e).split())})") from None
+    return validate(reg, path, need_rules=need_rules)
+
+
+HEADER = (
+    "# A study's pre-registration (docs/confirmation.md): commit it before any seed runs; its\n"
+    "# seeds come from that commit.  design.rules is written by `burnqed study register`.\n"
+)
+
+
+def dump(reg: Mapping[str, Any]) -> str:
+    return HEADER + yaml.safe_dump(dict(reg), sort_keys=False, allow_unicode=True, width=100)
+
+
+# --------------------------------------------------------------------------------------------
+# Design digests
+
+
+def rule_specs(root: Path) -> dict[str, dict[str, Any]]:
+    """Every rule of ``root/rules/*.smk`` with a code digest: ``{rule: {"script", "sections",
+    "lookups"}}`` — its ``code_digest(script, *sections)`` arguments and the config keys its
+    ``lookup(dpath=…)`` calls read."""
+    specs: dict[str, dict[str, Any]] = {}
+    for smk in sorted((Path(root) / "rules").glob("*.smk")):
+        text = smk.read_text(encoding="utf-8")
+        starts = list(_RULE.finditer(text))
+        for i, m in enumerate(starts):
+            end = starts[i + 1].start() if i + 1 < len(starts) else len(text)
+            block = text[m.end() : end]
+            # The block ends where the file returns to the rule's own indentation with code.
+            indent = len(m.group(1))
+            lines = block.splitlines()
+            kept = [lines[0]] if lines else []
+            for line in lines[1:]:
+                stripped = line.lstrip()
+                if (
+                    stripped
+                    and not stripped.startswith("#")
+                    and len(line) - len(stripped) <= indent
+                ):
+                    break
+                kept.append(line)
+            block = "\n".join(kept)
+            digest = _DIGEST.search(block)
+            if digest is None:
+                continue  # an aggregating rule: no job runs code
+            args = [a.strip().strip("\"'") for a in digest.group(1).split(",") if a.strip()]
+            specs[m.group(2)] = {
+                "script": args[0],
+                "sections": args[1:],
+                "lookups": sorted(set(_LOOKUP.findall(block))),
+            }
+    return specs
+
+
+def merged_config(root: Path, design: Mapping[str, Any]) -> dict[str, Any]:
+    """``design.configfiles`` merged in order, then ``design.overrides``, validated against the
+    schema (the workflow's config but its seed)."""
+    config: dict[str, Any] = {}
+    for f in design["configfiles"]:
+        config = deep_merge(config, read_yaml(Path(root) / f))
+    config = deep_merge(config, design.get("overrides") or {})
+    validate_params(config, source=" + ".join(design["configfiles"]) + " + overrides")
+    return config
+
+
+def _lookup(config: Mapping[str, Any], dpath: str) -> Any:
+    x: Any = config
+    for k in dpath.split("/"):
+        if not isinstance(x, Mapping) or k not in x:
+            return None
+        x = x[k]
+    return x
+
+
+def rule_digests(
+    root: Path, config: Mapping[str, Any], rules: Sequence[str]
+) -> dict[str, dict[str, str]]:
+    """``{rule: {"code": …, "config": …}}`` for ``rules`` (module docstring);
+    :class:`InputError` naming the rule when one cannot be computed."""
+    specs = rule_specs(root)
+    out = {}
+    for rule in sorted(rules):
+        spec = specs.get(rule)
+        if spec is None:
+            raise InputError(f"{Path(root) / 'rules'}: no rule {rule!r} with a code_digest")
+        try:
+            launched = provenance.launched_modules(*(config[s] for s in spec["sections"]))
+            files = provenance.code_digest(
+                f"workflow/scripts/{spec['script']}.py", *launched, root=Path(root)
+            )
+            runs: dict[str, Any] = {"files": files, "cpu_isa": config["cpu_isa"]}
+            if "lean" in spec["sections"]:
+                runs["lean"] = provenance.lean_toolchain(config["lean"])
+        except (OSError, KeyError, ModuleNotFoundError) as e:
+            raise InputError(f"rule {rule}: cannot compute its code digest ({e})") from None
+        looked = {
+            d: _lookup(config, d) for d in spec["lookups"] if d.split("/")[0] not in UNDIGESTED
+        }
+        out[rule] = {"code": _hash(runs), "config": _hash(looked)}
+    return out
+
+
+def snakemake_command() -> str:
+    """The ``snakemake`` beside this Python (a virtualenv's), else the one on PATH."""
+    beside = Path(sys.executable).parent / "snakemake"
+    found = str(beside) if beside.is_file() else shutil.which("snakemake")
+    if not found:
+        raise InputError("snakemake: not found beside this Python nor on PATH")
+    return found
+
+
+def configfile_args(root: Path, design: Mapping[str, Any], overlay: Path) -> list[str]:
+    """``--configfile`` values for a seed's run: the design's files (absolute: the run's working
+    directory is the seed's) and the overlay holding ``design.overrides``."""
+    return [str((Path(root) / f).resolve()) for f in design["configfiles"]] + [str(overlay)]
+
+
+def rules_for_targets(root: Path, design: Mapping[str, Any]) -> list[str]:
+    """The rules a fresh seed runs to build ``design.targets`` (a Snakemake dry run in an empty
+    working directory)."""
+    with tempfile.TemporaryDirectory(prefix="burnqed-study-") as tmp:
+        overlay = Path(tmp) / "overrides.yaml"
+        overlay.write_text(yaml.safe_dump(dict(design.get("overrides") or {})), encoding="utf-8")
+        argv = [
+            snakemake_command(),
+            *design["targets"],
+            "-n",
+            "--quiet",
+            "rules",
+            "--directory",
+            str(Path(tmp) / "run"),
+            "--config",
+            "seed=0",
+            "--configfile",
+            *configfile_args(root, design, overlay),
+        ]
+        r = subprocess.run(argv, cwd=root, capture_output=True, text=True, timeout=600)
+    if r.returncode != 0:
+        last = (r.stderr or r.stdout).strip().splitlines()[-5:]
+        raise InputError(f"snakemake dry run of design.targets failed: {' | '.join(last)}")
+    rules, table = [], False
+    for line in r.stdout.splitlines():
+        if line.startswith("Job stats:"):
+            table, rules = True, []
+            continue
+        parts = line.split()
+        if table and len(parts) == 2 and parts[1].isdigit() and parts[0] not in ("job", "total"):
+            rules.append(parts[0])
+        elif table and parts and parts[0] == "total":
+            table = False
+    if not rules:
+        raise InputError("snakemake dry run of design.targets listed no job: nothing to build?")
+    return sorted(set(rules))
+
+
+def design_digests(root: Path, design: Mapping[str, Any], rules: Sequence[str]) -> dict:
+    try:
+        config = merged_config(root, design)
+    except ConfigError as e:
+        raise InputError(f"design.configfiles: {e}") from None
+    return rule_digests(root, config, rules)
+
+
+def register(path: Path, root: Path) -> dict[str, Any]:
+    """Write ``design.rules`` of the registration at ``path`` (everything else checked first;
+    nothing written when a digest cannot be computed); returns the registration."""
+    reg = load(path, need_rules=False)
+    design_digests(root, reg["design"], [])  # the config files first: one line naming a bad one
+    rules = rules_for_targets(root, reg["design"])
+    reg["design"] = {**reg["design"], "rules": design_digests(root, reg["design"], rules)}
+    validate(reg, path)
+    Path(path).write_text(dump(reg), encoding="utf-8")
+    log.info("%s: %d rules' digests written", path, len(rules))
+    return reg
+
+
+# --------------------------------------------------------------------------------------------
+# Its commit and seeds
+
+
+def _git(root: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", *args], cwd=root, capture_output=True, timeout=30)
+
+
+def first_commit(path: Path, root: Path) -> dict[str, str] | None:
+    """``{"commit", "date"}`` of the first commit that added ``path`` (None: never committed)."""
+    rel = Path(path).resolve().relative_to(Path(root).resolve())
+    r = _git(root, "log", "--diff-filter=A", "--format=%H %cI", "--", rel.as_posix())
+    lines = r.stdout.decode().split("\n") if r.returncode == 0 else []
+    lines = [x for x in lines if x.strip()]
+    if not lines:
+        return None
+    sha, date = lines[-1].split(" ", 1)
+    committed = _git(root, "show", f"{sha}:{rel.as_posix()}")
+    return {
+        "commit": sha,
+        "date": date.strip(),
+        "unchanged": committed.returncode == 0 and committed.stdout == Path(path).read_bytes(),
+    }
+
+
+def derive_seeds(commit: str, k: int) -> list[int]:
+    """``k`` distinct seeds in [10000, 99999] from the registration's commit: nobody chose them."""
+    seeds: list[int] = []
+    i = 0
+    while len(seeds) < k:
+        h = hashlib.sha256(f"burnqed study seed {commit} {i}".encode()).hexdigest()
+        s = 10_000 + int(h[:12], 16) % 90_000
+        if s not in seeds:
+            seeds.append(s)
+        i += 1
+    return seeds

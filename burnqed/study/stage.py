@@ -1,0 +1,238 @@
+"""Running a registered study and writing its report; the power analysis behind its seed count.
+
+:func:`run` runs each of the registration's seeds in its own working directory —
+``snakemake <targets> --directory <out>/seed_<s> --configfile <design.configfiles…> <overlay>
+--config seed=<s>``, where the overlay holds ``design.overrides`` — after writing the seed's
+``study_run.json`` (the per-rule digests of the checkout that runs it, its git state, when it
+started), then :func:`report`.  :func:`report` reads every ``seed_*`` directory under ``out`` and
+writes ``report.json``, ``report.md`` and ``forest.png`` (:mod:`burnqed.study.analysis`).  :func:`power` turns
+development seeds' runs of the registered comparisons into the number of seeds the study needs.
+
+Example::
+
+    burnqed study run studies/learning/registration.yaml --cores 2
+    burnqed study report studies/learning/registration.yaml
+    burnqed study power studies/learning/registration.yaml dev/seed_1 dev/seed_2 dev/seed_3
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import subprocess
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from burnqed.config import InputError
+from burnqed.eval.ledger import LEDGER, now, read_ledger
+from burnqed.eval.stage import write_json
+from burnqed.provenance import git_state
+from burnqed.study import registration as registration_file
+from burnqed.study import stats
+from burnqed.study.analysis import analyse, draw_forest, per_seed, report_markdown
+
+log = logging.getLogger(__name__)
+
+RUN_RECORD = "study_run.json"
+OVERLAY = "study_overrides.yaml"
+
+
+def default_out(registration: Path) -> Path:
+    """Where the seeds run: ``seeds/`` beside the registration (ignored by git)."""
+    return Path(registration).parent / "seeds"
+
+
+def _registered(registration: Path, root: Path) -> tuple[dict, dict, list[int]]:
+    reg = registration_file.load(registration)
+    rc = registration_file.first_commit(registration, root)
+    if rc is None:
+        raise InputError(
+            f"{registration}: not committed — commit the registration first; its seeds come "
+            "from that commit"
+        )
+    return reg, rc, registration_file.derive_seeds(rc["commit"], reg["analysis"]["seeds"])
+
+
+def _eval_files(reg: Mapping[str, Any]) -> list[str]:
+    comps = reg["comparisons"]
+    files = {
+        f
+        for c in [*comps["primary"], *(comps.get("secondary") or [])]
+        for f in (c["treatment"], c["control"])
+    }
+    return sorted(files)
+
+
+def load_seed(directory: Path, reg: Mapping[str, Any]) -> dict[str, Any]:
+    """``{"evals": {path: eval JSON}, "run": study_run.json or None}`` of one seed's directory;
+    :class:`InputError` naming a missing or unreadable eval."""
+    evals = {}
+    for f in _eval_files(reg):
+        p = Path(directory) / f
+        try:
+            evals[f] = json.loads(p.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as e:
+            raise InputError(f"{p}: not a readable eval JSON ({e})") from None
+    rec = Path(directory) / RUN_RECORD
+    return {
+        "evals": evals,
+        "run": json.loads(rec.read_text(encoding="utf-8")) if rec.is_file() else None,
+    }
+
+
+def seed_directories(out: Path) -> dict[int, Path]:
+    found = {}
+    for d in sorted(Path(out).glob("seed_*")):
+        suffix = d.name.removeprefix("seed_")
+        if d.is_dir() and suffix.isdigit():
+            found[int(suffix)] = d
+    return found
+
+
+def run(
+    registration: Path,
+    *,
+    root: Path = Path("."),
+    out: Path | None = None,
+    cores: int = 2,
+    snakemake_args: Sequence[str] = (),
+    ledger: Path = LEDGER,
+) -> dict[str, Any]:
+    """Run every registered seed (module docstring), then write the report; returns it."""
+    root = Path(root)
+    reg, rc, seeds = _registered(registration, root)
+    out = Path(out) if out is not None else default_out(registration)
+    design = reg["design"]
+    rules = sorted(design["rules"])
+    for i, s in enumerate(seeds, 1):
+        work = (out / f"seed_{s}").resolve()
+        work.mkdir(parents=True, exist_ok=True)
+        overlay = work / OVERLAY
+        overlay.write_text(yaml.safe_dump(dict(design.get("overrides") or {})), encoding="utf-8")
+        write_json(
+            work / RUN_RECORD,
+            {
+                "seed": s,
+                "registration": str(registration),
+                "registration_commit": rc["commit"],
+                "rules": registration_file.design_digests(root, design, rules),
+                "git": git_state(),
+                "started_at": now(),
+            },
+        )
+        argv = [
+            registration_file.snakemake_command(),
+            *design["targets"],
+            "--cores",
+            str(cores),
+            "--directory",
+            str(work),
+            "--config",
+            f"seed={s}",
+            *snakemake_args,
+            "--configfile",
+            *registration_file.configfile_args(root, design, overlay),
+        ]
+        log.info("study %s: seed %d (%d of %d) in %s", reg["study"], s, i, len(seeds), work)
+        with (work / "study_snakemake.log").open("w", encoding="utf-8") as logf:
+            r = subprocess.run(argv, cwd=root, stdout=logf, stderr=subprocess.STDOUT)
+        if r.returncode != 0:
+            raise InputError(
+                f"seed {s}: snakemake exited {r.returncode} (log: {work / 'study_snakemake.log'})"
+            )
+    return report(registration, root=root, out=out, ledger=ledger)
+
+
+def report(
+    registration: Path,
+    *,
+    root: Path = Path("."),
+    out: Path | None = None,
+    report_dir: Path | None = None,
+    ledger: Path = LEDGER,
+) -> dict[str, Any]:
+    """Write ``report.json``, ``report.md`` and ``forest.png`` (beside the registration unless
+    ``report_dir``)
+    from the seed directories under ``out``; returns the report."""
+    root = Path(root)
+    reg = registration_file.load(registration)
+    rc = registration_file.first_commit(registration, root)
+    derived = registration_file.derive_seeds(rc["commit"], reg["analysis"]["seeds"]) if rc else []
+    out = Path(out) if out is not None else default_out(registration)
+    dirs = seed_directories(out)
+    if not dirs:
+        raise InputError(f"{out}: no seed_<s> directory (run `burnqed study run` first)")
+    seeds = {s: load_seed(d, reg) for s, d in dirs.items()}
+    r = analyse(
+        reg,
+        seeds,
+        derived_seeds=derived,
+        registration_commit=rc,
+        ledger=read_ledger(Path(root) / ledger),
+        ledger_path=str(ledger),
+    )
+    report_dir = Path(report_dir) if report_dir is not None else Path(registration).parent
+    write_json(report_dir / "report.json", r)
+    (report_dir / "report.md").write_text(report_markdown(r), encoding="utf-8")
+    draw_forest(r, report_dir / "forest.png")
+    log.info(
+        "study %s: %s, decision %s → %s",
+        reg["study"],
+        r["label"],
+        r["decision"]["verdict"],
+        report_dir / "report.md",
+    )
+    return r
+
+
+def power(
+    registration: Path, development: Sequence[Path], *, target: float = 0.8
+) -> dict[str, Any]:
+    """Per primary comparison of the registration (a draft: no digests needed), its per-seed
+    differences on the development runs (each directory one seed's run, holding the compared
+    evals), their mean and standard deviation, and the seeds a one-sample t-test at α/m needs for
+    ``target`` power (:func:`burnqed.study.stats.seeds_needed`)."""
+    reg = registration_file.load(registration, need_rules=False)
+    alpha, primary = float(reg["analysis"]["alpha"]), reg["comparisons"]["primary"]
+    if len(development) < 2:
+        raise InputError(
+            "at least two development seeds' runs: the spread between seeds is the point"
+        )
+    runs = [load_seed(Path(d), reg) for d in development]
+    out = []
+    for c in primary:
+        rows = []
+        for d, r in zip(development, runs, strict=True):
+            seed = ((r["evals"][c["treatment"]].get("provenance") or {}).get("seeds") or {}).get(
+                "seed"
+            )
+            rows.append({**per_seed(c, r["evals"], seed), "directory": str(d)})
+        diffs = [x["difference"] for x in rows if x["difference"] is not None]
+        mean = sum(diffs) / len(diffs)
+        sd = math.sqrt(sum((x - mean) ** 2 for x in diffs) / (len(diffs) - 1))
+        out.append(
+            {
+                "name": c["name"],
+                "per_seed": rows,
+                "mean": mean,
+                "sd": sd,
+                "seeds_needed": stats.seeds_needed(
+                    mean, sd, alpha=alpha, comparisons=len(primary), power=target
+                ),
+            }
+        )
+    needed = [x["seeds_needed"] for x in out]
+    return {
+        "method": f"two-sided one-sample t-test at α/m = {alpha:g}/{len(primary)} (Holm's worst "
+        f"case), {100 * target:g} % power, per-seed differences normal with the development seeds' "
+        "mean and standard deviation",
+        "development": [str(d) for d in development],
+        "alpha": alpha,
+        "power": target,
+        "comparisons": out,
+        "seeds": None if None in needed else max(needed),
+    }

@@ -1,0 +1,312 @@
+"""A study's report on synthetic eval JSONs: confirmatory when the run matches its committed
+registration; a digest mismatch, a seed already in the ledger, a registration edited after its
+commit or evals on a development split make it exploratory; per-seed and pooled figures, Holm and
+sign agreement; a collapsed seed counts as 0.  The registration's checks and `burnqed study`'s
+commands (register refuses what it cannot digest; power; seeds)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from burnqed.cli import main as cli_main
+from burnqed.config import InputError
+from burnqed.eval.ledger import look_record, read_ledger, write_ledger
+from burnqed.study import registration as regfile
+from burnqed.study.stage import RUN_RECORD, power, report
+
+RULES = {"eval": {"code": "c0de", "config": "c0f1"}, "sft": {"code": "5f70", "config": "5f71"}}
+THEOREMS = [f"t{i}" for i in range(40)]
+REGISTERED = "2026-01-01T00:00:00+00:00"
+LOOKED = "2026-02-01T00:00:00+00:00"
+
+
+def registration(**analysis) -> dict:
+    return {
+        "study": "synthetic",
+        "description": "the statistics on made-up evals",
+        "design": {
+            "configfiles": ["params.yaml", "config/demo.yaml"],
+            "overrides": {},
+            "targets": ["results/iter_0/eval.json", "results/iter_1/eval.json",
+                        "results/iter_1/eval_no_ebm.json"],
+            "rules": RULES,
+        },
+        "comparisons": {
+            "primary": [
+                {"name": "learning", "treatment": "results/iter_1/eval.json",
+                 "control": "results/iter_0/eval.json", "varies": "model", "budget": 4},
+                {"name": "value model", "treatment": "results/iter_1/eval.json",
+                 "control": "results/iter_1/eval_no_ebm.json", "varies": "value model"},
+            ],
+            "secondary": [],
+        },
+        "analysis": {"alpha": 0.05, "test": "t", "seeds": 3,
+                     "power": {"from": "development seeds 0, 1, 2"},
+                     "decision": {"rule": "Holm-adjusted p < α and a positive pooled estimate",
+                                  "every_seed_positive": False}, **analysis},
+    }  # fmt: skip
+
+
+def eval_json(label, model, ebm, solved, *, seed, split="test"):
+    e = {
+        "kind": "burnqed eval",
+        "label": label,
+        "budget_factor": 1,
+        "budgets": [2, 4],
+        "pass_n": 1,
+        "status": {"complete": True, "label": "complete", "evaluated_theorems": len(THEOREMS),
+                   "expected_theorems": len(THEOREMS)},
+        "by_budget": [{"budget": 4, "solved": len(solved)}],
+        "per_theorem": [{"theorem": t, "evaluated": True,
+                         "budget_at_proof": 1 if t in solved else None} for t in THEOREMS],
+        "benchmark": {"name": "proplogic", "split": split, "sha256": f"bench{seed}"},
+        "provenance": {"model": {"sha256": model}, "ebm": {"sha256": ebm} if ebm else None,
+                       "seeds": {"seed": seed}, "sampling": {"temperature": 0.8},
+                       "config": {"search": {"max_nodes": 4}}},
+    }  # fmt: skip
+    if split == "test":
+        e["look"] = look_record(e, looked_at=LOOKED)
+    return e
+
+
+# Per seed: the theorems iter_0, iter_1 and iter_1 without its EBM solve (the third seed: C
+# collapsed to its twin).
+PLAN = [
+    tuple({f"t{i}" for i in r} for r in row)
+    for row in [(range(0, 10), range(0, 16), range(0, 12)),
+                (range(0, 8), range(2, 18), range(0, 15)),
+                (range(0, 12), range(1, 20), range(1, 20))]
+]  # fmt: skip
+
+
+def git(root: Path, *args: str) -> None:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t", "GIT_AUTHOR_DATE": REGISTERED,
+           "GIT_COMMITTER_DATE": REGISTERED}  # fmt: skip
+    subprocess.run(["git", *args], cwd=root, env=env, check=True, capture_output=True)
+
+
+def make_study(root: Path, reg: dict | None = None, *, split="test") -> tuple[Path, list[int]]:
+    """A git repository with a committed registration and one directory per derived seed holding
+    the compared evals and the run record a `burnqed study run` would write."""
+    root.mkdir(parents=True, exist_ok=True)
+    git(root, "init", "-q")
+    path = root / "studies/synthetic/registration.yaml"
+    path.parent.mkdir(parents=True)
+    path.write_text(regfile.dump(reg or registration()), encoding="utf-8")
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "register")
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
+                            text=True).stdout.strip()  # fmt: skip
+    seeds = regfile.derive_seeds(commit, 3)
+    for s, (i0, i1, twin) in zip(seeds, PLAN, strict=True):
+        d = path.parent / "seeds" / f"seed_{s}"
+        files = {
+            "results/iter_0/eval.json": eval_json("iter_0", "m0", None, i0, seed=s, split=split),
+            "results/iter_1/eval.json": eval_json("iter_1", "m1", "e1", i1, seed=s, split=split),
+            "results/iter_1/eval_no_ebm.json": eval_json("iter_1 no EBM", "m1", None, twin,
+                                                         seed=s, split=split),
+        }  # fmt: skip
+        for f, e in files.items():
+            (d / f).parent.mkdir(parents=True, exist_ok=True)
+            (d / f).write_text(json.dumps(e))
+        (d / RUN_RECORD).write_text(json.dumps({"seed": s, "rules": RULES,
+                                                "started_at": LOOKED}))  # fmt: skip
+    return path, seeds
+
+
+def test_a_run_that_matches_its_registration_is_confirmatory(tmp_path):
+    path, seeds = make_study(tmp_path / "repo")
+    r = report(path, root=tmp_path / "repo")
+    assert r["label"] == "confirmatory", [c for c in r["checks"] if not c["ok"]]
+    assert r["seeds"] == sorted(seeds) and all(c["ok"] for c in r["checks"])
+    learning, value = r["comparisons"]
+    # Per seed: gained/lost and exact McNemar; d = (b − c)/n.
+    by_seed = {x["seed"]: x for x in learning["per_seed"]}
+    first = by_seed[seeds[0]]
+    assert (first["gained"], first["lost"], first["theorems"]) == (6, 0, 40)
+    assert first["difference"] == pytest.approx(6 / 40) and first["p_value"] == pytest.approx(
+        1 / 32
+    )
+    # The collapsed seed (C = its twin) counts as 0, never dropped.
+    collapsed = {x["seed"]: x for x in value["per_seed"]}[seeds[2]]
+    assert (collapsed["gained"], collapsed["lost"], collapsed["difference"]) == (0, 0, 0.0)
+    assert value["pooled"]["seeds"] == 3
+    # Pooled: both seed-level tests at the Bonferroni level, the count test, signs, Holm.
+    p = learning["pooled"]
+    assert p["level"] == pytest.approx(0.975) and p["decides"] == "t"
+    assert p["t_test"]["estimate"] == pytest.approx((6 / 40 + 8 / 40 + 7 / 40) / 3)
+    assert p["hartung_knapp"]["p_value"] is not None
+    assert p["stratified"]["fixed_effect"] and p["stratified"]["gained"] == 6 + 10 + 8
+    assert p["sign_agreement"]["agree"] == 3 and value["pooled"]["sign_agreement"]["agree"] == 2
+    holm = sorted([learning["holm_p"], value["holm_p"]])
+    raw = sorted([learning["pooled"]["p_value"], value["pooled"]["p_value"]])
+    assert holm[0] == pytest.approx(2 * raw[0])
+    assert learning["confirmed"] and not value["confirmed"]
+    assert r["decision"]["verdict"] == "not met (confirmatory)"
+    md = (path.parent / "report.md").read_text()
+    assert "CONFIRMATORY" in md and "Holm-adjusted p" in md and "sign agreement" in md
+    assert json.loads((path.parent / "report.json").read_text())["label"] == "confirmatory"
+    assert (path.parent / "forest.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # Each seed's benchmark was looked at by its three designs, none in the (empty) ledger.
+    assert [x["designs"] for x in r["looks"]["per_seed"]] == [3, 3, 3]
+
+
+def test_a_digest_mismatch_makes_it_exploratory(tmp_path):
+    path, seeds = make_study(tmp_path / "repo")
+    rec = path.parent / "seeds" / f"seed_{seeds[1]}" / RUN_RECORD
+    changed = {**RULES, "sft": {"code": "refactored", "config": "5f71"}}
+    rec.write_text(json.dumps({"seed": seeds[1], "rules": changed, "started_at": LOOKED}))
+    r = report(path, root=tmp_path / "repo")
+    assert r["label"] == "exploratory"
+    bad = [c for c in r["checks"] if not c["ok"]]
+    assert [c["check"] for c in bad] == ["digests"] and "sft" in bad[0]["detail"]
+
+
+def test_a_seed_already_in_the_ledger_makes_it_exploratory(tmp_path):
+    root = tmp_path / "repo"
+    path, seeds = make_study(root)
+    # Someone looked at the second seed before the study, with another design.
+    early = eval_json("peek", "m9", None, {"t1"}, seed=seeds[1])
+    early["look"]["looked_at"] = "2025-12-01T00:00:00+00:00"
+    write_ledger(root / "ledger/looks.jsonl", [{**early["look"], "label": "peek"}])
+    r = report(path, root=root)
+    assert r["label"] == "exploratory"
+    bad = [c for c in r["checks"] if not c["ok"]]
+    assert [c["check"] for c in bad] == ["fresh seeds"] and str(seeds[1]) in bad[0]["detail"]
+    assert r["looks"]["per_seed"][sorted(seeds).index(seeds[1])]["in_ledger"] == 1
+    # The study's own looks, added to the ledger after it ran, do not count against it.
+    own = [json.loads((path.parent / "seeds" / f"seed_{s}" / f).read_text())["look"]
+           for s in seeds for f in ("results/iter_0/eval.json", "results/iter_1/eval.json")]  # fmt: skip
+    write_ledger(root / "ledger/looks.jsonl", own)
+    assert report(path, root=root)["label"] == "confirmatory"
+    assert len(read_ledger(root / "ledger/looks.jsonl")) == 6
+
+
+def test_an_edited_registration_or_a_development_split_is_exploratory(tmp_path):
+    path, _ = make_study(tmp_path / "a")
+    path.write_text(path.read_text().replace("alpha: 0.05", "alpha: 0.1"))
+    r = report(path, root=tmp_path / "a")
+    assert r["label"] == "exploratory"
+    assert [c["check"] for c in r["checks"] if not c["ok"]] == ["registration committed"]
+    path, _ = make_study(tmp_path / "b", split="dev")
+    r = report(path, root=tmp_path / "b")
+    assert [c["check"] for c in r["checks"] if not c["ok"]] == ["confirmation benchmark"]
+
+
+def test_hartung_knapp_can_decide_and_every_seed_positive_is_a_registered_rule(tmp_path):
+    path, _ = make_study(tmp_path / "repo", registration(test="hartung-knapp"))
+    r = report(path, root=tmp_path / "repo")
+    learning = r["comparisons"][0]
+    assert learning["pooled"]["decides"] == "hartung-knapp"
+    assert learning["pooled"]["p_value"] == learning["pooled"]["hartung_knapp"]["p_value"]
+    reg = registration()
+    reg["analysis"]["decision"]["every_seed_positive"] = True
+    reg["comparisons"]["primary"][1]["name"] = "value model (every seed)"
+    path, _ = make_study(tmp_path / "strict", reg)
+    r = report(path, root=tmp_path / "strict")
+    assert not r["comparisons"][1]["confirmed"]  # seed 3 is 0, not positive
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda r: r["analysis"].update(test="z"), "analysis.test"),
+        (lambda r: r["analysis"].update(seeds=1), "analysis.seeds"),
+        (lambda r: r["design"].update(overrides={"seed": 3}), "design.overrides.seed"),
+        (lambda r: r["comparisons"]["primary"][0].update(varies="colour"), "varies"),
+        (
+            lambda r: r["comparisons"]["primary"][0].update(control="x.json"),
+            "not in design.targets",
+        ),
+        (lambda r: r["design"].pop("rules"), "burnqed study register"),
+    ],
+)
+def test_a_bad_registration_is_refused_naming_the_key(tmp_path, edit, message):
+    reg = registration()
+    edit(reg)
+    path = tmp_path / "registration.yaml"
+    path.write_text(yaml.safe_dump(reg), encoding="utf-8")
+    with pytest.raises(InputError, match=message) as e:
+        regfile.load(path)
+    assert str(path) in str(e.value)
+
+
+def test_seeds_come_from_the_commit_and_report_needs_a_commit(tmp_path, capsys):
+    assert regfile.derive_seeds("abc", 3) == regfile.derive_seeds("abc", 3)
+    assert regfile.derive_seeds("abc", 3) != regfile.derive_seeds("abd", 3)
+    assert all(10_000 <= s < 100_000 for s in regfile.derive_seeds("abc", 50))
+    path, seeds = make_study(tmp_path / "repo")
+    root = tmp_path / "repo"
+    assert cli_main(["study", "seeds", str(path), "--root", str(root)]) == 0
+    assert capsys.readouterr().out.split() == [str(s) for s in seeds]
+    assert cli_main(["study", "report", str(path), "--root", str(root)]) == 0
+    assert "confirmatory" in capsys.readouterr().out
+    # Not committed: no seeds, and `study run` refuses before running anything.
+    loose = root / "loose.yaml"
+    loose.write_text(path.read_text())
+    assert cli_main(["study", "run", str(loose), "--root", str(root)]) == 2
+    assert "not committed" in capsys.readouterr().err
+
+
+def test_register_refuses_a_design_it_cannot_digest(tmp_path, capsys):
+    reg = registration()
+    del reg["design"]["rules"]
+    reg["design"]["configfiles"] = ["params.yaml", "config/missing.yaml"]
+    path = tmp_path / "registration.yaml"
+    before = yaml.safe_dump(reg)
+    path.write_text(before)
+    repo = Path(__file__).resolve().parents[2]
+    assert cli_main(["study", "register", str(path), "--root", str(repo)]) == 2
+    assert "missing.yaml" in capsys.readouterr().err
+    assert path.read_text() == before  # nothing written
+
+
+def test_register_writes_per_rule_digests_that_a_refactor_elsewhere_keeps(tmp_path):
+    repo = Path(__file__).resolve().parents[2]
+    design = registration()["design"]
+    config = regfile.merged_config(repo, design)
+    digests = regfile.rule_digests(repo, config, ["eval", "sft", "report"])
+    assert set(digests) == {"eval", "sft", "report"}
+    assert digests["eval"]["code"] != digests["sft"]["code"]
+    specs = regfile.rule_specs(repo)
+    assert specs["eval"]["script"] == "eval" and specs["eval"]["sections"] == ["lean", "policy"]
+    assert "seed" in specs["eval"]["lookups"]  # read, but left out of the digest
+    # Another seed, the threads and the cache change no digest; an eval knob changes eval's only.
+    other = {**config, "seed": 7, "threads": {"search": 2, "eval": 2}, "cache": None}
+    assert regfile.rule_digests(repo, other, ["eval", "sft", "report"]) == digests
+    hotter = {**config, "eval": {**config["eval"], "temperature": 1.3}}
+    changed = regfile.rule_digests(repo, hotter, ["eval", "sft", "report"])
+    assert changed["eval"]["config"] != digests["eval"]["config"]
+    assert changed["sft"] == digests["sft"] and changed["report"] == digests["report"]
+    # The Snakemake dry run finds the rules the targets need.
+    rules = regfile.rules_for_targets(repo, {**design, "targets": ["results/iter_0/eval.json"]})
+    assert {"eval", "sft", "merge", "base_model"} <= set(rules) and "report" not in rules
+
+
+def test_power_from_development_runs(tmp_path, capsys):
+    path, seeds = make_study(tmp_path / "repo")
+    dirs = [path.parent / "seeds" / f"seed_{s}" for s in seeds]
+    p = power(path, dirs)
+    learning = p["comparisons"][0]
+    assert learning["mean"] == pytest.approx((6 + 8 + 7) / 40 / 3)
+    assert learning["seeds_needed"] >= 2 and p["seeds"] >= learning["seeds_needed"]
+    assert cli_main(["study", "power", str(path), *map(str, dirs)]) == 0
+    out = capsys.readouterr().out
+    assert f"seeds={p['seeds']}" in out and "seeds_needed=" in out
+
+
+def test_a_seed_the_registration_did_not_choose_makes_it_exploratory(tmp_path):
+    path, seeds = make_study(tmp_path / "repo")
+    seeds_dir = path.parent / "seeds"
+    (seeds_dir / f"seed_{seeds[0]}").rename(seeds_dir / "seed_1")  # a seed picked by hand
+    r = report(path, root=tmp_path / "repo")
+    bad = {c["check"]: c["detail"] for c in r["checks"] if not c["ok"]}
+    assert r["label"] == "exploratory" and set(bad) == {"seeds"}
+    assert "seed_1/results/iter_0/eval.json was made with seed" in bad["seeds"]
