@@ -146,15 +146,18 @@ GENERATED = ("proplogic",)
 
 # What each split is for (SPEC §4.8b, docs/confirmation.md).  *confirmation*: reported, never
 # chosen on; every eval on it is a recorded look (burnqed.eval.ledger).  *development*: where
-# choices are made (proplogic's dev split; miniF2F's and ProofNet's valid, whose development slice
-# params.yaml names).  *pool*: searched for training data (proplogic valid), never a benchmark.
+# choices are made (proplogic's dev split; ProofNet valid for real runs, params.yaml
+# data.decontaminate_against).  *pool*: searched for training data (proplogic valid, miniF2F valid
+# in real runs), never a confirmation benchmark.
 CONFIRMATION, DEVELOPMENT, POOL = "confirmation", "development", "pool"
 ROLES: Mapping[str, str] = {
     "proplogic_test": CONFIRMATION,
     "proplogic_dev": DEVELOPMENT,
     "proplogic_valid": POOL,
     "minif2f_test": CONFIRMATION,
-    "minif2f_valid": DEVELOPMENT,
+    # real runs search miniF2F valid for training data (params.yaml data.search_pool): the pool; their
+    # development benchmark is ProofNet valid (data.decontaminate_against)
+    "minif2f_valid": POOL,
     "proofnet_test": CONFIRMATION,
     "proofnet_valid": DEVELOPMENT,
 }
