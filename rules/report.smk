@@ -117,6 +117,7 @@ rule summary:
         runtime=5,
     params:
         benchmarks="logs/benchmarks",
+        seed=lookup(dpath="seed", within=config),
         code=code_digest("report_summary"),
     script:
         "../workflow/scripts/report_summary.py"

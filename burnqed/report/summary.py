@@ -48,8 +48,12 @@ from burnqed.eval.passk import interval_from_sums
 log = logging.getLogger(__name__)
 
 KIND = "burnqed summary"
-SUMMARY_KEYS = ("kind", "benchmark", "pass_n", "budgets", "evals", "learning", "configs",
+SUMMARY_KEYS = ("kind", "run", "benchmark", "pass_n", "budgets", "evals", "learning", "configs",
                 "detectable", "decontamination", "memory", "manual")  # fmt: skip
+# What one run is evidence of: a single seed's figures describe that seed's draws (its theorems,
+# benchmark and models), not the method; only a pre-registered study over fresh seeds confirms
+# (burnqed.study, docs/confirmation.md).
+EXPLORATORY = "exploratory"
 # Discordant theorem counts at which the docs say what a paired test can detect.
 DISCORDANT = (6, 20, 40)
 
@@ -131,6 +135,7 @@ def build(
     pairs_report: Mapping[str, Any] | None = None,
     memory: Mapping[str, Any] | None = None,
     manual: Mapping[str, Any] | None = None,
+    seed: int | None = None,
 ) -> dict[str, Any]:
     """The summary (module docstring) of ``compare`` (``results/compare.json``), the tactic pairs'
     ``filter_report.json`` and :func:`burnqed.eval.memory.peak_memory`'s figures."""
@@ -147,6 +152,8 @@ def build(
             "rows_dropped", "states_checked")  # fmt: skip
     return {
         "kind": KIND,
+        # the run's seed and what its figures are evidence of (one seed: exploratory)
+        "run": {"seed": seed, "evidence": EXPLORATORY},
         "benchmark": bench,
         "pass_n": compare.get("pass_n"),
         "budgets": compare["budgets"],
@@ -202,15 +209,16 @@ def run(
     out: Path,
     pairs_report: Path | None = None,
     benchmarks: Path | None = None,
+    seed: int | None = None,
 ) -> dict[str, Any]:
-    """Write ``results/summary.json`` (the ``summary`` rule)."""
+    """Write ``results/summary.json`` (the ``summary`` rule) of the run with ``seed``."""
     from burnqed.eval.stage import write_json
 
     def read(p: Path | None) -> dict | None:
         return json.loads(Path(p).read_text(encoding="utf-8")) if p and Path(p).is_file() else None
 
     memory = peak_memory(Path(benchmarks)) if benchmarks and Path(benchmarks).is_dir() else None
-    s = build(read(compare_json), pairs_report=read(pairs_report), memory=memory)
+    s = build(read(compare_json), pairs_report=read(pairs_report), memory=memory, seed=seed)
     write_json(Path(out), s)
     log.info("summary of %d evals → %s", len(s["evals"]), out)
     return s
