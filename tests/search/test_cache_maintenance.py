@@ -225,3 +225,24 @@ def test_rows_written_without_their_question_are_counted_not_asked(tmp_path):
     report = asyncio.run(verify_async(tmp_path, lean, "toy 1.0"))
     assert report["rows"] == 1 and report["no_question"] == 1 and report["checked"] == 0
     assert ShardStore(tmp_path / "lean", LEAN_SCHEMA, settings=digest).get("k")["text"] == "⊢ p"
+
+
+def test_search_cache_recheck_option_rechecks_the_lean_hits(tmp_path, monkeypatch, capsys):
+    """``burnqed search --cache DIR --cache-recheck F`` through the real pool: the second run asks
+    Lean again every hit (F = 1) and Lean agrees; a fraction outside [0, 1] is refused first."""
+    import sys
+
+    from tests.search.test_errors import fake_policy
+    from tests.search.test_errors import search as cli_search
+
+    cache = tmp_path / "cache"
+    repl = [sys.executable, "-m", "burnqed.proplogic"]
+    with fake_policy(monkeypatch):
+        assert cli_search(tmp_path / "a", repl, "--cache", str(cache)) == 0
+        assert cli_search(tmp_path / "b", repl, "--cache", str(cache), "--cache-recheck", "1") == 0
+        assert cli_search(tmp_path / "c", repl, "--cache", str(cache), "--cache-recheck", "2") == 2
+    assert "cache_recheck: a fraction within [0, 1]" in capsys.readouterr().err
+    block = json.loads((tmp_path / "b" / "out" / "manifest.json").read_text())["cache"]
+    assert block["rechecks"]["fraction"] == 1.0
+    assert block["rechecks"]["asked"] == block["rechecks"]["agreed"] > 0
+    assert block["lean"]["hits"] == 0 and block["evicted"] == {}

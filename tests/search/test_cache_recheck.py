@@ -273,3 +273,56 @@ def test_a_cached_step_the_pool_cannot_rebuild_is_refuted_and_evicted(tmp_path):
     assert source.redo("t", 0) is True and source.redo("t", 0) is False  # redone once, live
     # A new reader does not see the evicted answer either.
     assert ShardStore(tmp_path / "cache" / "lean", LEAN_SCHEMA, settings=digest).get(bogus) is None
+
+
+def test_a_cached_state_the_pool_rebuilds_printed_otherwise_is_evicted_and_redone(tmp_path):
+    """burnqed's propositional REPL through the pool (``adopt``, ``goal.load``/replay): a cached
+    first step of a proof planted with another printed state is caught when the pool rebuilds it
+    below a live question; the attempt is redone live and equals the live search."""
+    from burnqed.data.proplogic import generate_theorems
+    from tests.search.test_cache_proplogic import RawTracedPolicy
+    from tests.search.test_proplogic_pool import trace_steps
+
+    theorems = generate_theorems(8, seed=5, min_depth=3, max_depth=5)
+    lean = LeanConfig(repl_command=(sys.executable, "-m", "burnqed.proplogic"), imports=(),
+                      workers=2)  # fmt: skip
+    small = SearchConfig(max_nodes=3, max_depth=12, num_candidates=6, concurrency=3,
+                         expansions_per_step=1, max_error_fraction=1.0)  # fmt: skip
+    large = SearchConfig(**{**small.to_dict(), "max_nodes": 10})
+    run = {"sampling": SamplingParams(n=6, temperature=1.0), "seed": 7}
+    cache = tmp_path / "cache"
+
+    async def main():
+        async with LeanPool(lean) as pool:
+            policy = RawTracedPolicy(await trace_steps(pool, theorems))
+            spec = CacheSpec(
+                cache,
+                policy=policy_settings(policy, PolicyConfig(backend="transformers", device="cpu")),
+                lean=lean_settings(lean, "proplogic"),
+            )
+            await search_to_dir(theorems, policy, pool, large, tmp_path / "live", **run)
+            await search_to_dir(theorems, policy, pool, small, tmp_path / "fill", cache=spec,
+                                **run)  # fmt: skip
+            first = {(r["theorem"], r["tactic"]) for r in rows(tmp_path / "live")
+                     if r["on_proof_path"] and r["depth"] == 1}  # fmt: skip
+            names = {theorem_record(t): t.key for t in theorems}
+
+            def otherwise(row):
+                if row["path"] == [] and row["text"] and (names[row["theorem"]],
+                                                          row["tactic"]) in first:  # fmt: skip
+                    return {"text": row["text"].replace("⊢ ", "⊢ ¬¬")}
+                return None
+
+            planted = plant(cache, otherwise)
+            before = pool.stats()
+            block = (await search_to_dir(theorems, policy, pool, large, tmp_path / "cached",
+                                         cache=spec, **run))["cache"]  # fmt: skip
+            return planted, block, pool.stats()["disagreements"] - before["disagreements"]
+
+    planted, block, disagreements = asyncio.run(main())
+    assert planted and disagreements >= 1
+    assert no_errors(tmp_path / "cached")
+    assert rows(tmp_path / "cached") == rows(tmp_path / "live")
+    assert rows(tmp_path / "cached", summary=True) == rows(tmp_path / "live", summary=True)
+    assert 1 <= block["evicted"]["rebuild"] <= len(planted)
+    assert block["states"]["redone_attempts"] == block["evicted"]["rebuild"]
