@@ -30,7 +30,7 @@ def code_digest(script, *sections):
     return runs
 
 
-def expansion_cache_recheck():
+def cache_recheck_setting():
     """params.yaml `cache_recheck` as a resource: a string, since Snakemake rounds a number."""
     return str(config["cache_recheck"])
 

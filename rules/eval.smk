@@ -37,7 +37,7 @@ rule eval_baseline:
         runtime=720,
         # The expansion cache: a machine setting like threads (params.yaml `cache`), not a param.
         expansion_cache=lookup(dpath="cache", within=config),
-        expansion_cache_recheck=expansion_cache_recheck(),
+        cache_recheck=cache_recheck_setting(),
     params:
         cfg=lookup(dpath="eval", within=config),
         search=lookup(dpath="search", within=config),
@@ -90,7 +90,7 @@ rule eval:
         runtime=720,
         # The expansion cache: a machine setting like threads (params.yaml `cache`), not a param.
         expansion_cache=lookup(dpath="cache", within=config),
-        expansion_cache_recheck=expansion_cache_recheck(),
+        cache_recheck=cache_recheck_setting(),
     params:
         cfg=lookup(dpath="eval", within=config),
         search=lookup(dpath="search", within=config),
@@ -133,7 +133,7 @@ rule eval_longer:
         runtime=720,
         # The expansion cache: a machine setting like threads (params.yaml `cache`), not a param.
         expansion_cache=lookup(dpath="cache", within=config),
-        expansion_cache_recheck=expansion_cache_recheck(),
+        cache_recheck=cache_recheck_setting(),
     params:
         cfg=lookup(dpath="eval", within=config),
         search=lookup(dpath="search", within=config),
@@ -179,7 +179,7 @@ rule eval_no_ebm:
         runtime=720,
         # The expansion cache: a machine setting like threads (params.yaml `cache`), not a param.
         expansion_cache=lookup(dpath="cache", within=config),
-        expansion_cache_recheck=expansion_cache_recheck(),
+        cache_recheck=cache_recheck_setting(),
     params:
         cfg=lookup(dpath="eval", within=config),
         search=lookup(dpath="search", within=config),
@@ -221,7 +221,7 @@ rule eval_config:
         runtime=720,
         # The expansion cache: a machine setting like threads (params.yaml `cache`), not a param.
         expansion_cache=lookup(dpath="cache", within=config),
-        expansion_cache_recheck=expansion_cache_recheck(),
+        cache_recheck=cache_recheck_setting(),
     params:
         cfg=lookup(dpath="eval", within=config),
         search=lookup(dpath="search", within=config),
@@ -261,7 +261,7 @@ rule eval_config_no_ebm:
         runtime=720,
         # The expansion cache: a machine setting like threads (params.yaml `cache`), not a param.
         expansion_cache=lookup(dpath="cache", within=config),
-        expansion_cache_recheck=expansion_cache_recheck(),
+        cache_recheck=cache_recheck_setting(),
     params:
         cfg=lookup(dpath="eval", within=config),
         search=lookup(dpath="search", within=config),
@@ -402,7 +402,7 @@ rule eval_features:
         mem_mb=32000,
         runtime=720,
         expansion_cache=lookup(dpath="cache", within=config),
-        expansion_cache_recheck=expansion_cache_recheck(),
+        cache_recheck=cache_recheck_setting(),
     params:
         cfg=lookup(dpath="eval", within=config),
         search=lookup(dpath="search", within=config),

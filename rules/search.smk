@@ -33,7 +33,7 @@ rule search_shard:
         runtime=720,
         # The expansion cache: a machine setting like threads (params.yaml `cache`), not a param.
         expansion_cache=lookup(dpath="cache", within=config),
-        expansion_cache_recheck=expansion_cache_recheck(),
+        cache_recheck=cache_recheck_setting(),
     params:
         search=lookup(dpath="search", within=config),
         lean=lookup(dpath="lean", within=config),
@@ -94,7 +94,7 @@ rule search_noise_shard:
         runtime=720,
         # The expansion cache: a machine setting like threads (params.yaml `cache`), not a param.
         expansion_cache=lookup(dpath="cache", within=config),
-        expansion_cache_recheck=expansion_cache_recheck(),
+        cache_recheck=cache_recheck_setting(),
     params:
         search=lookup(dpath="search", within=config),
         lean=lookup(dpath="lean", within=config),
@@ -131,7 +131,7 @@ rule search_baseline_shard:
         runtime=720,
         # The expansion cache: a machine setting like threads (params.yaml `cache`), not a param.
         expansion_cache=lookup(dpath="cache", within=config),
-        expansion_cache_recheck=expansion_cache_recheck(),
+        cache_recheck=cache_recheck_setting(),
     params:
         search=lookup(dpath="search", within=config),
         lean=lookup(dpath="lean", within=config),
