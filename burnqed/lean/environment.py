@@ -7,8 +7,6 @@ same REPL program, toolchain and imported library.  The expansion cache
 
 - ``program`` — the bytes of the executable ``lean.repl_command`` starts (found on the REPL's
   ``PATH``) and of every file its arguments name (a wrapper script, a script an interpreter runs);
-  a command that runs a burnqed module (``python -m burnqed.proplogic``) is keyed by that module's
-  code instead (:func:`~burnqed.provenance.code_digest`, by the caller), not by the interpreter;
 - ``toolchain`` — ``lean --version`` (its version, platform and commit) and ``lean --print-prefix``
   of the ``lean`` the REPL finds, and ``$LEAN_SYSROOT``: Lean's ``findSysroot``, which Pantograph
   calls to locate ``Init``, ``Std`` and ``Lean``, reads the variable, else asks ``lean`` on the
@@ -20,7 +18,9 @@ same REPL program, toolchain and imported library.  The expansion cache
   once they are built.  A file is read once and remembered by its identity on disk (the first
   digest of a Mathlib build reads its gigabytes of ``.olean`` files; later ones only stat them).
 
-An absent part is None (no ``lean`` on the PATH, no ``LEAN_PATH``, a command not found here).
+An absent part is None (no ``lean`` on the PATH, no ``LEAN_PATH``, a command not found here).  A
+command that runs a burnqed module (``python -m burnqed.proplogic``, which runs no Lean) has all
+three None: that module's code keys it (:func:`~burnqed.provenance.code_digest`, by the caller).
 
 Example::
 
@@ -52,8 +52,6 @@ log = logging.getLogger(__name__)
 
 def _program(cfg: LeanConfig, env: dict[str, str], cwd: str | None) -> dict[str, Any] | None:
     """The bytes of the REPL's executable and of the files its arguments name."""
-    if launched_modules(cfg.to_dict()):
-        return None  # a burnqed module: its code digest keys it (lean_settings)
     command = list(cfg.repl_command)
     where = Path(cwd) if cwd else Path.cwd()
     exe = shutil.which(command[0], path=env.get("PATH"))
@@ -126,7 +124,11 @@ def _lean_path(env: dict[str, str]) -> dict[str, str | None] | None:
 def environment_identity(cfg: LeanConfig) -> dict[str, Any]:
     """What decides a Lean answer besides the question (module docstring): ``program``,
     ``toolchain`` and ``lean_path``.  A project whose ``LEAN_PATH`` cannot be had (no ``lake``)
-    gives ``lean_path: {"error": …}`` (such a REPL does not start either)."""
+    gives ``lean_path: {"error": …}`` (such a REPL does not start either).  A REPL that is a
+    burnqed module (the propositional stand-in) runs no Lean: all three are None, its code keys
+    it (so the demo's cache does not depend on whether a machine has Lean installed)."""
+    if launched_modules(cfg.to_dict()):
+        return {"program": None, "toolchain": None, "lean_path": None}
     try:
         env, cwd = repl_environment(cfg)
     except ReplError as e:
