@@ -154,6 +154,22 @@ def add_cache_arguments(p: argparse.ArgumentParser) -> None:
         help="expansion cache directory (default: the config's `cache`; results are the same)",
     )
     g.add_argument("--no-cache", action="store_true", help="search without the expansion cache")
+    p.add_argument(
+        "--cache-recheck",
+        type=float,
+        default=None,
+        metavar="F",
+        help="fraction of the cache's Lean hits asked live again (default: the config's "
+        "`cache_recheck`)",
+    )
+
+
+def cache_recheck(args: argparse.Namespace, params: Mapping[str, Any]) -> float:
+    """The fraction of Lean hits a command re-checks: ``--cache-recheck``, else the config's
+    ``cache_recheck``."""
+    if getattr(args, "cache_recheck", None) is not None:
+        return float(args.cache_recheck)
+    return float(params.get("cache_recheck") or 0.0)
 
 
 def cache_dir(args: argparse.Namespace, params: Mapping[str, Any]) -> Path | None:

@@ -34,6 +34,7 @@ import os
 import platform
 import re
 import subprocess
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from functools import cache
 from importlib import metadata
@@ -267,6 +268,67 @@ def launched_modules(*config: Any) -> tuple[str, ...]:
     return tuple(sorted(found))
 
 
+# Whole-file digests, remembered across processes by the file's identity on disk (path, size,
+# mtime, ctime, inode, device): weights and .olean files run to gigabytes, and every search or eval
+# that uses the expansion cache keys on them.  Any write to a file changes its ctime (which no
+# user call can set back), so a remembered digest never describes other bytes.  A memo that
+# cannot be read or written is ignored (it only saves time).
+_DIGEST_MEMO_VERSION = "1"
+_DIGEST_BLOCK = 8 << 20
+_DIGEST_LOCK = threading.Lock()  # one connection, shared by the process's threads
+
+
+def _digest_memo_path() -> Path:
+    return _imports_cache_dir().parent / f"file-digests-v{_DIGEST_MEMO_VERSION}.sqlite3"
+
+
+@cache
+def _digest_memo() -> Any:
+    import sqlite3
+
+    try:
+        path = _digest_memo_path()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        db = sqlite3.connect(path, timeout=30, check_same_thread=False, isolation_level=None)
+        db.execute("CREATE TABLE IF NOT EXISTS digest (identity TEXT PRIMARY KEY, sha256 TEXT)")
+        return db
+    except (OSError, sqlite3.Error):
+        return None
+
+
+def file_digest(path: str | Path) -> str:
+    """The sha256 (hex) of a file's whole content; remembered by the file's identity on disk, so
+    a file read once is not read again until it changes (the comment above)."""
+    import sqlite3
+
+    p = Path(path).resolve()
+    st = p.stat()
+    identity = f"{p}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}\0{st.st_ino}\0{st.st_dev}"
+    db = _digest_memo()
+    if db is not None:
+        with _DIGEST_LOCK, contextlib.suppress(sqlite3.Error):
+            row = db.execute("SELECT sha256 FROM digest WHERE identity = ?", (identity,)).fetchone()
+            if row is not None:
+                return row[0]
+    h = hashlib.sha256()
+    with p.open("rb") as f:
+        while block := f.read(_DIGEST_BLOCK):
+            h.update(block)
+    digest = h.hexdigest()
+    if db is not None:
+        with _DIGEST_LOCK, contextlib.suppress(sqlite3.Error):
+            db.execute("INSERT OR REPLACE INTO digest VALUES (?, ?)", (identity, digest))
+    return digest
+
+
+def files_digest(files: Sequence[Path], root: Path) -> str:
+    """One digest of ``files`` (paths relative to ``root`` and whole contents: :func:`file_digest`)."""
+    h = hashlib.sha256(b"burnqed-files-v1\0")
+    for f in sorted(files):
+        h.update(f"{Path(f).relative_to(root).as_posix()}\0{file_digest(f)}\n".encode())
+    return h.hexdigest()[:32]
+
+
 def lean_project_versions(project_path: str | Path | None) -> dict[str, Any] | None:
     """What a Lean project pins: its toolchain (``lean-toolchain``), the revision of every package
     in ``lake-manifest.json``, its own git commit, and the Mathlib revision among them (the commit
@@ -321,6 +383,8 @@ __all__ = [
     "TRACKED_PACKAGES",
     "code_digest",
     "code_files",
+    "file_digest",
+    "files_digest",
     "git_commit",
     "git_state",
     "launched_modules",

@@ -43,6 +43,11 @@ def code_digest(script, *sections):
     return runs
 
 
+def cache_recheck_setting():
+    """params.yaml `cache_recheck` as a resource: a string, since Snakemake rounds a number."""
+    return str(config["cache_recheck"])
+
+
 @cache  # once per parse: it runs `repl_command --version`
 def lean_toolchain():
     """lean.project_path's toolchain and packages (Mathlib) and the REPL's --version: what the

@@ -37,6 +37,7 @@ rule eval_baseline:
         runtime=720,
         # The expansion cache: a machine setting like threads (params.yaml `cache`), not a param.
         expansion_cache=lookup(dpath="cache", within=config),
+        cache_recheck=cache_recheck_setting(),
     params:
         cfg=lookup(dpath="eval", within=config),
         search=lookup(dpath="search", within=config),
@@ -89,6 +90,7 @@ rule eval:
         runtime=720,
         # The expansion cache: a machine setting like threads (params.yaml `cache`), not a param.
         expansion_cache=lookup(dpath="cache", within=config),
+        cache_recheck=cache_recheck_setting(),
     params:
         cfg=lookup(dpath="eval", within=config),
         search=lookup(dpath="search", within=config),
@@ -131,6 +133,7 @@ rule eval_longer:
         runtime=720,
         # The expansion cache: a machine setting like threads (params.yaml `cache`), not a param.
         expansion_cache=lookup(dpath="cache", within=config),
+        cache_recheck=cache_recheck_setting(),
     params:
         cfg=lookup(dpath="eval", within=config),
         search=lookup(dpath="search", within=config),
@@ -176,6 +179,7 @@ rule eval_no_ebm:
         runtime=720,
         # The expansion cache: a machine setting like threads (params.yaml `cache`), not a param.
         expansion_cache=lookup(dpath="cache", within=config),
+        cache_recheck=cache_recheck_setting(),
     params:
         cfg=lookup(dpath="eval", within=config),
         search=lookup(dpath="search", within=config),
@@ -217,6 +221,7 @@ rule eval_config:
         runtime=720,
         # The expansion cache: a machine setting like threads (params.yaml `cache`), not a param.
         expansion_cache=lookup(dpath="cache", within=config),
+        cache_recheck=cache_recheck_setting(),
     params:
         cfg=lookup(dpath="eval", within=config),
         search=lookup(dpath="search", within=config),
@@ -256,6 +261,7 @@ rule eval_config_no_ebm:
         runtime=720,
         # The expansion cache: a machine setting like threads (params.yaml `cache`), not a param.
         expansion_cache=lookup(dpath="cache", within=config),
+        cache_recheck=cache_recheck_setting(),
     params:
         cfg=lookup(dpath="eval", within=config),
         search=lookup(dpath="search", within=config),
@@ -478,6 +484,7 @@ rule eval_features:
         mem_mb=32000,
         runtime=720,
         expansion_cache=lookup(dpath="cache", within=config),
+        cache_recheck=cache_recheck_setting(),
     params:
         cfg=lookup(dpath="eval", within=config),
         search=lookup(dpath="search", within=config),

@@ -33,6 +33,7 @@ rule search_shard:
         runtime=720,
         # The expansion cache: a machine setting like threads (params.yaml `cache`), not a param.
         expansion_cache=lookup(dpath="cache", within=config),
+        cache_recheck=cache_recheck_setting(),
     params:
         search=lookup(dpath="search", within=config),
         lean=lookup(dpath="lean", within=config),
@@ -93,6 +94,7 @@ rule search_noise_shard:
         runtime=720,
         # The expansion cache: a machine setting like threads (params.yaml `cache`), not a param.
         expansion_cache=lookup(dpath="cache", within=config),
+        cache_recheck=cache_recheck_setting(),
     params:
         search=lookup(dpath="search", within=config),
         lean=lookup(dpath="lean", within=config),
@@ -129,6 +131,7 @@ rule search_baseline_shard:
         runtime=720,
         # The expansion cache: a machine setting like threads (params.yaml `cache`), not a param.
         expansion_cache=lookup(dpath="cache", within=config),
+        cache_recheck=cache_recheck_setting(),
     params:
         search=lookup(dpath="search", within=config),
         lean=lookup(dpath="lean", within=config),

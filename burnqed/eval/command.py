@@ -129,7 +129,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def main_eval(args: argparse.Namespace) -> int:
-    from burnqed.config import cache_dir, load_config, resolve_seeds
+    from burnqed.config import cache_dir, cache_recheck, load_config, resolve_seeds
     from burnqed.data.benchmarks import BenchmarkError, HashMismatchError
     from burnqed.eval.stage import run
     from burnqed.search.stage import SearchTerminated
@@ -155,6 +155,7 @@ def main_eval(args: argparse.Namespace) -> int:
             resume=args.resume,
             run_search=not args.no_search,
             cache=cache_dir(args, params),
+            cache_recheck=cache_recheck(args, params),
         )
     except SearchTerminated as e:
         return e.exit_code

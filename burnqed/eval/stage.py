@@ -252,6 +252,7 @@ def run(
     log_dir: Path | None = None,
     budget_factor: int = 1,
     cache: Path | str | None = None,
+    cache_recheck: float | str = 0.0,
 ) -> dict:
     """The eval stage (module docstring); returns the JSON written to ``out``.
 
@@ -262,7 +263,7 @@ def run(
     Every eval samples at ``eval.temperature`` (``temperature`` overrides it, by hand only), so the
     evals a comparison pairs differ only by model and EBM.  ``cache``: the expansion cache's
     directory (a machine setting, :func:`burnqed.search.stage.run`); its ``cache`` block goes
-    into the JSON.
+    into the JSON.  ``cache_recheck``: the fraction of its Lean hits re-checked live.
     """
     if budget_factor != 1:
         budgets = [int(b) * int(budget_factor) for b in cfg["budgets"]]
@@ -294,6 +295,7 @@ def run(
             log_dir=log_dir,
             kind="eval",
             cache=cache,
+            cache_recheck=cache_recheck,
         )
     elif (Path(trajectories) / "manifest.json").is_file():
         search_manifest = json.loads((Path(trajectories) / "manifest.json").read_text())

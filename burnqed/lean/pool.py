@@ -170,7 +170,14 @@ TacticResult = TacticSuccess | TacticFailure
 class AdoptedStateError(ReplError):
     """An adopted state (:meth:`ProofSession.adopt`) could not be rebuilt: Lean rejects a tactic of
     its path that the answer adopted said succeeded.  Counted as a disagreement; the attempt cannot
-    go on from that state (an infrastructure-class error: ``--resume`` or a live run redoes it)."""
+    go on from that state (an infrastructure-class error: ``--resume`` or a live run redoes it; the
+    expansion cache evicts the answer and redoes the attempt live).  ``sid``: the adopted state
+    whose step Lean rejects; ``tactic``: that step."""
+
+    def __init__(self, message: str, *, sid: int | None = None, tactic: str | None = None) -> None:
+        super().__init__(message)
+        self.sid = sid
+        self.tactic = tactic
 
 
 MAX_TRIES = 6  # per apply/start: tries, counting retries of requests that never ran
@@ -753,6 +760,8 @@ class ProofSession:
         # same state there restarts the worker (a state that keeps timing out may be poisoned).
         self._timed_out: dict[int, ReplClient] = {}
         self._adopted: set[int] = set()  # sids added by adopt() and not rebuilt in Lean yet
+        # sid -> called with the live text when that adopted state is rebuilt printed otherwise
+        self._on_disagreement: dict[int, Callable[[str], None]] = {}
         self._closed = False
 
     @property
@@ -786,14 +795,16 @@ class ProofSession:
         *,
         goals: tuple[Goal, ...] | None = None,
         lean_s: float = 0.0,
+        on_disagreement: Callable[[str], None] | None = None,
     ) -> ProofState:
         """Add the state ``tactic`` makes from ``parent`` as an answer from elsewhere (a recording,
         a cache) says — printed as ``text`` — without running Lean (module docstring).
 
         The state is rebuilt in the REPL on its first live use (``rebuilds``; a different printed
-        form is a ``disagreement``, and the live state wins).  ``goals`` when the answer has them;
-        ``lean_s`` is what the tactic cost where it was answered (the replay-cost estimate that
-        decides saves).  Adopting a step the session already knows returns the known state.
+        form is a ``disagreement``, and the live state wins; ``on_disagreement`` is then called
+        with the live text, so the answer's owner can drop it).  ``goals`` when the answer has
+        them; ``lean_s`` is what the tactic cost where it was answered (the replay-cost estimate
+        that decides saves).  Adopting a step the session already knows returns the known state.
         """
         if self._closed:
             raise ReplError(f"{self.theorem.key}: the proof session is closed")
@@ -806,6 +817,8 @@ class ProofSession:
         state = ProofState(len(self._states), goals, text, self._states[sid].depth + 1)
         self._add(state, sid, tactic, (), lean_s)
         self._adopted.add(state.sid)
+        if on_disagreement is not None:
+            self._on_disagreement[state.sid] = on_disagreement
         self._pool._counts["adopted"] += 1
         return state
 
@@ -925,7 +938,9 @@ class ProofSession:
                     pool._counts["disagreements"] += 1
                     raise AdoptedStateError(
                         f"{self.theorem.key}: the adopted state {child} cannot be rebuilt: Lean "
-                        f"rejects {self._tactic[child]!r} ({r.kind}: {r.message})"
+                        f"rejects {self._tactic[child]!r} ({r.kind}: {r.message})",
+                        sid=child,
+                        tactic=self._tactic[child],
                     )
                 raise ReplError(
                     f"{self.theorem.key}: replaying {self._tactic[child]!r} (state {child}) "
@@ -942,6 +957,10 @@ class ProofSession:
                         "adopted: %s\nlive: %s",
                         self.theorem.key, child, self._states[child].text, render_goals(r.goals),
                     )  # fmt: skip
+                    notify = self._on_disagreement.pop(child, None)
+                    if notify is not None:  # the answer's owner (a cache) evicts it
+                        notify(render_goals(r.goals))
+                self._on_disagreement.pop(child, None)
             elif differs:
                 # Lean is deterministic up to generated names (?m.N, x✝¹), which can differ in a
                 # new process; the session keeps its recorded text.

@@ -23,7 +23,10 @@ one request independent draws keyed by candidate):
   (pooling) server.
 
 Aborted samples (``finish_reason`` abort) are dropped with a warning, so ``Generation.raw_count``
-falls below ``n``.  Example::
+falls below ``n``.  ``server_identity()`` is what a server states about itself — version, model,
+the settings that decide its tokens, whether it is deterministic (:func:`sglang_identity`,
+:func:`vllm_identity`) — for the expansion cache's key (:func:`burnqed.search.cache.policy_settings`).
+Example::
 
     from burnqed.policy import SamplingParams
     from burnqed.policy.http import SGLangGenerator, wait_for_health
@@ -37,6 +40,7 @@ falls below ``n``.  Example::
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import secrets
 import time
@@ -180,6 +184,77 @@ def wait_for_health(
             time.sleep(poll_s)
 
 
+# What the expansion cache keys an SGLang server's answers on, of the server arguments its
+# /server_info (/get_server_info before SGLang renamed it) states (asdict(ServerArgs) plus
+# "version"; reference/inference-servers.md §6): each decides the tokens a seeded item samples.
+SGLANG_KEYED_ARGS = (
+    # the weights and tokenizer: path, revision, the format and quantisation they load with
+    "model_path", "revision", "tokenizer_path", "load_format", "quantization",
+    # the arithmetic: dtypes, kernels and how the model is split over GPUs
+    "dtype", "kv_cache_dtype", "attention_backend", "sampling_backend", "device",
+    "tp_size", "pp_size", "dp_size", "ep_size",
+    # decoding: speculative decoding changes what is sampled; the seed of unseeded items
+    "speculative_algorithm", "random_seed",
+    # determinism: batch-invariant kernels, and the radix cache (issue #22819 with them)
+    "enable_deterministic_inference", "disable_radix_cache",
+)  # fmt: skip
+
+
+def sglang_identity(client: _Client) -> dict[str, Any]:
+    """What an SGLang server states about itself: ``version``, the :data:`SGLANG_KEYED_ARGS`
+    (``args``), ``weight_version`` (``/get_model_info``: a hot-swapped checkpoint's label),
+    ``deterministic`` (its ``enable_deterministic_inference``) and ``hardware``: None, since
+    SGLang states no device name (``device`` is ``"cuda"``).  ``error`` when it answers neither
+    endpoint."""
+    info, last = None, ""
+    for path in ("/server_info", "/get_server_info"):
+        try:
+            info = client.request("GET", path)
+            break
+        except ServerError as e:
+            last = str(e)
+    if not isinstance(info, dict):
+        return {"server": "sglang", "error": last if info is None else "server info is not a dict"}
+    model: dict[str, Any] = {}
+    with contextlib.suppress(ServerError):
+        answer = client.request("GET", "/get_model_info")
+        model = answer if isinstance(answer, dict) else {}
+    flag = info.get("enable_deterministic_inference")
+    return {
+        "server": "sglang",
+        "version": info.get("version"),
+        "args": {k: info.get(k) for k in SGLANG_KEYED_ARGS},
+        "weight_version": model.get("weight_version", info.get("weight_version")),
+        "deterministic": flag if isinstance(flag, bool) else None,
+        "hardware": None,
+    }
+
+
+def vllm_identity(client: _Client, served: str | None) -> dict[str, Any]:
+    """What a vLLM server states about itself: ``version`` (``/version``) and the served model's
+    ``id`` and ``root`` (its path; ``/v1/models``).  It states neither its hardware nor whether it
+    runs batch-invariant (``VLLM_BATCH_INVARIANT`` is the server's environment): ``deterministic``
+    and ``hardware`` are None.  An SGLang server behind the OpenAI API is asked as SGLang."""
+    try:
+        info = client.request("GET", "/server_info")
+        if isinstance(info, dict) and "enable_deterministic_inference" in info:
+            return sglang_identity(client)
+    except ServerError:
+        pass
+    out: dict[str, Any] = {"server": "vllm", "deterministic": None, "hardware": None}
+    try:
+        version = client.request("GET", "/version")
+        models = client.request("GET", "/v1/models")
+    except ServerError as e:
+        return {**out, "error": str(e)}
+    out["version"] = version.get("version") if isinstance(version, dict) else None
+    listed = models.get("data") if isinstance(models, dict) else None
+    listed = [m for m in listed or [] if isinstance(m, dict)]
+    chosen = [m for m in listed if m.get("id") == served] or listed[:1]
+    out["model"] = {k: chosen[0].get(k) for k in ("id", "root")} if chosen else None
+    return out
+
+
 def _finish(reason: Any) -> str:
     """SGLang's ``{"type": ...}`` dict or OpenAI's string → "stop" | "length" | "abort"."""
     kind = reason.get("type") if isinstance(reason, dict) else reason
@@ -310,6 +385,10 @@ class SGLangGenerator:
         except (KeyError, TypeError, IndexError) as e:
             raise ServerError(f"{where}: malformed result ({e!r}): {str(item)[:300]}") from e
 
+    def server_identity(self) -> dict[str, Any]:
+        """What the server states about itself (:func:`sglang_identity`)."""
+        return sglang_identity(self._client)
+
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         texts = list(texts)
         if self._embed_client is None:
@@ -396,6 +475,10 @@ class OpenAIGenerator:
         raise ServerError(
             f"{client.url}/v1/models: {self.model_id!r} is not served (serving {ids})"
         )
+
+    def server_identity(self) -> dict[str, Any]:
+        """What the server states about itself (:func:`vllm_identity`)."""
+        return vllm_identity(self._client, self._served or self.model_id)
 
     def generate(
         self,

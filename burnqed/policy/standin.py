@@ -1,7 +1,8 @@
 """A stand-in for an SGLang server, for machines without a GPU: same endpoints, same JSON.
 
-It answers ``/generate``, ``/encode``, ``/health`` (and ``/health_generate``) and
-``/get_model_info`` — plus the OpenAI-compatible ``/v1/completions``, ``/v1/embeddings`` and
+It answers ``/generate``, ``/encode``, ``/health`` (and ``/health_generate``),
+``/get_model_info`` and ``/server_info`` (``/get_server_info``: the server arguments it stands in
+for, as SGLang's ``asdict(ServerArgs)``, and ``version``: :data:`STANDIN_VERSION` unless given) — plus the OpenAI-compatible ``/v1/completions``, ``/v1/embeddings`` and
 ``/v1/models`` that SGLang also serves — in SGLang's wire format (``reference/inference-servers.md``
 §3-§6): one object for a single prompt with ``n == 1``, otherwise a prompt-major list;
 ``meta_info`` with ``id``, ``finish_reason`` as a ``{"type": ...}`` dict, token counts and
@@ -58,6 +59,7 @@ from burnqed.policy import SEED_BITS, SamplingParams
 log = logging.getLogger(__name__)
 
 DEFAULT_SAMPLING_SEED = 42  # SGLang's, for items without one (deterministic mode)
+STANDIN_VERSION = "0.5.23+standin"  # the SGLang release whose wire format it speaks
 
 # SGLang's SamplingParams constructor arguments; any other key is a 400 there, so here too.
 KNOWN_SAMPLING_KEYS = frozenset(
@@ -126,6 +128,8 @@ class StandinServer:
         drop_first: int = 0,
         delay_s: float = 0.0,
         startup_s: float = 0.0,
+        version: str = STANDIN_VERSION,
+        deterministic: bool = True,
     ) -> None:
         if (model_dir is None) == (generator is None):
             raise ValueError("StandinServer needs exactly one of model_dir or generator")
@@ -136,6 +140,10 @@ class StandinServer:
         self.model_dir = str(model_dir) if model_dir is not None else generator.model_id
         self.generator = generator
         self.is_embedding = is_embedding
+        # What /server_info states: the release, and whether it runs deterministic inference
+        # (it always samples as SGLang does in that mode; the flag is what it says of itself).
+        self.version = version
+        self.deterministic = deterministic
         self.fail_first, self.drop_first, self.delay_s = fail_first, drop_first, delay_s
         self.requests: list[RecordedRequest] = []
         self._ready_at = time.monotonic() + startup_s
@@ -352,6 +360,34 @@ class StandinServer:
             "has_audio_understanding": False,
         }
 
+    def server_info(self) -> dict:
+        """SGLang's ``/server_info``: ``asdict(ServerArgs)`` (the arguments a CPU server of this
+        model has), ``scheduler_info``'s keys, ``internal_states`` and ``version``."""
+        args = {
+            "model_path": self.model_dir,
+            "tokenizer_path": self.model_dir,
+            "revision": None,
+            "load_format": "auto",
+            "quantization": None,
+            "dtype": "float32",
+            "kv_cache_dtype": "auto",
+            "attention_backend": "torch_native",
+            "sampling_backend": "pytorch",
+            "device": "cpu",
+            "tp_size": 1,
+            "pp_size": 1,
+            "dp_size": 1,
+            "ep_size": 1,
+            "speculative_algorithm": None,
+            "random_seed": DEFAULT_SAMPLING_SEED,
+            "enable_deterministic_inference": self.deterministic,
+            "disable_radix_cache": True,
+            "is_embedding": self.is_embedding,
+            "weight_version": "default",
+        }
+        return {**args, "max_total_num_tokens": 4096, "internal_states": [{}],
+                "version": self.version}  # fmt: skip
+
     # ----------------------------------------------------------------------------------------
     # OpenAI-compatible endpoints (SGLang serves these too; reference §4)
 
@@ -534,6 +570,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send(HTTPStatus.OK if s.ready() else HTTPStatus.SERVICE_UNAVAILABLE)
         elif self.path == "/get_model_info":
             self._send(HTTPStatus.OK, s.model_info())
+        elif self.path in ("/server_info", "/get_server_info"):
+            self._send(HTTPStatus.OK, s.server_info())
         elif self.path == "/v1/models":
             self._send(HTTPStatus.OK, s.models())
         elif self.path == "/_standin/requests":
@@ -596,7 +634,7 @@ class _Handler(BaseHTTPRequestHandler):
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="python -m burnqed.policy.standin",
-        description="Stand-in SGLang server (/generate, /encode, /health, /get_model_info) on a local model.",
+        description="Stand-in SGLang server (/generate, /encode, /health, /get_model_info, /server_info) on a local model.",
     )
     p.add_argument(
         "--model", "--model-path", dest="model", required=True, help="HF model directory"
@@ -628,6 +666,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--startup-s", type=float, default=0.0, metavar="S", help="answer /health 503 for S seconds"
     )
+    p.add_argument("--version-string", default=STANDIN_VERSION, metavar="V",
+                   help="the SGLang version /server_info states")  # fmt: skip
+    p.add_argument("--enable-deterministic-inference", action="store_true",
+                   help="state deterministic inference in /server_info, as SGLang with the flag")  # fmt: skip
+    p.add_argument("--disable-radix-cache", action="store_true", help="accepted, as SGLang's")
     args = p.parse_args(argv)
     if not Path(args.model).is_dir():
         p.error(f"--model {args.model}: not a model directory")  # exit 2 before the slow imports
@@ -644,6 +687,8 @@ def main(argv: list[str] | None = None) -> int:
         drop_first=args.drop_first,
         delay_s=args.delay,
         startup_s=args.startup_s,
+        version=args.version_string,
+        deterministic=args.enable_deterministic_inference,
     )
     stopping = threading.Event()
     # SIGTERM (the launcher's stop) and Ctrl-C both end the process cleanly.

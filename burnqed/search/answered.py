@@ -18,6 +18,11 @@ question no answer covers can go to Lean:
 - the tactic runs live (:meth:`AnsweredSession.apply_live`) and a success becomes an answered
   state like any other, whose live counterpart is known.
 
+A session opened ``strict`` (the expansion cache's) does not go on past an answer Lean refutes —
+a step of the chain that fails live, or a rebuilt state (or root) Lean prints otherwise — but raises
+:class:`AnswerRefuted` naming the answered state, so its owner can drop that answer and redo the
+attempt; a replay (not strict) counts the disagreement and goes on from the live state.
+
 What a rebuild costs is kept in :attr:`AnsweredSession.rebuild_s`: the Lean seconds of the replays
 done here, and for adopted states the seconds their answers cost where they were made (the replay
 the pool will do), plus a live start below an answered root.  The expansion cache reports its
@@ -33,6 +38,7 @@ Example (``live`` a :class:`~burnqed.search.sources.LiveSource`)::
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections import Counter
@@ -42,9 +48,22 @@ from typing import Any
 
 from burnqed.lean.errors import ReplError
 from burnqed.lean.goals import NO_GOALS
+from burnqed.lean.pool import AdoptedStateError
 from burnqed.theorems import Theorem
 
 log = logging.getLogger(__name__)
+
+
+class AnswerRefuted(ReplError):
+    """Lean refutes an answer the session was given: the step that made answered state ``sid``
+    fails live (``live_text`` None), or Lean prints its state otherwise (``live_text``); ``sid``
+    0 is the root.  An infrastructure-class error for the attempt (it went on from a state Lean
+    does not reach): the expansion cache evicts the answer and redoes the attempt live."""
+
+    def __init__(self, message: str, *, sid: int, live_text: str | None) -> None:
+        super().__init__(message)
+        self.sid = sid
+        self.live_text = live_text
 
 
 @dataclass(frozen=True)
@@ -87,11 +106,13 @@ class AnsweredSession:
         live: Any,
         counts: Mapping[str, Counter],
         root_cost_s: float = 0.0,
+        strict: bool = False,
     ) -> None:
         self.theorem = theorem
         self.attempt = attempt
         self.live = live
         self.counts = counts
+        self.strict = strict  # raise AnswerRefuted instead of going on from the live state
         self.rebuild_s = 0.0  # Lean seconds the rebuilds took or will take (module docstring)
         self._states: list[AnsweredState] = []
         self._parent: list[int] = []
@@ -101,6 +122,8 @@ class AnsweredSession:
             self.add(-1, "", root, root_cost_s)
         self._live: Any = None  # the live session, started on the first live question
         self._live_states: dict[int, Any] = {}  # sid → its live state (ProofStateLike)
+        self._answered_of: dict[int, int] = {}  # an adopted live state's sid → the answered sid
+        self._refuted: list[tuple[int, str]] = []  # (sid, live text) of rebuilt states that differ
         self._live_lock = asyncio.Lock()  # a step's candidates run concurrently
 
     @property
@@ -111,6 +134,19 @@ class AnsweredSession:
     def is_live(self) -> bool:
         """Whether the theorem was started live."""
         return self._live is not None
+
+    def step(self, sid: int) -> tuple[AnsweredState | None, str]:
+        """The parent state (None for the root) and the tactic that made state ``sid``."""
+        parent = self._parent[sid]
+        return (self._states[parent] if parent >= 0 else None), self._tactic[sid]
+
+    def path(self, sid: int) -> list[str]:
+        """The tactics from the root to state ``sid``."""
+        out = []
+        while self._parent[sid] >= 0:
+            out.append(self._tactic[sid])
+            sid = self._parent[sid]
+        return out[::-1]
 
     def add(self, parent: int, tactic: str, text: str, cost_s: float = 0.0) -> AnsweredState:
         """A new state: ``tactic`` on state ``parent`` (-1: the root) prints ``text``; its answer
@@ -138,6 +174,11 @@ class AnsweredSession:
             if root.text != self._states[0].text:
                 self.counts["states"]["disagreements"] += 1
                 log.warning("%s: the live root differs from the answered one", self.theorem.key)
+                if self.strict:
+                    raise AnswerRefuted(
+                        f"{self.theorem.key}: the answered root is not what Lean prints",
+                        sid=0, live_text=root.text,
+                    )  # fmt: skip
         self._live_states[0] = root
 
     async def live_state(self, state: AnsweredState) -> Any:
@@ -156,7 +197,9 @@ class AnsweredSession:
             for sid in reversed(chain):
                 tactic, text = self._tactic[sid], self._states[sid].text
                 if adopt is not None:
-                    live = adopt(live, tactic, text, lean_s=self._cost[sid])
+                    live = adopt(live, tactic, text, lean_s=self._cost[sid],
+                                 on_disagreement=functools.partial(self._differs, sid))  # fmt: skip
+                    self._answered_of[live.sid] = sid
                     counts["adopted"] += 1
                     self.rebuild_s += self._cost[sid]  # the pool replays it on the next apply
                 else:  # an environment without adopt: rebuild the step now
@@ -165,21 +208,43 @@ class AnsweredSession:
                     self.rebuild_s += float(getattr(r, "lean_time_s", 0.0))
                     if getattr(r, "state", None) is None:
                         counts["disagreements"] += 1
-                        raise ReplError(
+                        raise AnswerRefuted(
                             f"{self.theorem.key}: the answered step {tactic!r} (state {sid}) fails "
-                            f"live: {r.kind}: {r.message}"
-                        )
+                            f"live: {r.kind}: {r.message}",
+                            sid=sid, live_text=None,
+                        )  # fmt: skip
                     if r.state.text != text:
                         counts["disagreements"] += 1
+                        self._differs(sid, r.state.text)
                     live = r.state
                 self._live_states[sid] = live
+            self._raise_refuted()
             return live
+
+    def _differs(self, sid: int, live_text: str) -> None:
+        """Answered state ``sid`` was rebuilt and Lean prints it as ``live_text``."""
+        self._refuted.append((sid, live_text))
+
+    def _raise_refuted(self) -> None:
+        if self.strict and self._refuted:
+            sid, live_text = self._refuted[0]
+            raise AnswerRefuted(
+                f"{self.theorem.key}: the answered state {sid} is printed otherwise by Lean",
+                sid=sid, live_text=live_text,
+            )  # fmt: skip
 
     async def apply_live(self, state: AnsweredState, tactic: str) -> Any:
         """Run ``tactic`` on ``state`` in Lean: the live failure as it is, or a success as an
         :class:`AnsweredSuccess` whose new state's live counterpart is known."""
         live_state = await self.live_state(state)
-        r = await self._live.apply(live_state, tactic)
+        try:
+            r = await self._live.apply(live_state, tactic)
+        except AdoptedStateError as e:  # a step of the chain fails where the pool rebuilds it
+            sid = self._answered_of.get(e.sid) if e.sid is not None else None
+            if sid is None:
+                raise
+            raise AnswerRefuted(str(e), sid=sid, live_text=None) from e
+        self._raise_refuted()  # a rebuilt state printed otherwise (the pool called _differs)
         st = getattr(r, "state", None)
         if st is None:
             return r
@@ -192,4 +257,4 @@ class AnsweredSession:
             await self._live.close()
 
 
-__all__ = ["AnsweredSession", "AnsweredState", "AnsweredSuccess"]
+__all__ = ["AnswerRefuted", "AnsweredSession", "AnsweredState", "AnsweredSuccess"]

@@ -13,46 +13,74 @@ without the cache, except clock fields, per-node Lean times and the ``cache`` bl
 **Keys** — everything that decides an answer; a changed part gives other keys, so no hits:
 
 - a policy candidate (one per seed, below the backends' de-duplication): :func:`policy_settings` —
-  the model's weights and tokenizer (:func:`~burnqed.ebm.embeddings.weights_digest`, or a served
-  model's name), backend kind, the backend's code, determinism mode, the instruction-set pin, and
-  in process the dtype, device, CPU kernel level or GPU, torch thread count and library versions
-  (over HTTP: the server's URL or launch command) — plus the exact prompt, the candidate's seed
-  (which carries any stage salt: :func:`~burnqed.policy.salted_seed`), temperature, top_p,
-  max_new_tokens and stop strings, and ``n`` where the backend's candidates depend on it
-  (:func:`candidate_key`) → the text, token count and log-probability;
-- a Lean answer: :func:`lean_settings` — the Lean project's toolchain, Mathlib and packages,
-  Pantograph's ``--version`` (or the code of a burnqed REPL), burnqed's Lean client code, imports,
-  ``lean.options`` (pretty-printer options), the heartbeat limit and the tactic guard — plus the
-  theorem's whole statement (header and all) and, for a tactic, the state as the REPL printed it
-  and the tactic (:func:`tactic_key`, :func:`start_key`) → the new state's printed form, or the
-  failure (kind and message), or for a start the root state or Lean's verdict on the statement.
+  the model's weights and tokenizer (:func:`model_fingerprint`: every file's whole bytes, or a
+  served model's name), backend kind, the backend's code, determinism mode, the instruction-set pin
+  and the variables it sets (all of them, so under ``native`` the caller's MKL/oneDNN choices too);
+  in process the dtype, device, CPU kernel level or GPU, torch thread count and the versions of
+  torch, transformers and tokenizers; over HTTP what the server states about itself, queried once
+  per run (:func:`burnqed.policy.http.sglang_identity`: SGLang's version, model path and revision,
+  the server arguments that decide its tokens, its deterministic-inference flag;
+  :func:`~burnqed.policy.http.vllm_identity`: vLLM's version and served model) and, for a server
+  this run launched, the launch command, its GPU-selecting variables and the hardware it runs on
+  (:func:`local_hardware`) — plus the exact prompt, the candidate's seed (which carries any stage
+  salt: :func:`~burnqed.policy.salted_seed`), temperature, top_p, max_new_tokens and stop strings,
+  and ``n`` where the backend's candidates depend on it (:func:`candidate_key`) → the text, token
+  count and log-probability.  A server that cannot state what decides its answers — an external
+  ``server_url`` (neither SGLang nor vLLM states its GPU), one that says it is not deterministic —
+  is not cached: counted (``expansions.uncached``), one log line, the block says why;
+- a Lean answer: :func:`lean_settings` — the Lean project's toolchain, Mathlib and packages, the
+  REPL's ``--version`` (or the code of a burnqed REPL), the Lean environment the REPL runs in
+  (:func:`burnqed.lean.environment.environment_identity`: the REPL program's and any wrapper
+  script's bytes, the toolchain's full ``lean --version``, and every ``.olean`` file on its
+  ``LEAN_PATH``, whole), burnqed's Lean client code, imports, ``lean.options`` (pretty-printer
+  options), the heartbeat limit and the tactic guard — plus the theorem's whole statement (header
+  and all) and, for a tactic, the state as the REPL printed it and the tactic (:func:`tactic_key`,
+  :func:`start_key`) → the new state's printed form, or the failure (kind and message), or for a
+  start the root state or Lean's verdict on the statement.  Each row also keeps its question (the
+  theorem, the tactics from its root, the tactic) for ``burnqed cache verify``.
 
 Never stored: infrastructure errors (a ``ReplError`` or server failure raises through the source
 and is never an answer), wall-clock timeouts (a ``timeout`` failure: the clock decided), samples a
-server aborted, unseeded sampling and a backend that is not deterministic (an SGLang command without
-``--enable-deterministic-inference``: the policy is then not cached at all, and the block says why).
-Whole-proof verification always runs live.
+server aborted, unseeded sampling and a backend that is not deterministic.  Never served: a stored
+Lean answer that cost more than today's ``lean.tactic_timeout_s`` (a live run would have timed out
+there; it is asked again).  Whole-proof verification always runs live.
 
 **Live state after cached answers.**  A cached Lean answer leaves no state in any REPL; the first
 miss below a chain of hits starts the theorem live (when its root was a hit) and hands the chain to
 the pool (:mod:`burnqed.search.answered`: ``ProofSession.adopt``, rebuilt on first use by
 ``goal.load`` of a saved ancestor and replay).  Rebuilds are counted and their Lean time — the
 cached cost of each adopted step, the live start below a cached root — is subtracted from the
-saving; a rebuilt state Lean prints otherwise than the cached one (the printed state is a lossy key
-on real Lean: ``⋯``, ``✝``, metavariable context) is a ``disagreement``: counted, reported, and the
-live state is what later tactics run on.
+saving.
+
+**Answers Lean refutes are evicted** (the printed state is a lossy key on real Lean: ``⋯``, ``✝``,
+metavariable context; a cache moved between machines may hold answers of another Lean):
+
+- *re-checks*: a fraction of the Lean hits (``cache_recheck``; drawn from the run's own seeded
+  hash of the key, theorem and attempt, so the search's draws do not move and the choice does not
+  depend on the order questions come in) is asked live — the hit's chain replayed in the pool,
+  then the tactic — and the live answer is used; one that differs (another state, success for
+  failure or back, another failure kind) is a ``disagreement``: the key is evicted and the live
+  answer stored;
+- *rebuilds*: a cached state the pool cannot rebuild (its step fails) or rebuilds printed otherwise
+  (or a cached root Lean prints otherwise) ends the attempt, its answer is evicted, and the attempt
+  is redone with every Lean question asked live (:meth:`CachedSource.redo`, which the engine
+  calls): the attempt's true result, never an ``error``;
+- ``burnqed cache verify`` asks a sample of the stored questions again offline.
 
 **The ``cache`` block** (:meth:`CachedSource.stats`, in the search manifest and the eval JSON):
 policy hits and misses (per candidate, and per expansion answered whole), Lean hits and misses
-(starts apart), answers not stored and why, adopted states, rebuilds, disagreements, conflicts (a
-key read twice with different answers: a non-determinism), and seconds: generation and Lean time
-saved (the cost recorded with each hit), the rebuilds' Lean time, and the Lean saving net of it.
+(starts apart), answers not stored and not served and why, adopted states, rebuilds,
+disagreements, re-checks (asked, agreed, disagreed, inconclusive), evictions by cause, attempts
+redone, conflicts (a key read or put twice with different answers: a non-determinism), and
+seconds: generation and Lean time saved (the cost recorded with each hit), the rebuilds' Lean
+time, and the Lean saving net of it.
 
 Example (``gen`` a backend, ``pool`` a ``LeanPool``, ``lean_cfg`` its config)::
 
     live = LiveSource(gen, pool)
     source = CachedSource(live, Path("results/cache"), policy=policy_settings(gen, policy_cfg),
-                          lean=lean_settings(lean_cfg, repl_version))
+                          lean=lean_settings(lean_cfg, repl_version), recheck=0.02,
+                          tactic_timeout_s=lean_cfg.tactic_timeout_s)
     try:
         results = await search_from_source(theorems, source, cfg, sampling=…, seed=…)
     finally:
@@ -62,10 +90,14 @@ Example (``gen`` a backend, ``pool`` a ``LeanPool``, ``lean_cfg`` its config)::
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
 import logging
+import os
+import secrets
+import subprocess
 import threading
 import time
 from collections import Counter
@@ -74,13 +106,20 @@ from pathlib import Path
 from typing import Any
 
 from burnqed.config import LeanConfig, PolicyConfig
-from burnqed.determinism import determinism_mode
+from burnqed.determinism import RUN_SPECIFIC_FILES, cpu_name, determinism_mode
+from burnqed.isa import VARIABLES as ISA_VARIABLES
 from burnqed.isa import pin_in_force
+from burnqed.lean.environment import environment_identity
 from burnqed.lean.errors import StartError
 from burnqed.lean.pool import TacticFailure
 from burnqed.policy import Candidate, Generation, SamplingParams, generation_of
-from burnqed.provenance import code_digest, launched_modules, lean_project_versions
-from burnqed.search.answered import AnsweredSession, AnsweredState, AnsweredSuccess
+from burnqed.provenance import code_digest, files_digest, launched_modules, lean_project_versions
+from burnqed.search.answered import (
+    AnsweredSession,
+    AnsweredState,
+    AnsweredSuccess,
+    AnswerRefuted,
+)
 from burnqed.search.cache_store import (
     LEAN_SCHEMA,
     POLICY_SCHEMA,
@@ -94,11 +133,15 @@ from burnqed.theorems import Theorem
 
 log = logging.getLogger(__name__)
 
-KEY_VERSION = "burnqed-expansion-cache-v1"  # part of every key: a new layout starts afresh
+# Part of every key: a new layout starts afresh (v2: server identity, Lean environment, whole-file
+# model digests).
+KEY_VERSION = "burnqed-expansion-cache-v2"
 # Failures the clock decided, not Lean: never stored (burnqed.outcomes: non-deterministic events).
 NOT_STORED = frozenset({"timeout"})
 DETERMINISTIC_SGLANG = "--enable-deterministic-inference"
 REFRESH_S = 30.0  # at most this often, a start reads the shards other processes wrote meanwhile
+# The variables of this process a launched server inherits that choose its hardware or kernels.
+SERVER_VARIABLES = ("CUDA_VISIBLE_DEVICES", "VLLM_BATCH_INVARIANT", "VLLM_ATTENTION_BACKEND")
 
 
 # --------------------------------------------------------------------------------------------
@@ -120,14 +163,27 @@ def settings_digest(settings: Mapping[str, Any]) -> str:
     return _digest(KEY_VERSION, dict(settings), size=8)
 
 
-def model_fingerprint(model: str) -> str:
-    """The weights and tokenizer of a local model directory (its files' sizes and bytes, large
-    files by 16 sampled windows: :func:`~burnqed.ebm.embeddings.weights_digest`), or a served
-    model's name: the same weights under another path give the same fingerprint."""
-    from burnqed.ebm.embeddings import weights_digest
+def model_files(directory: Path) -> list[Path]:
+    """The files of a model directory that hold its weights, tokenizer and config: all but hidden
+    ones, burnqed's own records (``burnqed_*``) and a run's :data:`RUN_SPECIFIC_FILES`."""
+    return sorted(
+        p
+        for p in Path(directory).iterdir()
+        if p.is_file()
+        and not p.name.startswith((".", "burnqed_"))
+        and p.name not in RUN_SPECIFIC_FILES  # dates and wall times: not the weights
+    )
 
+
+def model_fingerprint(model: str) -> str:
+    """The weights and tokenizer of a local model directory — every file's name and whole bytes
+    (:func:`~burnqed.provenance.files_digest`; a file is read once and remembered by its identity
+    on disk), so two checkpoints that differ in one tensor anywhere differ — or a served model's
+    name: the same weights under another path give the same fingerprint."""
     path = Path(model)
-    return weights_digest(path) if path.is_dir() else f"served:{model}"
+    if not path.is_dir():
+        return f"served:{model}"
+    return files_digest(model_files(path), path)[:16]
 
 
 def _code(obj: Any) -> str:
@@ -139,11 +195,53 @@ def _code(obj: Any) -> str:
     return f"{module}.{type(obj).__qualname__}"
 
 
+def local_hardware() -> dict[str, Any]:
+    """What a server launched here computes on: the visible GPUs' names (torch's view, else
+    ``nvidia-smi``'s with ``$CUDA_VISIBLE_DEVICES``), else the CPU (its model name and the kernel
+    level torch dispatches to here)."""
+    import torch
+
+    if torch.cuda.is_available():
+        return {"gpus": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]}
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=10)  # fmt: skip
+        names = [n.strip() for n in out.stdout.splitlines() if n.strip()]
+        if out.returncode == 0 and names:
+            return {"gpus": names, "visible": os.environ.get("CUDA_VISIBLE_DEVICES")}
+    return {"cpu": cpu_name(), "cpu_capability": torch.backends.cpu.get_cpu_capability()}
+
+
+def _server_uncached(
+    cfg: PolicyConfig, identity: Mapping[str, Any] | None, command: list[str] | None
+) -> str | None:
+    """Why a server's answers cannot be cached (None: they can): it did not say what it runs, an
+    external one states no hardware, or it is not deterministic as it states it (SGLang's
+    ``enable_deterministic_inference``; a launched SGLang that does not state it: its command)."""
+    where = cfg.server_url or "the launched server"
+    if identity is not None and identity.get("error"):
+        return f"{where} did not state what it runs ({identity['error']})"
+    if cfg.server_url is not None and (identity is None or identity.get("hardware") is None):
+        return (
+            f"the external server {cfg.server_url} (policy.server_url) does not state the "
+            "hardware it computes on; launch it with policy.server_command to cache its answers"
+        )
+    stated = None if identity is None else identity.get("deterministic")
+    if stated is False:
+        return f"{where} states that it does not run deterministic inference"
+    # The per-candidate sampling_seed acts only in SGLang's deterministic mode.
+    flagged = cfg.server_url is None and DETERMINISTIC_SGLANG in (command or ())
+    if cfg.backend == "sglang" and stated is None and not flagged:
+        return "the backend's answers are not deterministic (no seeded deterministic mode)"
+    return None
+
+
 def policy_settings(generator: Any, policy: PolicyConfig | Mapping[str, Any]) -> dict[str, Any]:
     """The run-wide part of a candidate's key: what besides the prompt, seed and sampling decides
-    what ``generator`` (opened with the ``policy`` section) samples (module docstring).
-    ``deterministic`` is False when the backend's answers cannot repeat (the policy is then not
-    cached)."""
+    what ``generator`` (opened with the ``policy`` section) samples (module docstring).  Over HTTP
+    the server is asked what it runs (once: call this once per run).  ``uncached`` is set, with
+    the reason, when the backend's answers cannot be keyed or cannot repeat (the policy is then
+    not cached)."""
     import torch
 
     cfg = policy if isinstance(policy, PolicyConfig) else PolicyConfig.from_dict(dict(policy))
@@ -153,7 +251,9 @@ def policy_settings(generator: Any, policy: PolicyConfig | Mapping[str, Any]) ->
         "code": _code(generator),
         "determinism": determinism_mode(),
         "isa_pin": pin_in_force(),
-        "deterministic": True,
+        # Every variable the pin sets: under `native` the caller's own values choose the kernels.
+        "isa_variables": {v: os.environ.get(v) for v in ISA_VARIABLES},
+        "uncached": None,
     }
     if cfg.backend == "transformers":  # in process: the arithmetic is this machine's
         device = str(getattr(generator, "device", cfg.device))
@@ -167,20 +267,27 @@ def policy_settings(generator: Any, policy: PolicyConfig | Mapping[str, Any]) ->
             settings["torch_threads"] = torch.get_num_threads()
         from burnqed.provenance import package_versions
 
-        settings["packages"] = package_versions(("torch", "transformers"))
-    else:  # a server computes: how it was started is what this process knows of it
+        settings["packages"] = package_versions(("torch", "transformers", "tokenizers"))
+    else:  # a server computes: what it states about itself, and how this run started it
         command = list(cfg.server_command) if cfg.server_command else None
-        settings["server"] = cfg.server_url or command
-        if cfg.backend == "sglang" and cfg.server_url is None:
-            # The per-candidate sampling_seed acts only in SGLang's deterministic mode.
-            settings["deterministic"] = DETERMINISTIC_SGLANG in (command or ())
+        ask = getattr(generator, "server_identity", None)
+        identity = ask() if callable(ask) else None
+        settings["server"] = identity
+        if cfg.server_url is None:
+            settings["launch"] = command
+            settings["hardware"] = local_hardware()
+            settings["server_variables"] = {v: os.environ.get(v) for v in SERVER_VARIABLES}
+        else:
+            settings["url"] = cfg.server_url
+        settings["uncached"] = _server_uncached(cfg, identity, command)
     return settings
 
 
 def lean_settings(lean: LeanConfig | Mapping[str, Any], repl_version: str | None) -> dict[str, Any]:
     """The run-wide part of a Lean answer's key (module docstring): toolchain, Mathlib and packages
-    of ``lean.project_path``, Pantograph's ``--version`` text ``repl_version`` (the search stage
-    reads it), the code of a REPL that is a burnqed module and of burnqed's Lean client, imports,
+    of ``lean.project_path``, the REPL's ``--version`` text ``repl_version`` (the search stage
+    reads it), the code of a REPL that is a burnqed module, the Lean environment the REPL runs in
+    (:func:`~burnqed.lean.environment.environment_identity`), burnqed's Lean client, imports,
     ``lean.options``, the heartbeat limit and the guard's patterns."""
     cfg = lean if isinstance(lean, LeanConfig) else LeanConfig.from_dict(dict(lean))
     launched = launched_modules(cfg.to_dict())
@@ -188,6 +295,7 @@ def lean_settings(lean: LeanConfig | Mapping[str, Any], repl_version: str | None
         "lean_project": lean_project_versions(cfg.project_path),
         "repl_version": repl_version,
         "repl_code": code_digest(*launched) if launched else None,
+        "environment": environment_identity(cfg),
         "client_code": code_digest("burnqed.lean.pool"),  # tactic wrapping, goal printing, guard
         "imports": list(cfg.imports),
         "options": dict(cfg.options),
@@ -227,17 +335,46 @@ def tactic_key(settings: str, statement: str, state: str, tactic: str) -> str:
     return _digest(KEY_VERSION, "tactic", settings, statement, state, tactic)
 
 
+THEOREM_FIELDS = ("name", "key", "formal_statement", "header", "informal_prefix")
+
+
+def theorem_record(theorem: Theorem) -> str:
+    """The theorem as a Lean row's question keeps it (what starting it needs), as JSON."""
+    return json.dumps({f: getattr(theorem, f) for f in THEOREM_FIELDS}, ensure_ascii=False,
+                      sort_keys=True)  # fmt: skip
+
+
+def theorem_of(record: str) -> Theorem:
+    """The :class:`Theorem` of a :func:`theorem_record`."""
+    return Theorem(**json.loads(record))
+
+
+def agrees(row: Mapping[str, Any], text: str | None, kind: str | None) -> bool:
+    """Whether a stored Lean answer says what Lean says now (the state ``text``, or a failure of
+    ``kind``): the same printed state, or a failure of the same kind (a message may name
+    generated variables another process numbers otherwise)."""
+    if row["text"] is not None or text is not None:
+        return row["text"] == text
+    return row["error_kind"] == kind
+
+
 @dataclasses.dataclass(frozen=True)
 class CacheSpec:
     """A cache directory and the run-wide key parts a search stores its answers under (what
-    :func:`~burnqed.search.stage.search_to_dir` opens a :class:`CachedSource` with)."""
+    :func:`~burnqed.search.stage.search_to_dir` opens a :class:`CachedSource` with), the fraction
+    of Lean hits re-checked live (``cache_recheck``) and today's ``lean.tactic_timeout_s``."""
 
     dir: Path
     policy: Mapping[str, Any] | None  # policy_settings(...); None: the policy is not cached
     lean: Mapping[str, Any] | None  # lean_settings(...); None: Lean is not cached
+    recheck: float = 0.0
+    recheck_seed: int | None = None  # None: a fresh one per run (recorded in the block)
+    tactic_timeout_s: float | None = None
 
     def open(self, live: LiveSource) -> CachedSource:
-        return CachedSource(live, self.dir, policy=self.policy, lean=self.lean)
+        return CachedSource(live, self.dir, policy=self.policy, lean=self.lean,
+                            recheck=self.recheck, recheck_seed=self.recheck_seed,
+                            tactic_timeout_s=self.tactic_timeout_s)  # fmt: skip
 
 
 # --------------------------------------------------------------------------------------------
@@ -253,8 +390,10 @@ class CachedSource:
     :class:`~burnqed.search.sources.LiveSource`) on a miss (module docstring).
 
     ``policy`` / ``lean``: the run-wide key parts (:func:`policy_settings`, :func:`lean_settings`);
-    None leaves that kind uncached.  :meth:`close` writes what is still buffered and the run's
-    record (``runs/``); call it when the search ends, however it ends."""
+    None leaves that kind uncached.  ``recheck``: the fraction of Lean hits asked live again (its
+    draws from ``recheck_seed``: a fresh one when None); ``tactic_timeout_s``: a stored answer that
+    cost more is not served.  :meth:`close` writes what is still buffered and the run's record
+    (``runs/``); call it when the search ends, however it ends."""
 
     kind = "cache"
 
@@ -265,14 +404,22 @@ class CachedSource:
         *,
         policy: Mapping[str, Any] | None,
         lean: Mapping[str, Any] | None,
+        recheck: float = 0.0,
+        recheck_seed: int | None = None,
+        tactic_timeout_s: float | None = None,
         refresh_s: float = REFRESH_S,
         flush_rows: int = 1000,
         flush_s: float = 60.0,
     ) -> None:
+        if not 0.0 <= recheck <= 1.0:
+            raise ValueError(f"cache_recheck must be within [0, 1] (got {recheck})")
         self.live = live
         self.dir = Path(cache_dir)
         self.writer = new_writer_id()
         self.refresh_s = refresh_s
+        self.recheck = float(recheck)
+        self.recheck_seed = secrets.randbits(63) if recheck_seed is None else int(recheck_seed)
+        self.tactic_timeout_s = tactic_timeout_s
         self.policy_off = self._policy_off(policy)
         self.policy = dict(policy or {})
         self.lean = dict(lean or {})
@@ -283,27 +430,31 @@ class CachedSource:
         opts = {"writer": self.writer, "flush_rows": flush_rows, "flush_s": flush_s}
         self.policy_store: ShardStore | None = None
         if self.policy_off is None:
-            self.policy_store = ShardStore(
-                self.dir / "policy", POLICY_SCHEMA, settings=self.policy_settings, **opts
-            )
+            self.policy_store = ShardStore(self.dir / "policy", POLICY_SCHEMA,
+                                           settings=self.policy_settings, description=self.policy,
+                                           **opts)  # fmt: skip
         self.lean_store: ShardStore | None = None
         if lean is not None:
-            self.lean_store = ShardStore(
-                self.dir / "lean", LEAN_SCHEMA, settings=self.lean_settings, **opts
-            )
+            self.lean_store = ShardStore(self.dir / "lean", LEAN_SCHEMA,
+                                         settings=self.lean_settings, description=self.lean,
+                                         **opts)  # fmt: skip
         self._refreshed = time.monotonic()
         self.counts: dict[str, Counter] = {
             k: Counter()
-            for k in ("requests", "candidates", "lean", "starts", "not_stored", "states",
-                      "verifications")
+            for k in ("requests", "candidates", "lean", "starts", "not_stored", "not_served",
+                      "states", "verifications", "rechecks", "evicted")
         }  # fmt: skip
         self.seconds: Counter[str] = Counter()  # saved / spent per kind, rebuilds
+        # Attempts whose answers Lean refuted (to redo), and those redone with Lean asked live.
+        self._redo: set[tuple[str, int]] = set()
+        self._live_attempts: set[tuple[str, int]] = set()
         # lookup runs on the event loop, generate on the generator's thread: counts under a lock
         self._count_lock = threading.Lock()
         self._closed = False
         log.info(
-            "expansion cache %s: %d policy and %d Lean answers under this run's keys%s",
-            self.dir, len(self.policy_store or ()), len(self.lean_store or ()),
+            "expansion cache %s: %d policy and %d Lean answers under this run's keys; %g of the "
+            "Lean hits re-checked live%s",
+            self.dir, len(self.policy_store or ()), len(self.lean_store or ()), self.recheck,
             f"; policy not cached ({self.policy_off})" if self.policy_off else "",
         )  # fmt: skip
 
@@ -311,8 +462,8 @@ class CachedSource:
         """Why the policy is not cached in this run (None: it is)."""
         if policy is None:
             return "no policy key"
-        if not policy.get("deterministic", True):
-            return "the backend's answers are not deterministic (no seeded deterministic mode)"
+        if policy.get("uncached"):
+            return str(policy["uncached"])
         if not callable(getattr(self.live.generator, "raw_candidates", None)):
             return "the backend gives no per-candidate answers"
         return None
@@ -412,9 +563,70 @@ class CachedSource:
             if store is not None:
                 store.refresh()
 
+    def _recheck_drawn(self, key: str, theorem: str, attempt: int) -> bool:
+        """Whether this hit is re-checked: a draw of the run's own seeded hash of (key, theorem,
+        attempt) — no state shared with the search's draws, the same whatever order the
+        questions come in — below ``recheck``."""
+        if self.recheck <= 0.0:
+            return False
+        if self.recheck >= 1.0:
+            return True
+        h = hashlib.blake2b(f"{self.recheck_seed}\0{key}\0{theorem}\0{attempt}".encode(),
+                            digest_size=8)  # fmt: skip
+        return int.from_bytes(h.digest(), "big") / 2.0**64 < self.recheck
+
+    def _why_live(self, row: Mapping[str, Any], key: str, theorem: str, attempt: int,
+                  *, live_only: bool, tactic: bool) -> str | None:  # fmt: skip
+        """Why a held answer is asked live instead of served (None: served)."""
+        if live_only:
+            return "live"  # the attempt is redone with every Lean question asked live
+        limit = self.tactic_timeout_s
+        if tactic and limit is not None and row["cost_s"] > limit:
+            self.counts["not_served"]["over_time_limit"] += 1
+            return "over_time_limit"  # a live run would time out here today
+        if self._recheck_drawn(key, theorem, attempt):
+            self.counts["rechecks"]["asked"] += 1
+            return "recheck"
+        return None
+
+    def _answered_live(
+        self,
+        key: str,
+        row: Mapping[str, Any] | None,
+        why: str | None,
+        *,
+        text: str | None,
+        kind: str | None,
+        message: str | None,
+        cost_s: float,
+        question: Mapping[str, Any],
+    ) -> None:
+        """Lean answered ``key`` live (``row``: what the cache held, asked again because ``why``):
+        store a new answer; reconcile a held one — the same answer stands, a different one is a
+        disagreement (evicted, the live answer stored); a timeout stores and refutes nothing."""
+        if kind in NOT_STORED:
+            self.counts["not_stored"][kind] += 1
+            if row is not None and why == "recheck":
+                self.counts["rechecks"]["inconclusive"] += 1
+            return
+        if row is not None:
+            if agrees(row, text, kind):
+                if why == "recheck":
+                    self.counts["rechecks"]["agreed"] += 1
+                return
+            if why == "recheck":
+                self.counts["rechecks"]["disagreed"] += 1
+            said = row["text"] if row["text"] is not None else f"{row['error_kind']} failure"
+            now = text if text is not None else f"{kind} failure"
+            assert self.lean_store is not None
+            self.lean_store.evict(key, f"{why}: cached {said!r}, Lean now {now!r}")
+            self.counts["evicted"][why or "live"] += 1
+        self._store_lean(key, text, kind, message, cost_s, question)
+
     async def start(self, theorem: Theorem, attempt: int) -> Any:
         self._maybe_refresh()
         store = self.lean_store
+        live_only = (theorem.key, attempt) in self._live_attempts
         if store is None:
             session = CachedSession(self, theorem, attempt, None)
             await session.start_live()
@@ -422,32 +634,65 @@ class CachedSource:
         statement = statement_digest(theorem)
         key = start_key(self.lean_settings, statement)
         row = store.get(key)
+        why = None
         if row is not None:
-            self.counts["starts"]["hits"] += 1
-            self.seconds["lean_saved"] += row["cost_s"]
-            if row["text"] is None:
-                raise StartError(row["error"])
-            return CachedSession(self, theorem, attempt, row["text"], statement, row["cost_s"])
-        self.counts["starts"]["misses"] += 1
-        session = CachedSession(self, theorem, attempt, None, statement)
+            why = self._why_live(row, key, theorem.key, attempt, live_only=live_only, tactic=False)
+            if why is None:
+                self.counts["starts"]["hits"] += 1
+                self.seconds["lean_saved"] += row["cost_s"]
+                if row["text"] is None:
+                    raise StartError(row["error"])
+                return CachedSession(self, theorem, attempt, row["text"], statement, row["cost_s"])
+        else:
+            self.counts["starts"]["misses"] += 1
+        session = CachedSession(self, theorem, attempt, None, statement, live_only=live_only)
+        question = {"theorem": session.record, "path": [], "tactic": None}
         t0 = time.perf_counter()
         try:
             await session.start_live()
         except StartError as e:  # Lean's verdict on the statement: an answer (ReplError is not)
-            self._store_lean(key, None, "statement", str(e), time.perf_counter() - t0)
+            self._answered_live(key, row, why, text=None, kind="statement", message=str(e),
+                                cost_s=time.perf_counter() - t0, question=question)  # fmt: skip
             raise
         spent = time.perf_counter() - t0
         self.seconds["lean_spent"] += spent
-        self._store_lean(key, session.root.text, None, None, spent)
+        self._answered_live(key, row, why, text=session.root.text, kind=None, message=None,
+                            cost_s=spent, question=question)  # fmt: skip
         return session
 
     def _store_lean(
-        self, key: str, text: str | None, kind: str | None, error: str | None, cost: float
+        self,
+        key: str,
+        text: str | None,
+        kind: str | None,
+        error: str | None,
+        cost: float,
+        question: Mapping[str, Any] | None = None,
     ) -> None:
         assert self.lean_store is not None
         self.lean_store.put(
-            {"key": key, "text": text, "error_kind": kind, "error": error, "cost_s": float(cost)}
-        )
+            {"key": key, "text": text, "error_kind": kind, "error": error, "cost_s": float(cost),
+             **(question or {})}
+        )  # fmt: skip
+
+    def refuted(self, theorem: Theorem, attempt: int, key: str, e: AnswerRefuted) -> None:
+        """Lean refuted the cached answer ``key`` an attempt went on from: evict it, and redo the
+        attempt with every Lean question asked live (:meth:`redo`)."""
+        assert self.lean_store is not None
+        what = "fails" if e.live_text is None else "is printed otherwise"
+        if self.lean_store.evict(key, f"rebuild: the cached state {what} in Lean"):
+            self.counts["evicted"]["rebuild"] += 1
+        self._redo.add((theorem.key, attempt))
+
+    def redo(self, theorem: str, attempt: int) -> bool:
+        """Whether the engine should search ``attempt`` of ``theorem`` again (Lean refuted an
+        answer it went on from); the redo asks Lean every question live, so it is asked once."""
+        ident = (theorem, attempt)
+        if ident not in self._redo or ident in self._live_attempts:
+            return False
+        self._live_attempts.add(ident)
+        self.counts["states"]["redone_attempts"] += 1
+        return True
 
     async def verify(self, theorem: Theorem, tactics: Sequence[str], *, attempt: int) -> Any:
         """Always live: a proof found through cached answers is checked whole by Lean."""
@@ -490,7 +735,16 @@ class CachedSource:
             },
             "starts": {k: c["starts"][k] for k in ("hits", "misses")},
             "not_stored": dict(sorted(c["not_stored"].items())),
-            "states": {k: states[k] for k in ("adopted", "rebuilds", "disagreements")},
+            "not_served": dict(sorted(c["not_served"].items())),
+            "states": {
+                k: states[k] for k in ("adopted", "rebuilds", "disagreements", "redone_attempts")
+            },
+            "rechecks": {
+                "fraction": self.recheck,
+                "seed": self.recheck_seed,
+                **{k: c["rechecks"][k] for k in ("asked", "agreed", "disagreed", "inconclusive")},
+            },
+            "evicted": dict(sorted(c["evicted"].items())),
             "conflicts": conflicts,
             "written": {
                 "policy": self.policy_store.written if self.policy_store else 0,
@@ -516,7 +770,9 @@ class CachedSource:
 
 class CachedSession(AnsweredSession):
     """One attempt's proof session over the cache: cached outcomes where the cache has them, live
-    below them (:mod:`burnqed.search.answered`), and what live answered stored."""
+    below them (:mod:`burnqed.search.answered`), and what live answered stored.  Strict: an answer
+    Lean refutes while rebuilding ends the attempt, evicted, for a redo (:meth:`CachedSource.redo`).
+    ``live_only``: the redo, every question asked live and reconciled with what the cache held."""
 
     def __init__(
         self,
@@ -526,35 +782,60 @@ class CachedSession(AnsweredSession):
         root: str | None,
         statement: str | None = None,
         root_cost_s: float = 0.0,
+        *,
+        live_only: bool = False,
     ) -> None:
         super().__init__(theorem, attempt, root, live=source.live, counts=source.counts,
-                         root_cost_s=root_cost_s)  # fmt: skip
+                         root_cost_s=root_cost_s, strict=True)  # fmt: skip
         self.source = source
         self.statement = statement or statement_digest(theorem)
+        self.live_only = live_only
+        self.record = theorem_record(theorem)
+
+    def _step_key(self, sid: int) -> str:
+        """The cache key of the answer that made answered state ``sid`` (0: the start)."""
+        parent, tactic = self.step(sid)
+        if parent is None:
+            return start_key(self.source.lean_settings, self.statement)
+        return tactic_key(self.source.lean_settings, self.statement, parent.text, tactic)
+
+    async def _ask_lean(self, state: AnsweredState, tactic: str) -> Any:
+        try:
+            return await self.apply_live(state, tactic)
+        except AnswerRefuted as e:
+            if self.source.lean_store is not None:
+                self.source.refuted(self.theorem, self.attempt, self._step_key(e.sid), e)
+            raise
 
     async def apply(self, state: AnsweredState, tactic: str) -> Any:
         src = self.source
         store = src.lean_store
         if store is None:
-            return await self.apply_live(state, tactic)
+            return await self._ask_lean(state, tactic)
         key = tactic_key(src.lean_settings, self.statement, state.text, tactic)
         row = store.get(key)
+        why = None
         if row is not None:
-            src.counts["lean"]["hits"] += 1
-            src.seconds["lean_saved"] += row["cost_s"]
-            if row["text"] is None:
-                return TacticFailure(row["error_kind"], row["error"], 0.0)
-            return AnsweredSuccess(self.add(state.sid, tactic, row["text"], row["cost_s"]), (), 0.0)
-        src.counts["lean"]["misses"] += 1
-        r = await self.apply_live(state, tactic)  # an infrastructure error raises: never stored
+            why = src._why_live(row, key, self.theorem.key, self.attempt,
+                                live_only=self.live_only, tactic=True)  # fmt: skip
+            if why is None:
+                src.counts["lean"]["hits"] += 1
+                src.seconds["lean_saved"] += row["cost_s"]
+                if row["text"] is None:
+                    return TacticFailure(row["error_kind"], row["error"], 0.0)
+                child = self.add(state.sid, tactic, row["text"], row["cost_s"])
+                return AnsweredSuccess(child, (), 0.0)
+        else:
+            src.counts["lean"]["misses"] += 1
+        r = await self._ask_lean(state, tactic)  # an infrastructure error raises: never stored
         src.seconds["lean_spent"] += float(r.lean_time_s)
         st = getattr(r, "state", None)
-        if st is not None:
-            src._store_lean(key, st.text, None, None, r.lean_time_s)
-        elif r.kind in NOT_STORED:
-            src.counts["not_stored"][r.kind] += 1
-        else:
-            src._store_lean(key, None, r.kind, r.message, r.lean_time_s)
+        question = {"theorem": self.record, "path": self.path(state.sid), "tactic": tactic}
+        src._answered_live(
+            key, row, why, text=None if st is None else st.text,
+            kind=None if st is not None else r.kind, message=None if st is not None else r.message,
+            cost_s=float(r.lean_time_s), question=question,
+        )  # fmt: skip
         return r
 
     async def close(self) -> None:
@@ -567,12 +848,16 @@ __all__ = [
     "CacheSpec",
     "CachedSession",
     "CachedSource",
+    "agrees",
     "candidate_key",
     "lean_settings",
+    "local_hardware",
     "model_fingerprint",
     "policy_settings",
     "settings_digest",
     "start_key",
     "statement_digest",
     "tactic_key",
+    "theorem_of",
+    "theorem_record",
 ]

@@ -1,15 +1,22 @@
 """``burnqed cache``: look after the expansion cache (:mod:`burnqed.search.cache`).
 
-``stats`` prints its size, shards and entries per kind (policy candidates by model), and the hit
-rates by kind of every run that used it (each run's record in ``runs/``); ``prune --keep-models``
-drops the policy answers of every other model (Lean answers do not depend on the model and stay).
-The directory is the argument, else the config's ``cache`` (``--params`` + ``--configfile``).
+``stats`` prints its size, shards and entries per kind (policy candidates by model, Lean answers by
+toolchain and REPL), answers evicted, temporaries killed writers left, and the hit rates by kind of
+every run that used it (each run's record in ``runs/``); ``prune --keep-models`` drops the policy
+answers of every other model; ``prune --lean --toolchain T`` the Lean answers of a toolchain or REPL
+(``T``: a ``lean-toolchain`` such as ``leanprover/lean4:v4.9.0`` or its version ``v4.9.0``, a REPL
+``--version`` text, or a settings digest ``stats`` lists), ``prune --lean --all`` every Lean answer;
+``verify`` asks Lean again a ``--sample`` of the stored Lean questions (:mod:`burnqed.search.cache_verify`)
+and evicts what it now refutes (exit 1 when it found any).  The directory is the argument, else the
+config's ``cache`` (``--params`` + ``--configfile``, whose ``lean`` section ``verify`` uses).
 
 Example::
 
     burnqed cache stats --configfile config/demo.yaml
     burnqed cache stats results/cache --json
     burnqed cache prune results/cache --keep-models models/iter_1/merged models/iter_2/merged
+    burnqed cache prune results/cache --lean --toolchain leanprover/lean4:v4.9.0
+    burnqed cache verify --configfile config/demo.yaml --sample 0.1
 """
 
 from __future__ import annotations
@@ -25,10 +32,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
     p = subparsers.add_parser(
         "cache",
-        help="expansion cache: size, entries and hit rates by kind; prune by model",
+        help="expansion cache: size, entries and hit rates by kind; prune by model or toolchain; "
+        "re-check Lean answers",
         description=__doc__.split("\n\n")[0],
     )
-    p.add_argument("action", choices=("stats", "prune"))
+    p.add_argument("action", choices=("stats", "prune", "verify"))
     p.add_argument(
         "directory",
         nargs="?",
@@ -45,7 +53,31 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         help="prune: the models whose policy answers stay (model directories, served names or "
         "the digests `stats` lists)",
     )
-    p.add_argument("--json", action="store_true", help="stats: print JSON")
+    p.add_argument(
+        "--lean",
+        action="store_true",
+        help="prune: Lean answers (of --toolchain T, or --all)",
+    )
+    g = p.add_mutually_exclusive_group()
+    g.add_argument(
+        "--toolchain",
+        default=None,
+        metavar="T",
+        help="prune --lean: the toolchain or REPL whose answers go (a lean-toolchain, its version, "
+        "a REPL --version text, or a settings digest `stats` lists)",
+    )
+    g.add_argument("--all", action="store_true", help="prune --lean: every Lean answer")
+    p.add_argument(
+        "--sample",
+        type=float,
+        default=1.0,
+        metavar="F",
+        help="verify: the fraction of this configuration's Lean answers asked again (default 1)",
+    )
+    p.add_argument(
+        "--seed", type=int, default=0, help="verify: which rows the sample draws (default 0)"
+    )
+    p.add_argument("--json", action="store_true", help="stats, verify: print JSON")
     add_config_arguments(p)
     p.set_defaults(func=main)
     return p
@@ -78,13 +110,28 @@ def stats_markdown(s: dict) -> str:
     mib = 1 << 20
     lines = [f"# Expansion cache {s['dir']}: {s['bytes'] / mib:.1f} MiB", ""]
     kinds = [
-        [kind, k["shards"], k["rows"], f"{k['bytes'] / mib:.1f}"] for kind, k in s["kinds"].items()
+        [kind, k["shards"], k["rows"], k["evicted"], f"{k['bytes'] / mib:.1f}"]
+        for kind, k in s["kinds"].items()
     ]
-    lines += [*_table(["kind", "shards", "entries", "MiB"], kinds), ""]
+    lines += [*_table(["kind", "shards", "entries", "evicted", "MiB"], kinds), ""]
     models = s["kinds"]["policy"].get("rows_by_model") or {}
     if models:
         lines += [
             *_table(["model digest", "policy entries"], [list(m) for m in models.items()]),
+            "",
+        ]
+    lean = s["kinds"]["lean"].get("rows_by_settings") or {}
+    if lean:
+        rows = [[d, v["rows"], v["lean_toolchain"] or "–", v["lean_version"] or "–",
+                 v["repl_version"] or "–"] for d, v in lean.items()]  # fmt: skip
+        headers = ["Lean settings", "entries", "lean-toolchain", "lean --version", "REPL"]
+        lines += [*_table(headers, rows), ""]
+    temps = s.get("temporaries") or {}
+    if temps.get("files"):
+        lines += [
+            f"{temps['files']} temporary file(s), {temps['bytes'] / mib:.1f} MiB, not counted: "
+            "shards being written, or left by killed writers (`prune` removes those over an hour "
+            "old).",
             "",
         ]
     rates = [
@@ -97,9 +144,72 @@ def stats_markdown(s: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(args: argparse.Namespace) -> int:
+def _lean_matches(description: dict, value: str) -> bool:
+    """Whether a Lean settings description names the toolchain or REPL ``value``: one of its
+    labels (:func:`~burnqed.search.cache_store.lean_label`) is ``value`` or has it as a word."""
+    import re
+
+    from burnqed.search.cache_store import lean_label
+
+    for label in lean_label(description).values():
+        if label and (label == value or value in re.split(r"[\s,():/]+", str(label))):
+            return True
+    return False
+
+
+def _prune_lean(directory: Path, args: argparse.Namespace) -> dict:
+    from burnqed.config import InputError
+    from burnqed.search.cache_store import lean_label, prune, settings_descriptions, summary
+
+    if args.all:
+        return prune(directory, lambda settings: False, kind="lean", column="settings")
+    if args.toolchain is None:
+        raise InputError("prune --lean: name the answers to drop (--toolchain T, or --all)")
+    descriptions = settings_descriptions(directory)
+    held = summary(directory)["kinds"]["lean"].get("rows_by_settings") or {}
+    drop = {d for d, desc in descriptions.items() if _lean_matches(desc, args.toolchain)}
+    drop |= {d for d in held if d == args.toolchain}
+    if not drop:
+        known = sorted({str(v) for d in held for v in lean_label(descriptions.get(d)).values()
+                        if v} | set(held))  # fmt: skip
+        raise InputError(
+            f"prune --lean --toolchain {args.toolchain}: no Lean answers of that toolchain or "
+            f"REPL here (held: {', '.join(known) or 'none'}); nothing pruned"
+        )
+    return prune(directory, lambda settings: settings not in drop, kind="lean", column="settings")
+
+
+def _kept_models(directory: Path, models: list[str]) -> set[str]:
+    """The model digests and served names ``--keep-models`` keeps: a model directory here (by its
+    fingerprint), a digest or served name the store holds; a path that is not here is an error
+    (its answers would go silently), a bare name the store does not hold keeps nothing (warned)."""
+    import logging
+
     from burnqed.config import InputError
     from burnqed.search.cache import model_fingerprint
+    from burnqed.search.cache_store import summary
+
+    held = set(summary(directory)["kinds"]["policy"].get("rows_by_model") or {})
+    keep = set()
+    for m in models:
+        if Path(m).is_dir():
+            keep.add(model_fingerprint(m))
+        elif m in held or f"served:{m}" in held:
+            keep |= {m, f"served:{m}"}
+        elif "/" in m or m.startswith((".", "~")):
+            raise InputError(
+                f"prune --keep-models {m}: no such model directory here, and no policy answers "
+                "of a model served under that name; give its digest (`burnqed cache stats` lists "
+                "them) to keep its answers; nothing pruned"
+            )
+        else:
+            logging.getLogger(__name__).warning("prune --keep-models %s: no answers held", m)
+            keep.add(m)
+    return keep
+
+
+def main(args: argparse.Namespace) -> int:
+    from burnqed.config import InputError
     from burnqed.search.cache_store import prune, summary
 
     directory = _directory(args)
@@ -107,14 +217,44 @@ def main(args: argparse.Namespace) -> int:
         s = summary(directory)
         print(json.dumps(s, indent=2) if args.json else stats_markdown(s), end="")
         return 0
-    if not args.keep_models:
-        raise InputError("prune: name the models to keep (--keep-models MODEL …)")
-    # A model is kept by its directory's fingerprint, its served name, or the digest itself.
-    keep = {m for m in args.keep_models} | {model_fingerprint(m) for m in args.keep_models}
-    counts = prune(directory, lambda model: model in keep)
-    print(
-        f"kept {counts['kept']} policy entries, dropped {counts['dropped']} "
-        f"({counts['shards_replaced']} shard(s) rewritten)",
-        file=sys.stderr,
-    )
+    if args.action == "verify":
+        return _verify(directory, args)
+    if not args.keep_models and not args.lean:
+        raise InputError(
+            "prune: name what goes (--keep-models MODEL …, or --lean --toolchain T / --lean --all)"
+        )
+    if args.keep_models:
+        keep = _kept_models(directory, args.keep_models)
+        counts = prune(directory, lambda model: model in keep)
+        print(
+            f"kept {counts['kept']} policy entries, dropped {counts['dropped']} "
+            f"({counts['shards_replaced']} shard(s) rewritten, {counts['unreadable']} unreadable "
+            f"left as they are)",
+            file=sys.stderr,
+        )
+    if args.lean:
+        counts = _prune_lean(directory, args)
+        print(
+            f"kept {counts['kept']} Lean entries, dropped {counts['dropped']} "
+            f"({counts['shards_replaced']} shard(s) rewritten, {counts['unreadable']} unreadable "
+            f"left as they are)",
+            file=sys.stderr,
+        )
     return 0
+
+
+def _verify(directory: Path, args: argparse.Namespace) -> int:
+    from burnqed.config import InputError, LeanConfig, load_config
+    from burnqed.search.cache_verify import verify
+
+    if not 0.0 < args.sample <= 1.0:
+        raise InputError(f"verify --sample {args.sample}: a fraction within (0, 1] expected")
+    lean = LeanConfig.from_dict(dict(load_config(args).get("lean") or {}))
+    report = verify(directory, lean, sample=args.sample, seed=args.seed)
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        for key in ("rows", "other_settings_rows", "checked", "agreed", "disagreed",
+                    "inconclusive", "unreachable", "no_question", "errors", "evicted"):  # fmt: skip
+            print(f"{key}={report[key]}")
+    return 1 if report["disagreed"] else 0

@@ -102,7 +102,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 
 def main(args: argparse.Namespace) -> int:
-    from burnqed.config import cache_dir, load_config, resolve_seeds, validate_params
+    from burnqed.config import (
+        cache_dir,
+        cache_recheck,
+        load_config,
+        resolve_seeds,
+        validate_params,
+    )
     from burnqed.search.stage import SearchTerminated, TooManyErrors, run
 
     params = load_config(args)
@@ -130,6 +136,7 @@ def main(args: argparse.Namespace) -> int:
             shard=args.shard,
             log_dir=args.log_dir,
             cache=cache_dir(args, params),
+            cache_recheck=cache_recheck(args, params),
         )
     except SearchTerminated as e:
         return e.exit_code

@@ -702,12 +702,20 @@ async def search_from_source(
     results: list[SearchResult] = []
     t0 = time.perf_counter()
 
+    # A source that finds an answer it gave was wrong (the expansion cache: Lean refuted a cached
+    # state) asks for the attempt again; it answers the redo from Lean, so it happens once.
+    redo = getattr(source, "redo", None)
+
     async def worker() -> None:
         while work:
             theorem, a = work.popleft()
-            attempt = _Attempt(sched, source, cfg, theorem, a, use_value=value_model is not None,
-                               order=order)  # fmt: skip
-            result = await attempt.run()
+            while True:
+                attempt = _Attempt(sched, source, cfg, theorem, a,
+                                   use_value=value_model is not None, order=order)  # fmt: skip
+                result = await attempt.run()
+                if redo is None or not redo(theorem.key, a):
+                    break
+                log.warning("%s attempt %d: redone (%s)", theorem.key, a, "; ".join(result.reasons))
             if writer is not None:
                 writer.add(result)
             if on_result is not None:

@@ -23,7 +23,10 @@ search's requests, to :meth:`AnswerSource.generate` on the generator's thread (c
 - the expansion cache (issue 31) — reads through to live on a miss and stores what live returned.
 
 Each source reports what answered what in :meth:`AnswerSource.stats` (a JSON-able dict a manifest
-or an eval JSON carries: hits, misses, unexpanded nodes, rebuilt states, disagreements).
+or an eval JSON carries: hits, misses, unexpanded nodes, rebuilt states, disagreements).  A source
+may also have ``redo(theorem, attempt) -> bool``, which the engine asks after each attempt: True
+when an answer the attempt went on from proved wrong (the expansion cache: Lean refuted a cached
+state), and the attempt is searched again.
 
 Example (with a policy ``gen`` and a ``LeanPool`` or fake environment ``env``)::
 

@@ -304,6 +304,18 @@ def _machine() -> dict[str, Any]:
     return machine()
 
 
+def recheck_fraction(value: float | str | None) -> float:
+    """``cache_recheck`` as a number in [0, 1] (a rule passes it as a string: Snakemake rounds
+    numeric resources); anything else is an :class:`~burnqed.config.InputError` naming it."""
+    try:
+        fraction = float(value or 0.0)
+    except (TypeError, ValueError):
+        fraction = float("nan")
+    if not 0.0 <= fraction <= 1.0:
+        raise InputError(f"cache_recheck: a fraction within [0, 1] expected (got {value!r})")
+    return fraction
+
+
 def check_repl(cfg: LeanConfig) -> str:
     """``lean.repl_command --version`` answers a version burnqed speaks; returns its text."""
     from burnqed.lean.client import read_version
@@ -552,6 +564,7 @@ def run(
     log_dir: Path | None = None,
     kind: str = "search",
     cache: Path | str | None = None,
+    cache_recheck: float | str = 0.0,
     order: str = "priority",
 ) -> dict:
     """The search stage (see the module docstring); returns the manifest.
@@ -559,7 +572,8 @@ def run(
     ``cache``: the expansion cache's directory (:mod:`burnqed.search.cache`; None: no cache) — a
     machine setting like the thread count, in no fingerprint: the results are the same with it,
     only the manifest's ``cache`` block and the clock fields differ, and a resume may add or drop
-    it.
+    it.  ``cache_recheck``: the fraction of its Lean hits asked live again (``cache_recheck`` in
+    params.yaml, a machine setting too; a string from a rule's resources is read as a number).
 
     ``kind`` (``search`` | ``eval``) goes into the manifest: an eval's trajectories are benchmark
     proofs, which training stages refuse (:func:`burnqed.ebm.groups.eval_output`).
@@ -589,6 +603,7 @@ def run(
         raise InputError(f"search order must be one of {', '.join(SEARCH_ORDERS)} (got {order!r})")
     if order == "random" and ebm is not None:
         raise InputError(f"{ebm}: a random-order search pops no value model's choice; pass no EBM")
+    recheck = recheck_fraction(cache_recheck)
     pool_theorems = shard_theorems(read_theorem_file(Path(theorems)), shard)
     if temperature is None:
         temperature = search_cfg.temperature_with_ebm if ebm else search_cfg.temperature
@@ -660,6 +675,8 @@ def run(
                 Path(cache),
                 policy=policy_settings(generator, policy_cfg),
                 lean=lean_settings(lean_cfg, repl_version),
+                recheck=recheck,
+                tactic_timeout_s=lean_cfg.tactic_timeout_s,
             )
 
         async def main() -> dict:

@@ -67,6 +67,9 @@ SAMPLES = {
     "I": "1",
     "R": "store",
     "KEY": "toy0000",
+    "TOOLCHAIN": "leanprover/lean4:v4.9.0",
+    "FRACTION": "0.1",
+    "SEED": "3",
 }
 _PLACEHOLDER = re.compile(r"^([A-Z][A-Z_]*)(?:\.\.\.|…)?$")
 

@@ -126,6 +126,9 @@ def test_the_expansion_cache_is_a_machine_setting_that_reruns_nothing(touched):
         for value in (None, "elsewhere/cache"):
             overlay.write_text(yaml.safe_dump({**yaml.safe_load(before), "cache": value}))
             assert planned(work) == {}, value
+        # The share of Lean hits re-checked live (issue 48) is a machine setting too.
+        overlay.write_text(yaml.safe_dump({**yaml.safe_load(before), "cache_recheck": 0.5}))
+        assert planned(work) == {}
     finally:
         overlay.write_bytes(before)
     r = snakemake(work, "-n", "--quiet", "rules", "--config", "cache=")
@@ -142,6 +145,9 @@ def test_the_expansion_cache_is_a_machine_setting_that_reruns_nothing(touched):
                 assert resource in block, block
             else:
                 assert "expansion_cache" not in block, block
+            # params.yaml's re-check share reaches each job as a string resource (Snakemake
+            # rounds a numeric one), cache or not.
+            assert "cache_recheck=0.02" in block, block
 
 
 def test_the_no_ebm_twins_search_after_their_ebm_evals(touched):

@@ -24,4 +24,5 @@ with to_log_file(snakemake.log[0]):
         shard=(int(snakemake.wildcards.shard), p.search["shards"]),
         log_dir=Path(snakemake.log[0]).with_suffix(".repl"),  # this job's REPL stderr logs
         cache=snakemake.resources.get("expansion_cache"),  # a machine setting: rules/common.smk
+        cache_recheck=snakemake.resources.get("cache_recheck", 0.0),  # a string: rules/common.smk
     )
