@@ -19,7 +19,8 @@ def seed_of(kind):
 
 def benchmark_seed(wildcards):
     """The seed of a generated held-out split: the benchmark's for test and dev; none for valid
-    (the search pool is the data's: seed_of("data")), so a new benchmark seed reruns no pool."""
+    (the search pool is the data's: seed_of("data")), so a new benchmark seed reruns no pool.
+    """
     return None if wildcards.split == "valid" else seed_of("benchmark")
 
 
@@ -160,7 +161,9 @@ def features_label(wildcards):
 def depth_twin_label(wildcards):
     """``iter_1 depth twin`` (iteration {i}'s model), ``iter_1 A depth twin`` (configuration {c}'s)."""
     c = wildcards.get("c")
-    return f"iter_{wildcards.i} {c} depth twin" if c else f"iter_{wildcards.i} depth twin"
+    return (
+        f"iter_{wildcards.i} {c} depth twin" if c else f"iter_{wildcards.i} depth twin"
+    )
 
 
 def depth_twin_eval(i, c):
