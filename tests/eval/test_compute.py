@@ -12,7 +12,9 @@ import pytest
 from burnqed.config import InputError
 from burnqed.eval import compute
 from burnqed.eval.paired import mcnemar_p
-from burnqed.trajectory import NODE_SCHEMA, SUMMARY_SCHEMA, write_parquet_atomic
+from burnqed.trajectory import NODE_SCHEMA, SUMMARY_SCHEMA, read_summary, write_parquet_atomic
+from tests.eval.conftest import toy_search
+from tests.search.fakes import RandomToyPolicy, toy_theorems
 
 CONFIG = {"max_nodes": 100, "attempts": 1, "temperature": 0.8}
 
@@ -194,3 +196,22 @@ def test_a_missing_training_summary_is_named(loop, tmp_path):
     with pytest.raises(InputError, match=r"training_summary\.json"):
         compute.compute_report([loop["iter_0"], loop["iter_1"]], [loop["only_1"]],
                                {1: tmp_path / "nothing"})  # fmt: skip
+
+
+def test_real_search_directories_are_counted_from_their_own_rows(tmp_path):
+    """Searches written by the search stage itself (toy policy and prover): the counts are the
+    summary rows' sums, tokens included, and each search is paired with its control."""
+    theorems = toy_theorems(10, seed=8, low=5, high=20)
+    dirs = {}
+    for name, seed in (("iter_0", 1), ("iter_1", 2), ("only_1", 3)):
+        toy_search(tmp_path / name, theorems, RandomToyPolicy(seed=seed), max_nodes=12)
+        dirs[name] = tmp_path / name
+    r = compute.compute_report([dirs["iter_0"], dirs["iter_1"]], [dirs["only_1"]])
+    for label, name in (("iter_0 search", "iter_0"), ("iter_1 search only", "only_1")):
+        rows = read_summary(dirs[name]).table.to_pylist()
+        s = r["searches"][label]
+        assert s["tokens"] == sum(x["tokens"] for x in rows) > 0
+        assert s["nodes_expanded"] == sum(x["nodes_expanded"] for x in rows) > 0
+        assert s["proved"] == len({x["theorem"] for x in rows if x["status"] == "proved"})
+    (t,) = r["paired"]
+    assert t["theorems"] == 10 == t["gained"] + t["lost"] + t["both"] + t["neither"]
