@@ -240,8 +240,8 @@ def compute_report(
         "curves": {arm: curve(ss, pool) for arm, ss in arms.items()},
         "paired": paired,
         "training": {
-            "note": "stated apart: not added to either arm's search compute; the search-only arm "
-            "trains nothing after iteration 0 (whose adapter both arms share)",
+            "note": "stated apart, not added to either arm's search compute: the search-only arm "
+            "trains nothing after iteration 0, whose adapter both arms share",
             "iterations": training_compute(training or {}),
         },
     }
@@ -307,7 +307,7 @@ def compute_markdown(report: Mapping[str, Any]) -> str:
     training = report["training"]["iterations"]
     if training:
         lines += [
-            "Training, stated apart (" + report["training"]["note"] + "):",
+            "Training, " + report["training"]["note"] + ":",
             "",
             markdown_table(
                 ["adapter", "steps", "examples", "tokens"],
