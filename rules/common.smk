@@ -117,6 +117,25 @@ def search_seed_salt(wildcards):
     return f"search/iter_{i}" if i > 0 else None
 
 
+def search_only_salt(wildcards):
+    """The salt of iteration {i}'s search-only control, "search_only/iter_{i}" (search_only_shard),
+    distinct from iteration {i}'s own search ("search/iter_{i}") and from iteration 0's (unsalted),
+    so the control draws samples of its own, not the searches' it is compared with."""
+    return f"search_only/iter_{int(wildcards.i)}"
+
+
+def expert_searches(config):
+    """Every iteration's search, the last one's too (the default target does not build it): the
+    expert-iteration arm of compute_report, the compute comparison."""
+    return [f"results/iter_{i}/search/manifest.json" for i in range(config["iterations"])]
+
+
+def search_only_controls(config):
+    """The search-only controls of iterations >= 1: the other arm of compute_report."""
+    n = config["iterations"]
+    return [f"results/iter_{i}/search_only/manifest.json" for i in range(1, n)]
+
+
 def ebm_searches(wildcards):
     """Manifests of the searches the EBM of iteration {i} learns from (= earlier_searches)."""
     return earlier_searches(wildcards)

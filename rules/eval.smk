@@ -534,3 +534,35 @@ rule compare:
         code=code_digest("eval_compare"),
     script:
         "../workflow/scripts/eval_compare.py"
+
+
+# Expert iteration against search only at the same compute (Polu et al. 2022; burnqed/eval/compute.py):
+# the cumulative pool pass rate of each arm against its node expansions and generated tokens, and
+# each iteration's search paired with its search-only control (rules/search.smk search_only).  Not in
+# `all` (it searches the last iteration's pool and every control): `snakemake results/compute.md`.
+rule compute_report:
+    input:
+        expert=expert_searches(config),
+        search_only=search_only_controls(config),
+        # What training spent, stated apart (each adapter's training_summary.json).
+        adapters=expand(
+            "models/iter_{i}/adapter",
+            i=range(lookup(dpath="iterations", within=config)),
+        ),
+    output:
+        json="results/compute.json",
+        md="results/compute.md",
+    log:
+        "logs/eval/compute.log",
+    benchmark:
+        "logs/benchmarks/eval/compute.tsv"
+    conda:
+        "../workflow/envs/burnqed.yaml"
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    params:
+        code=code_digest("eval_compute"),
+    script:
+        "../workflow/scripts/eval_compute.py"

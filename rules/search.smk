@@ -200,3 +200,62 @@ rule search_baseline:
         code=code_digest("search_gather"),
     script:
         "../workflow/scripts/search_gather.py"
+
+
+# Search only, the expert iteration's compute-matched control (Polu et al. 2022; issue 45): iteration
+# {i}'s pool (i >= 1) searched again by iteration 0's model — no training, no value model, so at the
+# search's own temperature, as iteration 0 — with the same budget, attempts and config and seeds of
+# its own (rules/common.smk search_only_salt).  Not in `all`: rule compute_report (rules/eval.smk)
+# pairs it with iteration {i}'s search and counts each one's node expansions and generated tokens.
+rule search_only_shard:
+    input:
+        model="models/iter_0/merged",
+        theorems="results/iter_{i}/search_pool.jsonl",
+    output:
+        "results/iter_{i}/search_only/shard_{shard}/manifest.json",
+    log:
+        "logs/search/iter_{i}_search_only_shard_{shard}.log",
+    benchmark:
+        "logs/benchmarks/search/iter_{i}_search_only_shard_{shard}.tsv"
+    wildcard_constraints:
+        # iteration 0's control is iteration 0's search itself
+        i="[1-9][0-9]*",
+    conda:
+        "../workflow/envs/burnqed.yaml"
+    threads: lookup(dpath="threads/search", within=config)
+    resources:
+        gpu=1,
+        mem_mb=32000,
+        runtime=720,
+        # The expansion cache: a machine setting like threads (params.yaml `cache`), not a param.
+        expansion_cache=lookup(dpath="cache", within=config),
+        cache_recheck=cache_recheck_setting(),
+    params:
+        search=lookup(dpath="search", within=config),
+        lean=lookup(dpath="lean", within=config),
+        policy=lookup(dpath="policy", within=config),
+        seed=seed_of("train"),
+        seed_salt=search_only_salt,
+        code=code_digest("search_shard", "lean", "policy"),
+    script:
+        "../workflow/scripts/search_shard.py"
+
+
+rule search_only:
+    input:
+        expand(
+            "results/iter_{{i}}/search_only/shard_{shard}/manifest.json",
+            shard=range(lookup(dpath="search/shards", within=config)),
+        ),
+    output:
+        "results/iter_{i}/search_only/manifest.json",
+    log:
+        "logs/search/iter_{i}_search_only_gather.log",
+    benchmark:
+        "logs/benchmarks/search/iter_{i}_search_only_gather.tsv"
+    conda:
+        "../workflow/envs/burnqed.yaml"
+    params:
+        code=code_digest("search_gather"),
+    script:
+        "../workflow/scripts/search_gather.py"
