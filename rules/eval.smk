@@ -28,6 +28,7 @@ rule eval_baseline:
         "logs/eval/baseline.log",
     benchmark:
         "logs/benchmarks/eval/baseline.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: lookup(dpath="threads/eval", within=config)
@@ -80,6 +81,7 @@ rule eval:
         "logs/eval/iter_{i}.log",
     benchmark:
         "logs/benchmarks/eval/iter_{i}.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: lookup(dpath="threads/eval", within=config)
@@ -122,6 +124,7 @@ rule eval_longer:
         "logs/eval/iter_{i}_longer.log",
     benchmark:
         "logs/benchmarks/eval/iter_{i}_longer.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: lookup(dpath="threads/eval", within=config)
@@ -144,13 +147,12 @@ rule eval_longer:
 
 
 # The EBM ablation: the same model, theorems, seeds and sampling temperature (eval.temperature, as
-# every eval), without the EBM.
+# every eval), without the EBM.  It waits for nothing it does not read: needing no EBM it is ready
+# before its twin with the EBM, which then finds in the expansion cache what the two share (as
+# configuration S's pair below; docs/performance.md).
 rule eval_no_ebm:
     input:
         model="models/iter_{i}/merged",
-        # Order only (ancient: its date reruns nothing): the twin searches after the eval with the
-        # EBM, so the expansion cache answers what both ask and the twin pays only for what differs.
-        after=ancient("results/iter_{i}/eval.json"),
         benchmark=expand(
             "data/benchmarks/{name}.jsonl",
             name=lookup(dpath="eval/benchmark", within=config),
@@ -167,6 +169,7 @@ rule eval_no_ebm:
         "logs/eval/iter_{i}_no_ebm.log",
     benchmark:
         "logs/benchmarks/eval/iter_{i}_no_ebm.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: lookup(dpath="threads/eval", within=config)
@@ -208,6 +211,7 @@ rule eval_config:
         "logs/eval/iter_{i}_{c}.log",
     benchmark:
         "logs/benchmarks/eval/iter_{i}_{c}.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: lookup(dpath="threads/eval", within=config)
@@ -232,7 +236,6 @@ rule eval_config:
 rule eval_config_no_ebm:
     input:
         model="models/iter_{i}/configs/S/merged",
-        after=ancient("results/iter_{i}/configs/S/eval.json"),  # order only, as eval_no_ebm
         benchmark=expand(
             "data/benchmarks/{name}.jsonl",
             name=lookup(dpath="eval/benchmark", within=config),
@@ -247,6 +250,7 @@ rule eval_config_no_ebm:
         "logs/eval/iter_{i}_S_no_ebm.log",
     benchmark:
         "logs/benchmarks/eval/iter_{i}_S_no_ebm.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: lookup(dpath="threads/eval", within=config)
@@ -283,6 +287,7 @@ rule replay_ebm:
         "logs/eval/iter_{i}_replay.log",
     benchmark:
         "logs/benchmarks/eval/iter_{i}_replay.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: 1
@@ -312,6 +317,7 @@ rule replay_config:
         "logs/eval/iter_{i}_{c}_replay.log",
     benchmark:
         "logs/benchmarks/eval/iter_{i}_{c}_replay.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: 1
@@ -346,6 +352,7 @@ rule replay_features:
         "logs/eval/iter_{i}_replay_features.log",
     benchmark:
         "logs/benchmarks/eval/iter_{i}_replay_features.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: 1
@@ -388,6 +395,7 @@ rule eval_features:
         "logs/eval/iter_{i}_features.log",
     benchmark:
         "logs/benchmarks/eval/iter_{i}_features.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: lookup(dpath="threads/eval", within=config)
@@ -429,6 +437,7 @@ rule compare:
         "logs/eval/compare.log",
     benchmark:
         "logs/benchmarks/eval/compare.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: 1
@@ -442,3 +451,10 @@ rule compare:
         code=code_digest("eval_compare"),
     script:
         "../workflow/scripts/eval_compare.py"
+
+
+# One study seed: the evals the confirmation's primary comparisons read and what they need, nothing
+# else (rules/common.smk study_seed_files; docs/performance.md "One study seed").
+rule study_seed:
+    input:
+        study_seed_inputs,

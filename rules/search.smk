@@ -24,6 +24,7 @@ rule search_shard:
         "logs/search/iter_{i}_shard_{shard}.log",
     benchmark:
         "logs/benchmarks/search/iter_{i}_shard_{shard}.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: lookup(dpath="threads/search", within=config)
@@ -58,6 +59,7 @@ rule search_pool_select:
         "logs/search/iter_{i}_pool.log",
     benchmark:
         "logs/benchmarks/search/iter_{i}_pool.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: 2
@@ -84,6 +86,7 @@ rule search_noise_shard:
         "logs/search/iter_0_noise_shard_{shard}.log",
     benchmark:
         "logs/benchmarks/search/iter_0_noise_shard_{shard}.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: lookup(dpath="threads/search", within=config)
@@ -120,6 +123,7 @@ rule search_baseline_shard:
         "logs/search/baseline_shard_{shard}.log",
     benchmark:
         "logs/benchmarks/search/baseline_shard_{shard}.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: lookup(dpath="threads/search", within=config)
@@ -151,6 +155,7 @@ rule search:
         "logs/search/iter_{i}_gather.log",
     benchmark:
         "logs/benchmarks/search/iter_{i}_gather.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     params:
@@ -171,6 +176,7 @@ rule search_noise:
         "logs/search/iter_0_noise_gather.log",
     benchmark:
         "logs/benchmarks/search/iter_0_noise_gather.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     params:
@@ -191,6 +197,7 @@ rule search_baseline:
         "logs/search/baseline_gather.log",
     benchmark:
         "logs/benchmarks/search/baseline_gather.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     params:
