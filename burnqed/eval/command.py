@@ -8,6 +8,7 @@ Example::
     burnqed compare results/baseline/eval.json results/iter_*/eval.json \\
         --control results/iter_0/eval_longer.json --out results/compare.md
     burnqed summary results/iter_0/search/shard_0
+    burnqed timing . --cores 2
 """
 
 from __future__ import annotations
@@ -91,6 +92,21 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     s.add_argument("--json", action="store_true", help="print JSON instead of markdown")
     s.set_defaults(func=main_summary)
 
+    t = subparsers.add_parser(
+        "timing",
+        help="where a run's wall time went: busy cores, critical path (Snakemake's own files)",
+        description="From logs/benchmarks/ and .snakemake/metadata/ of a run directory: wall time, "
+        "job-seconds, CPU seconds, the cores' busy fraction, the DAG's critical path and the "
+        "lower bound no schedule beats; name=value lines (burnqed.eval.timing).",
+    )
+    t.add_argument("run", type=Path, nargs="?", default=Path("."), metavar="RUN_DIR",
+                   help="the run's directory (default: here)")  # fmt: skip
+    t.add_argument("--cores", type=int, default=2, help="the run's --cores (default 2)")
+    t.add_argument("--targets", nargs="+", default=(), metavar="FILE",
+                   help="only the jobs that built these outputs (e.g. a study seed's evals)")  # fmt: skip
+    t.add_argument("--json", action="store_true", help="print JSON instead of name=value lines")
+    t.set_defaults(func=main_timing)
+
 
 def main_eval(args: argparse.Namespace) -> int:
     from burnqed.config import cache_dir, load_config
@@ -151,4 +167,20 @@ def main_summary(args: argparse.Namespace) -> int:
 
     s = summarise_dir(args.directory)
     print(json.dumps(s, indent=2, default=str) if args.json else summary_markdown(s))
+    return 0
+
+
+def main_timing(args: argparse.Namespace) -> int:
+    from burnqed.config import InputError
+    from burnqed.eval.timing import run_timing, timing_lines
+
+    if args.cores < 1:
+        raise InputError(f"--cores must be >= 1, got {args.cores}")
+    try:
+        t = run_timing(args.run, cores=args.cores, targets=args.targets)
+    except ValueError as e:
+        raise InputError(f"{args.run}: {e}") from None
+    if t is None:
+        raise InputError(f"{args.run}: no Snakemake records (.snakemake/metadata) of finished jobs")
+    print(json.dumps(t, indent=2) if args.json else "\n".join(timing_lines(t)))
     return 0
