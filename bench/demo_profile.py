@@ -45,6 +45,14 @@ Prints (parameters first; then these figures, one ``name=value`` a line):
 - ``search_repl_cpu_s``: the REPL processes' own CPU
 - ``search_repl_wait_s``: summed wall time of the Lean calls (overlaps the rest)
 - ``search_expansions``: expansions the search made
+- ``search_forward_cpu_s``: the generator thread's CPU seconds in forward passes (the
+  ``_cpu_s`` figures: each thread's CPU clock read at every sample, its advance filed under what
+  the thread is doing then — unlike the wall figures, not inflated by a busy machine)
+- ``search_sampling_cpu_s``: its CPU seconds drawing tokens, log-probs, stop checks
+- ``search_tokenise_cpu_s``: its CPU seconds tokenising and decoding
+- ``search_main_cpu_s``: the main thread's CPU seconds from the first sample on (engine, Lean
+  client, I/O, loading: a thread that computes in bursts between waits cannot be split by
+  sampling its clock)
 - ``search_forward_fraction``: forward passes over the job's wall time
 - ``search_generation_fraction``: forward + sampling + tokenisation over the job's wall time
 - ``search_start_fraction``: process start and imports over the job's wall time
@@ -59,6 +67,10 @@ Prints (parameters first; then these figures, one ``name=value`` a line):
 - ``train_eval_s``: the validation passes (``sft.eval_steps``)
 - ``train_checkpoint_s``: writing checkpoints and the adapter
 - ``train_other_s``: everything else (the trainer's own Python, logging)
+- ``train_step_cpu_s``: the main thread's CPU seconds in forward, backward and optimizer (the
+  other torch thread's work is not in it)
+- ``train_eval_cpu_s``: its CPU seconds in the validation passes
+- ``train_data_cpu_s``: its CPU seconds reading and tokenising the data
 - ``train_step_fraction``: forward + backward + optimizer over the job's wall time
 - ``train_eval_fraction``: validation over the job's wall time
 
@@ -74,6 +86,7 @@ Example::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -163,6 +176,7 @@ class Sampler(threading.Thread):
         super().__init__(name="bench-sampler", daemon=True)
         self.rules, self.interval = rules, interval
         self.counts: Counter[tuple[str, str]] = Counter()
+        self.cpu: Counter[tuple[str, str]] = Counter()  # each thread's CPU seconds, by category
         self.ticks = 0
         self.halt = threading.Event()
 
@@ -182,21 +196,32 @@ class Sampler(threading.Thread):
 
     def run(self) -> None:
         self.started = time.perf_counter()
+        clocks: dict[int, float] = {}  # each thread's CPU clock at the previous tick
         while not self.halt.wait(self.interval):
-            names = {t.ident: t.name for t in threading.enumerate()}
+            threads = {t.ident: t for t in threading.enumerate()}
             self.ticks += 1
             for ident, frame in sys._current_frames().items():
-                name = names.get(ident, "")
+                thread = threads.get(ident)
                 for prefix, (rules, default) in self.rules.items():
-                    if name.startswith(prefix):
-                        self.counts[(prefix, self.classify(frame, rules, default))] += 1
+                    if thread is not None and thread.name.startswith(prefix):
+                        category = self.classify(frame, rules, default)
+                        self.counts[(prefix, category)] += 1
+                        # The thread's CPU since the last tick, filed under what it does now.
+                        with contextlib.suppress(OSError, AttributeError):
+                            now = time.clock_gettime(time.pthread_getcpuclockid(ident))
+                            self.cpu[(prefix, category)] += now - clocks.get(ident, now)
+                            clocks[ident] = now
         self.elapsed = time.perf_counter() - self.started
 
     def seconds(self) -> dict[str, dict[str, float]]:
+        """Per thread and category: wall seconds (share of the samples) and, under ``<category>
+        cpu``, the thread's CPU seconds."""
         per = self.elapsed / max(self.ticks, 1)
         out: dict[str, dict[str, float]] = {}
         for (thread, category), n in self.counts.items():
             out.setdefault(thread, {})[category] = n * per
+        for (thread, category), cpu in self.cpu.items():
+            out.setdefault(thread, {})[f"{category} cpu"] = cpu
         return out
 
 
@@ -367,6 +392,10 @@ def search_figures(f: dict) -> dict[str, float]:
         "search_repl_cpu_s": f["children_cpu_s"],
         "search_repl_wait_s": f["repl_wait_s"],
         "search_expansions": f["expansions"],
+        "search_forward_cpu_s": gen.get("forward cpu", 0.0),
+        "search_sampling_cpu_s": gen.get("sampling cpu", 0.0),
+        "search_tokenise_cpu_s": gen.get("tokenise cpu", 0.0),
+        "search_main_cpu_s": sum(v for k, v in main.items() if k.endswith(" cpu")),
         "search_forward_fraction": forward / wall,
         "search_generation_fraction": (forward + sampling + tokenise) / wall,
         "search_start_fraction": f["start_s"] / wall,
@@ -394,6 +423,11 @@ def train_figures(f: dict) -> dict[str, float]:
                 "other",
             )
         },
+        "train_step_cpu_s": sum(
+            main.get(f"{k} cpu", 0.0) for k in ("forward", "backward", "optimizer")
+        ),
+        "train_eval_cpu_s": main.get("eval cpu", 0.0),
+        "train_data_cpu_s": main.get("data cpu", 0.0),
         "train_step_fraction": step / wall,
         "train_eval_fraction": main.get("eval", 0.0) / wall,
     }
