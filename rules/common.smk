@@ -127,7 +127,9 @@ def search_only_salt(wildcards):
 def expert_searches(config):
     """Every iteration's search, the last one's too (the default target does not build it): the
     expert-iteration arm of compute_report, the compute comparison."""
-    return [f"results/iter_{i}/search/manifest.json" for i in range(config["iterations"])]
+    return [
+        f"results/iter_{i}/search/manifest.json" for i in range(config["iterations"])
+    ]
 
 
 def search_only_controls(config):
@@ -293,3 +295,99 @@ def iteration_config_set(wildcards):
 def iteration_config_files(wildcards):
     s = iteration_config_set(wildcards)
     return sorted(set(_set_files(s))) if s else []
+
+
+# Scheduling (docs/performance.md "Scheduling").  Among the jobs whose inputs exist, `snakemake
+# --cores N` starts the set of the largest summed priority that fits in N cores.  A job's tier
+# follows the estimated length of its longest chain to the end of the run (the demo's critical
+# path: data, base, iteration 0's training and searches, configuration A's EBM, joint training,
+# iteration 1's evals); its priority is 3**tier for a one-thread job and 2 * 3**tier + 1 for a
+# two-thread one, so a job outranks any two of a lower tier, and a two-thread job any two of its
+# own tier that would take its cores.  A tier is a number, or per iteration (first, later), or per
+# value-model configuration.
+TIERS = {
+    "fetch_benchmark": 8,
+    "benchmark_split": 8,
+    "proplogic_benchmark_split": 8,
+    "tactic_pairs": 8,
+    "search_pool": 8,
+    "base_model": 8,
+    "sft": (7, 6),
+    "merge": (7, 4),
+    "search_shard": 7,
+    "search_noise_shard": 7,
+    "search": 7,
+    "search_noise": 7,
+    "ebm_embed_config": {"A": 6, "S": 4},
+    "ebm_train_config": {"A": 6, "S": 3, "B": 3},
+    "sft_only": 5,
+    "merge_sft_only": 4,
+    "eval_no_ebm": 4,
+    "ebm_embed": 4,
+    "eval_baseline": 4,
+    "ebm_export_joint": 3,
+    "ebm_train": 3,
+    "eval_config_no_ebm": 3,
+    "value_features": 3,
+    "value_depth_twin": 3,
+    "eval_depth_twin": 3,
+    "replay_features": 3,
+    "eval_longer": 3,
+    "eval": (3, 2),
+    "eval_features": 2,
+    "eval_config": 2,
+    "eval_config_depth_twin": 2,
+    "ebm_metrics": 1,
+    "ebm_metrics_config": 1,
+    "replay_ebm": 1,
+    "replay_config": 1,
+    "search_pool_select": 1,
+    "search_baseline_shard": 0,
+    "search_baseline": 0,
+    "search_only_shard": 0,
+    "search_only": 0,
+    "compute_report": 0,
+    "report": 0,
+    "report_cross": 0,
+    "compare": 0,
+    "summary": 0,
+}
+TWO_THREADS = {"base_model", "sft", "sft_only", "merge", "merge_sft_only", "ebm_embed",
+               "ebm_embed_config", "ebm_train", "ebm_train_config", "ebm_metrics",
+               "ebm_metrics_config", "search_pool_select"}  # fmt: skip
+
+
+def job_priority(wildcards, rulename):
+    """The priority of a job of rule `rulename` (TIERS above)."""
+    tier = TIERS[rulename]
+    if isinstance(tier, tuple):
+        tier = tier[0] if wildcards.get("i") == "0" else tier[1]
+    elif isinstance(tier, dict):
+        tier = tier[wildcards.c]
+    return 2 * 3**tier + 1 if rulename in TWO_THREADS else 3**tier
+
+
+def study_seed_inputs(wildcards):
+    return study_seed_files(config)
+
+
+def study_seed_files(config):
+    """One study seed (docs/performance.md "One study seed"): the evals the confirmation's primary
+    comparisons read — the last iteration's eval with its value head (C), without it (its no-EBM
+    twin) and with the depth-fitted twin (the stronger of the two is C's control), and the
+    iteration before it: its eval and its search-longer control.  Snakemake builds what
+    they need and nothing else: no configurations A/S/B evals, replays, feature value, metrics or
+    reports (A's EBM only as joint training's warm start; the baseline eval because iteration 0's
+    eval reads it, `previous`)."""
+    last = config["iterations"] - 1
+    if last < 1:
+        raise ValueError(
+            "study_seed needs iterations >= 2 (an iteration with a value model)"
+        )
+    return [
+        f"results/iter_{last}/eval.json",
+        f"results/iter_{last}/eval_no_ebm.json",
+        f"results/iter_{last}/eval_depth_twin.json",
+        f"results/iter_{last - 1}/eval.json",
+        f"results/iter_{last - 1}/eval_longer.json",
+    ]

@@ -13,6 +13,7 @@ rule fetch_benchmark:
         "logs/data/fetch_{benchmark}.log",
     benchmark:
         "logs/benchmarks/data/fetch_{benchmark}.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     resources:
@@ -33,6 +34,7 @@ rule benchmark_split:
         "logs/data/benchmark_{benchmark}_{split}.log",
     benchmark:
         "logs/benchmarks/data/benchmark_{benchmark}_{split}.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     params:
@@ -49,6 +51,7 @@ rule proplogic_benchmark_split:
         "logs/data/benchmark_proplogic_{split}.log",
     benchmark:
         "logs/benchmarks/data/benchmark_proplogic_{split}.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     params:
@@ -75,6 +78,7 @@ rule tactic_pairs:
         "logs/data/tactic_pairs.log",
     benchmark:
         "logs/benchmarks/data/tactic_pairs.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: 1
@@ -99,6 +103,7 @@ rule search_pool:
         "logs/data/search_pool.log",
     benchmark:
         "logs/benchmarks/data/search_pool.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     params:

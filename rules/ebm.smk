@@ -12,6 +12,7 @@ rule ebm_embed:
         "logs/ebm/iter_{i}_embed.log",
     benchmark:
         "logs/benchmarks/ebm/iter_{i}_embed.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: 2
@@ -48,6 +49,7 @@ if config["sft"]["mode"] == "joint":
             "logs/ebm/iter_{i}_export_joint.log",
         benchmark:
             "logs/benchmarks/ebm/iter_{i}_export_joint.tsv"
+        priority: job_priority
         conda:
             "../workflow/envs/burnqed.yaml"
         threads: 1
@@ -77,6 +79,7 @@ else:
             "logs/ebm/iter_{i}_train.log",
         benchmark:
             "logs/benchmarks/ebm/iter_{i}_train.tsv"
+        priority: job_priority
         conda:
             "../workflow/envs/burnqed.yaml"
         threads: 2
@@ -112,6 +115,7 @@ rule ebm_metrics:
         "logs/ebm/iter_{i}_metrics.log",
     benchmark:
         "logs/benchmarks/ebm/iter_{i}_metrics.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: 2
@@ -142,6 +146,7 @@ rule ebm_embed_config:
         "logs/benchmarks/ebm/iter_{i}_{c}_embed.tsv"
     wildcard_constraints:
         c="A|S",
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: 2
@@ -168,6 +173,7 @@ rule ebm_train_config:
         "logs/ebm/iter_{i}_{c}_train.log",
     benchmark:
         "logs/benchmarks/ebm/iter_{i}_{c}_train.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: 2
@@ -197,6 +203,7 @@ rule ebm_metrics_config:
         "logs/ebm/iter_{i}_{c}_metrics.log",
     benchmark:
         "logs/benchmarks/ebm/iter_{i}_{c}_metrics.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: 2
@@ -226,6 +233,7 @@ rule value_features:
         "logs/ebm/iter_{i}_features.log",
     benchmark:
         "logs/benchmarks/ebm/iter_{i}_features.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: 1
@@ -257,6 +265,7 @@ rule value_depth_twin:
         "logs/ebm/iter_{i}_depth_twin.log",
     benchmark:
         "logs/benchmarks/ebm/iter_{i}_depth_twin.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: 1

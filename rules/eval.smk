@@ -28,6 +28,7 @@ rule eval_baseline:
         "logs/eval/baseline.log",
     benchmark:
         "logs/benchmarks/eval/baseline.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: lookup(dpath="threads/eval", within=config)
@@ -81,6 +82,7 @@ rule eval:
         "logs/eval/iter_{i}.log",
     benchmark:
         "logs/benchmarks/eval/iter_{i}.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: lookup(dpath="threads/eval", within=config)
@@ -124,6 +126,7 @@ rule eval_longer:
         "logs/eval/iter_{i}_longer.log",
     benchmark:
         "logs/benchmarks/eval/iter_{i}_longer.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: lookup(dpath="threads/eval", within=config)
@@ -147,13 +150,12 @@ rule eval_longer:
 
 
 # The EBM ablation: the same model, theorems, seeds and sampling temperature (eval.temperature, as
-# every eval), without the EBM.
+# every eval), without the EBM.  It waits for nothing it does not read: needing no EBM it is ready
+# before its twin with the EBM, which then finds in the expansion cache what the two share (as
+# configuration S's pair below; docs/performance.md).
 rule eval_no_ebm:
     input:
         model="models/iter_{i}/merged",
-        # Order only (ancient: its date reruns nothing): the twin searches after the eval with the
-        # EBM, so the expansion cache answers what both ask and the twin pays only for what differs.
-        after=ancient("results/iter_{i}/eval.json"),
         benchmark=expand(
             "data/benchmarks/{name}.jsonl",
             name=lookup(dpath="eval/benchmark", within=config),
@@ -170,6 +172,7 @@ rule eval_no_ebm:
         "logs/eval/iter_{i}_no_ebm.log",
     benchmark:
         "logs/benchmarks/eval/iter_{i}_no_ebm.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: lookup(dpath="threads/eval", within=config)
@@ -212,6 +215,7 @@ rule eval_config:
         "logs/eval/iter_{i}_{c}.log",
     benchmark:
         "logs/benchmarks/eval/iter_{i}_{c}.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: lookup(dpath="threads/eval", within=config)
@@ -237,7 +241,6 @@ rule eval_config:
 rule eval_config_no_ebm:
     input:
         model="models/iter_{i}/configs/S/merged",
-        after=ancient("results/iter_{i}/configs/S/eval.json"),  # order only, as eval_no_ebm
         benchmark=expand(
             "data/benchmarks/{name}.jsonl",
             name=lookup(dpath="eval/benchmark", within=config),
@@ -252,6 +255,7 @@ rule eval_config_no_ebm:
         "logs/eval/iter_{i}_S_no_ebm.log",
     benchmark:
         "logs/benchmarks/eval/iter_{i}_S_no_ebm.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: lookup(dpath="threads/eval", within=config)
@@ -281,8 +285,6 @@ rule eval_depth_twin:
     input:
         model="models/iter_{i}/merged",
         ebm="models/iter_{i}/depth_twin",
-        # Order only, as eval_no_ebm: the expansion cache answers what the evals of one model share.
-        after=ancient("results/iter_{i}/eval_no_ebm.json"),
         benchmark=expand(
             "data/benchmarks/{name}.jsonl",
             name=lookup(dpath="eval/benchmark", within=config),
@@ -297,6 +299,7 @@ rule eval_depth_twin:
         "logs/eval/iter_{i}_depth_twin.log",
     benchmark:
         "logs/benchmarks/eval/iter_{i}_depth_twin.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: lookup(dpath="threads/eval", within=config)
@@ -305,6 +308,7 @@ rule eval_depth_twin:
         mem_mb=32000,
         runtime=720,
         expansion_cache=lookup(dpath="cache", within=config),
+        cache_recheck=cache_recheck_setting(),
     params:
         cfg=lookup(dpath="eval", within=config),
         search=lookup(dpath="search", within=config),
@@ -321,7 +325,6 @@ rule eval_config_depth_twin:
     input:
         model=config_model,
         ebm="models/iter_{i}/depth_twin",
-        after=ancient(config_recording),  # order only, as eval_no_ebm
         benchmark=expand(
             "data/benchmarks/{name}.jsonl",
             name=lookup(dpath="eval/benchmark", within=config),
@@ -336,6 +339,7 @@ rule eval_config_depth_twin:
         "logs/eval/iter_{i}_{c}_depth_twin.log",
     benchmark:
         "logs/benchmarks/eval/iter_{i}_{c}_depth_twin.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: lookup(dpath="threads/eval", within=config)
@@ -344,6 +348,7 @@ rule eval_config_depth_twin:
         mem_mb=32000,
         runtime=720,
         expansion_cache=lookup(dpath="cache", within=config),
+        cache_recheck=cache_recheck_setting(),
     params:
         cfg=lookup(dpath="eval", within=config),
         search=lookup(dpath="search", within=config),
@@ -371,6 +376,7 @@ rule replay_ebm:
         "logs/eval/iter_{i}_replay.log",
     benchmark:
         "logs/benchmarks/eval/iter_{i}_replay.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: 1
@@ -400,6 +406,7 @@ rule replay_config:
         "logs/eval/iter_{i}_{c}_replay.log",
     benchmark:
         "logs/benchmarks/eval/iter_{i}_{c}_replay.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: 1
@@ -435,6 +442,7 @@ rule live_replay_features:
         "logs/eval/iter_{i}_replay_features.log",
     benchmark:
         "logs/benchmarks/eval/iter_{i}_replay_features.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: 1
@@ -476,6 +484,7 @@ rule eval_features:
         "logs/eval/iter_{i}_features.log",
     benchmark:
         "logs/benchmarks/eval/iter_{i}_features.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: lookup(dpath="threads/eval", within=config)
@@ -518,6 +527,7 @@ rule compare:
         "logs/eval/compare.log",
     benchmark:
         "logs/benchmarks/eval/compare.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: 1
@@ -556,6 +566,7 @@ rule compute_report:
         "logs/eval/compute.log",
     benchmark:
         "logs/benchmarks/eval/compute.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: 1
@@ -566,3 +577,10 @@ rule compute_report:
         code=code_digest("eval_compute"),
     script:
         "../workflow/scripts/eval_compute.py"
+
+
+# One study seed: the evals the confirmation's primary comparisons read and what they need, nothing
+# else (rules/common.smk study_seed_files; docs/performance.md "One study seed").
+rule study_seed:
+    input:
+        study_seed_inputs,

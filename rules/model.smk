@@ -19,6 +19,7 @@ rule base_model:
         "logs/model/base.log",
     benchmark:
         "logs/benchmarks/model/base.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: 2
@@ -47,6 +48,7 @@ rule sft:
         "logs/model/iter_{i}_sft.log",
     benchmark:
         "logs/benchmarks/model/iter_{i}_sft.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: 2
@@ -82,6 +84,7 @@ rule sft_only:
         "logs/model/iter_{i}_sft_only.log",
     benchmark:
         "logs/benchmarks/model/iter_{i}_sft_only.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: 2
@@ -112,6 +115,7 @@ rule merge:
         "logs/model/iter_{i}_merge.log",
     benchmark:
         "logs/benchmarks/model/iter_{i}_merge.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: 2
@@ -136,6 +140,7 @@ rule merge_sft_only:
         "logs/model/iter_{i}_merge_sft_only.log",
     benchmark:
         "logs/benchmarks/model/iter_{i}_merge_sft_only.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: 2

@@ -24,6 +24,7 @@ rule search_shard:
         "logs/search/iter_{i}_shard_{shard}.log",
     benchmark:
         "logs/benchmarks/search/iter_{i}_shard_{shard}.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: lookup(dpath="threads/search", within=config)
@@ -59,6 +60,7 @@ rule search_pool_select:
         "logs/search/iter_{i}_pool.log",
     benchmark:
         "logs/benchmarks/search/iter_{i}_pool.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: 2
@@ -85,6 +87,7 @@ rule search_noise_shard:
         "logs/search/iter_0_noise_shard_{shard}.log",
     benchmark:
         "logs/benchmarks/search/iter_0_noise_shard_{shard}.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: lookup(dpath="threads/search", within=config)
@@ -122,6 +125,7 @@ rule search_baseline_shard:
         "logs/search/baseline_shard_{shard}.log",
     benchmark:
         "logs/benchmarks/search/baseline_shard_{shard}.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: lookup(dpath="threads/search", within=config)
@@ -154,6 +158,7 @@ rule search:
         "logs/search/iter_{i}_gather.log",
     benchmark:
         "logs/benchmarks/search/iter_{i}_gather.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     params:
@@ -174,6 +179,7 @@ rule search_noise:
         "logs/search/iter_0_noise_gather.log",
     benchmark:
         "logs/benchmarks/search/iter_0_noise_gather.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     params:
@@ -194,6 +200,7 @@ rule search_baseline:
         "logs/search/baseline_gather.log",
     benchmark:
         "logs/benchmarks/search/baseline_gather.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     params:
@@ -220,6 +227,7 @@ rule search_only_shard:
     wildcard_constraints:
         # iteration 0's control is iteration 0's search itself
         i="[1-9][0-9]*",
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: lookup(dpath="threads/search", within=config)
@@ -253,6 +261,7 @@ rule search_only:
         "logs/search/iter_{i}_search_only_gather.log",
     benchmark:
         "logs/benchmarks/search/iter_{i}_search_only_gather.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     params:

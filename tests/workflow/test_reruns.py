@@ -150,17 +150,20 @@ def test_the_expansion_cache_is_a_machine_setting_that_reruns_nothing(touched):
             assert "cache_recheck=0.02" in block, block
 
 
-def test_the_no_ebm_twins_search_after_their_ebm_evals(touched):
-    """Each no-EBM twin (iteration i's, and configuration S's) depends on its eval with the EBM
-    (an order-only, ``ancient`` input), so the expansion cache answers what the pair shares and the
-    twin pays only for what differs; the order reruns nothing (the DAG above plans no job)."""
+def test_the_no_ebm_twins_wait_for_nothing_they_do_not_read(touched):
+    """Each no-EBM twin (iteration i's, and configuration S's) reads no EBM and does not wait for
+    its eval with the EBM: it is ready first and fills the expansion cache for it (its priority,
+    rules/common.smk TIERS, runs it first); the one order-only input left is the feature value's
+    eval after its replay prediction (the prediction is made before the live figure exists).
+    The plan reruns nothing (the DAG above plans no job)."""
     work, _ = touched
     r = snakemake(work, "--dag", "--forceall")
     assert r.returncode == 0, r.stderr[-3000:]
     rule_of = dict(re.findall(r"(?m)^\s*(\d+)\[label = \"(\w+)", r.stdout))
     edges = {(rule_of[a], rule_of[b]) for a, b in re.findall(r"(\d+) -> (\d+)", r.stdout)}
-    assert ("eval", "eval_no_ebm") in edges
-    assert ("eval_config", "eval_config_no_ebm") in edges
+    assert ("eval", "eval_no_ebm") not in edges
+    assert ("eval_config", "eval_config_no_ebm") not in edges
+    assert ("replay_features", "eval_features") in edges
 
 
 def _planned_with(work: Path, **changes) -> dict[str, int]:
