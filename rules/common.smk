@@ -331,7 +331,7 @@ TIERS = {
     "value_features": 3,
     "value_depth_twin": 3,
     "eval_depth_twin": 3,
-    "replay_features": 3,
+    "live_replay_features": 3,
     "eval_longer": 3,
     "eval": (3, 2),
     "eval_features": 2,

@@ -163,7 +163,7 @@ def test_the_no_ebm_twins_wait_for_nothing_they_do_not_read(touched):
     edges = {(rule_of[a], rule_of[b]) for a, b in re.findall(r"(\d+) -> (\d+)", r.stdout)}
     assert ("eval", "eval_no_ebm") not in edges
     assert ("eval_config", "eval_config_no_ebm") not in edges
-    assert ("replay_features", "eval_features") in edges
+    assert ("live_replay_features", "eval_features") in edges
 
 
 def _planned_with(work: Path, **changes) -> dict[str, int]:
