@@ -387,11 +387,12 @@ def test_the_critical_path_runs_first_and_twins_wait_for_nothing_they_do_not_rea
             assert prio[(rule, "i=1")] > prio[("eval", "i=1")], rule
 
 
-def test_a_study_seed_plans_its_four_evals_and_what_they_need(tmp_path):
-    """`snakemake study_seed`: iteration 1's eval and its no-EBM twin, iteration 0's eval and its
-    search-longer control, and what they read (A's EBM as joint training's warm start; the
-    baseline eval, iteration 0's `previous`) — no configuration evals, replays, feature value,
-    EBM metrics, reports or compare."""
+def test_a_study_seed_plans_its_five_evals_and_what_they_need(tmp_path):
+    """`snakemake study_seed`: iteration 1's eval, its no-EBM twin and its depth twin (with the
+    depth twin's fit; the stronger twin is C's control), iteration 0's eval and its search-longer
+    control, and what they read (A's EBM as joint training's warm start; the baseline eval,
+    iteration 0's `previous`) — no configuration evals, replays, feature value, EBM metrics,
+    reports or compare."""
     counts: dict[str, int] = {}
     for rule, _ in _demo_plan(tmp_path, "study_seed"):
         counts[rule] = counts.get(rule, 0) + 1
@@ -400,5 +401,5 @@ def test_a_study_seed_plans_its_four_evals_and_what_they_need(tmp_path):
         "sft": 2, "merge": 2, "search_shard": 1, "search": 1, "search_noise_shard": 1,
         "search_noise": 1, "ebm_embed_config": 1, "ebm_train_config": 1, "ebm_embed": 1,
         "ebm_export_joint": 1, "eval_baseline": 1, "eval": 2, "eval_longer": 1, "eval_no_ebm": 1,
-        "study_seed": 1,
+        "value_depth_twin": 1, "eval_depth_twin": 1, "study_seed": 1,
     }  # fmt: skip
