@@ -97,7 +97,11 @@ def figures(s: dict) -> dict[str, str]:
     f["goal"] = goal.get("verdict") or "undecided"
     fc = seed_row(s)["features_vs_c"]  # the feature value against C, two-sided
     if fc and fc.get("gained") is not None:
-        f["FC_g"], f["FC_l"], f["FC_p"] = str(fc["gained"]), str(fc["lost"]), format_p(fc["p_value"])
+        f["FC_g"], f["FC_l"], f["FC_p"] = (
+            str(fc["gained"]),
+            str(fc["lost"]),
+            format_p(fc["p_value"]),
+        )
         f["FC_verdict"] = fc.get("verdict") or _verdict(fc)
     emb = cfg.get("embeddings") or {}
     for c, e in emb.items():
