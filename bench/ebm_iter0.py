@@ -77,7 +77,7 @@ SMOKE = {
     "search": {"max_nodes": 6, "num_candidates": 4, "concurrency": 8, "batch_generate_size": 8,
                "checkpoint_every": 8},
     "ebm": {"hidden_sizes": [32, 16], "negatives": 3, "steps": 30, "batch_size": 8,
-            "log_every": 10, "save_every": 10, "embed_batch_size": 16, "heldout_fraction": 0.25},
+            "log_every": 10, "save_every": 10, "embed_batch_size": 16},
 }  # fmt: skip
 SMOKE_THEOREMS = 24
 
@@ -186,10 +186,11 @@ def bench(args: argparse.Namespace, params: dict) -> None:
     emb = run_embed(searches=searches, model=args.model, out=out / "embeddings",
                     cfg=params["ebm"], policy=params["policy"])  # fmt: skip
     meta = run_train(searches=searches, embeddings=out / "embeddings", out=out / "ebm",
-                     cfg=params["ebm"], seed=seed, device=args.device)  # fmt: skip
+                     cfg=params["ebm"], split=params["split"], seed=seed,
+                     device=args.device)  # fmt: skip
     metrics = run_metrics(searches=searches, embeddings=out / "embeddings",
                           out=out / "ebm_metrics.json", plots=out / "ebm_plots", cfg=params["ebm"],
-                          ebm=out / "ebm", seed=seed)  # fmt: skip
+                          split=params["split"], ebm=out / "ebm", seed=seed)  # fmt: skip
 
     theorems = list(read_theorems(args.theorems))[: args.limit]
     write_theorems(out / "theorems.jsonl", theorems)

@@ -197,6 +197,52 @@ def _check_sections(params: Mapping, source: str) -> None:
                 raise ConfigError(f"{source}: {e}") from None
 
 
+# The sources of variation a run's seed decides (params.yaml `seeds`; issue 45 §1): each its own
+# seed, null = `seed`, so a run that sets none of them keeps every byte it had.
+SEED_KINDS = ("data", "benchmark", "train", "search")
+
+
+def resolve_seeds(params: Mapping) -> dict[str, int]:
+    """Each of :data:`SEED_KINDS`' seed: ``seeds.<kind>``, or ``seed`` where that is null.
+
+    >>> resolve_seeds({"seed": 3, "seeds": {"search": 7}})
+    {'data': 3, 'benchmark': 3, 'train': 3, 'search': 7}
+    """
+    own = params.get("seeds") or {}
+    return {k: int(own[k]) if own.get(k) is not None else int(params.get("seed", 0))
+            for k in SEED_KINDS}  # fmt: skip
+
+
+# Generated benchmarks decontaminated on their own side when they are drawn (burnqed.data.proplogic:
+# the dev split drops every candidate equal to a training, pool or test theorem): an eval on one
+# adds nothing to the decontamination of the training data.
+SELF_DECONTAMINATED = ("proplogic_dev",)
+
+
+def eval_benchmarks(params: Mapping) -> list[str]:
+    """``eval.benchmark`` as a list of benchmark file names (``<name>_<split>``)."""
+    names = (params.get("eval") or {}).get("benchmark") or []
+    return [names] if isinstance(names, str) else list(names)
+
+
+def decontamination_benchmarks(params: Mapping) -> list[str]:
+    """The benchmarks no training data may state: ``data.decontaminate_against`` (null: none) and
+    every evaluated benchmark not among them — but a generated split decontaminated when it was
+    drawn (:data:`SELF_DECONTAMINATED`).  Kept apart from ``eval.benchmark`` so a development eval
+    (the dev split, ``config/dev.yaml``) trains the very models a confirmation eval does.
+
+    >>> decontamination_benchmarks({"data": {"decontaminate_against": ["proplogic_test"]},
+    ...                             "eval": {"benchmark": "proplogic_dev"}})
+    ['proplogic_test']
+    >>> decontamination_benchmarks({"data": {"decontaminate_against": None},
+    ...                             "eval": {"benchmark": "minif2f_test"}})
+    ['minif2f_test']
+    """
+    names = list((params.get("data") or {}).get("decontaminate_against") or [])
+    return names + [n for n in eval_benchmarks(params)
+                    if n not in names and n not in SELF_DECONTAMINATED]  # fmt: skip
+
+
 # --------------------------------------------------------------------------------------------
 # Section dataclasses (mirror the schema; defaults mirror params.yaml, checked by a test)
 
@@ -257,6 +303,8 @@ class ProplogicConfig:
     # holds out *deeper* theorems than it trains on, so later iterations have something to learn.
     held_out_min_depth: int | None = None
     held_out_max_depth: int | None = None
+    # The development split (proplogic_dev): its size (None: test_theorems).
+    dev_theorems: int | None = None
 
     @property
     def held_out_depths(self) -> tuple[int, int]:
@@ -271,7 +319,7 @@ class DataConfig(Section):
     sources: tuple[dict, ...] = (
         {"name": "leandojo", "format": "leandojo", "path": "data/raw/leandojo_benchmark_4/random"},
     )
-    benchmarks: tuple[str, ...] = ("minif2f",)
+    benchmarks: tuple[str, ...] = ("minif2f", "proofnet")
     search_pool: tuple[dict, ...] = ({"benchmark": "minif2f", "split": "valid"},)
     banned_words: tuple[str, ...] = ("sorry", "admit", "cheat")
     max_tokens: int = 1024
@@ -279,6 +327,8 @@ class DataConfig(Section):
     val_fraction: float = 0.02
     proplogic: ProplogicConfig = field(default_factory=ProplogicConfig)
     decontamination: str = "refuse"
+    # The benchmarks no training data may state, beside eval.benchmark: decontamination_benchmarks.
+    decontaminate_against: tuple[str, ...] | None = ("minif2f_test", "proofnet_valid")
 
     def __post_init__(self) -> None:
         if isinstance(self.proplogic, Mapping):
@@ -670,10 +720,6 @@ class SFTConfig(Section):
     base_pair_subsample: int = 10000
     positive_upsample: int = 10
     eval_steps: int = 100
-    trajectory_val_fraction: float = 0.1
-    # Another share of the proved theorems whose steps are a test set: never trained on, never
-    # used to choose the checkpoint; the held-out proof-step loss reported is measured there.
-    trajectory_test_fraction: float = 0.1
     select_by: str = "plateau"
     plateau_tolerance: float = 0.01
     mode: str = "joint"
@@ -689,13 +735,25 @@ class SFTConfig(Section):
     joint_sft_loss_ceiling: float | None = 0.5
     joint_sft_loss_ceiling_after: int = 2000
 
+
+@dataclass(frozen=True)
+class SplitConfig(Section):
+    """The one theorem split (:mod:`burnqed.split`): SFT's validation and test theorems, which are
+    also every value-model check's held-out theorems."""
+
+    section: ClassVar[str] = "split"
+    val_fraction: float = 0.1
+    # Another share whose steps are a test set: never trained on, never used to choose the
+    # checkpoint; the held-out proof-step loss reported is measured there.
+    test_fraction: float = 0.1
+
     def __post_init__(self) -> None:
-        held_out = self.trajectory_val_fraction + self.trajectory_test_fraction
+        held_out = self.val_fraction + self.test_fraction
         self._require(
             held_out < 1,
-            "trajectory_test_fraction",
-            f"trajectory_val_fraction + trajectory_test_fraction must be < 1 (got {held_out:g}): "
-            "some proved theorems must be left to train on",
+            "test_fraction",
+            f"val_fraction + test_fraction must be < 1 (got {held_out:g}): "
+            "some theorems must be left to train on",
         )
 
 
@@ -717,7 +775,6 @@ class EBMConfig(Section):
     embed_batch_size: int = 64
     log_every: int = 50
     save_every: int = 250
-    heldout_fraction: float = 0.1
     fit_folds: int = 5
 
     def __post_init__(self) -> None:
@@ -743,6 +800,7 @@ SECTIONS: dict[str, type[Section]] = {
         ReportConfig,
         ModelConfig,
         SFTConfig,
+        SplitConfig,
         EBMConfig,
     )
 }

@@ -3,11 +3,25 @@ from functools import cache
 from pathlib import Path
 
 from burnqed import provenance
+from burnqed.config import decontamination_benchmarks, resolve_seeds
 
 
 # Expert iteration i: any non-negative integer (`iterations` in params.yaml says how many are built).
 wildcard_constraints:
     i="[0-9]+",
+
+
+def seed_of(kind):
+    """The seed of one source of variation (params.yaml `seeds`: data, benchmark, train, search;
+    null = `seed`): what a rule's job samples with."""
+    return resolve_seeds(config)[kind]
+
+
+def benchmark_seed(wildcards):
+    """The seed of a generated held-out split: the benchmark's for test and dev; none for valid
+    (the search pool is the data's: seed_of("data")), so a new benchmark seed reruns no pool.
+    """
+    return None if wildcards.split == "valid" else seed_of("benchmark")
 
 
 @cache  # once per parse: several rules share a shim
@@ -71,11 +85,11 @@ def joint_warm_head(wildcards):
     return {"warm_head": f"models/iter_{wildcards.i}/configs/A/ebm"}
 
 
-def eval_benchmark_files(config):
-    """The evaluation benchmark file(s) (eval.benchmark): what training data is decontaminated against."""
-    names = config["eval"]["benchmark"]
-    names = [names] if isinstance(names, str) else names
-    return [f"data/benchmarks/{n}.jsonl" for n in names]
+def decontamination_benchmark_files(config):
+    """The benchmark files no training data may state (data.decontaminate_against, else
+    eval.benchmark): fixed apart from the eval's benchmark, so a development eval (config/dev.yaml)
+    trains the same models as a confirmation eval."""
+    return [f"data/benchmarks/{n}.jsonl" for n in decontamination_benchmarks(config)]
 
 
 def search_pool_benchmarks(config):
@@ -101,6 +115,27 @@ def search_seed_salt(wildcards):
     """
     i = int(wildcards.i)
     return f"search/iter_{i}" if i > 0 else None
+
+
+def search_only_salt(wildcards):
+    """The salt of iteration {i}'s search-only control, "search_only/iter_{i}" (search_only_shard),
+    distinct from iteration {i}'s own search ("search/iter_{i}") and from iteration 0's (unsalted),
+    so the control draws samples of its own, not the searches' it is compared with."""
+    return f"search_only/iter_{int(wildcards.i)}"
+
+
+def expert_searches(config):
+    """Every iteration's search, the last one's too (the default target does not build it): the
+    expert-iteration arm of compute_report, the compute comparison."""
+    return [
+        f"results/iter_{i}/search/manifest.json" for i in range(config["iterations"])
+    ]
+
+
+def search_only_controls(config):
+    """The search-only controls of iterations >= 1: the other arm of compute_report."""
+    n = config["iterations"]
+    return [f"results/iter_{i}/search_only/manifest.json" for i in range(1, n)]
 
 
 def ebm_searches(wildcards):
@@ -142,6 +177,21 @@ def config_embeddings(wildcards):
 def features_label(wildcards):
     """``iter_1 features``: how reports name iteration {i}'s eval with the feature value."""
     return f"iter_{wildcards.i} features"
+
+
+def depth_twin_label(wildcards):
+    """``iter_1 depth twin`` (iteration {i}'s model), ``iter_1 A depth twin`` (configuration {c}'s)."""
+    c = wildcards.get("c")
+    return (
+        f"iter_{wildcards.i} {c} depth twin" if c else f"iter_{wildcards.i} depth twin"
+    )
+
+
+def depth_twin_eval(i, c):
+    """The depth twin's eval of configuration ``c``'s policy: B and C share iteration i's model."""
+    if c in ("B", "C"):
+        return f"results/iter_{i}/eval_depth_twin.json"
+    return f"results/iter_{i}/configs/{c}/eval_depth_twin.json"
 
 
 def features_replay_label(wildcards):
@@ -213,6 +263,8 @@ def config_sets(config):
             metrics[c] = f"results/iter_{i}/configs/{c}/ebm_metrics.json"
         for c in [*value_configs(config), "C"]:
             evals[f"{c}0"] = config_twin(i, c)
+            # the stronger control: the open goals and a fitted depth term (rule eval_depth_twin)
+            evals[f"{c}D"] = depth_twin_eval(i, c)
             # the EBM's replay prediction over the twin's trees (rules replay_ebm, replay_config)
             evals[f"{c}_replay"] = (
                 f"results/iter_{i}/replay.json"
@@ -243,3 +295,99 @@ def iteration_config_set(wildcards):
 def iteration_config_files(wildcards):
     s = iteration_config_set(wildcards)
     return sorted(set(_set_files(s))) if s else []
+
+
+# Scheduling (docs/performance.md "Scheduling").  Among the jobs whose inputs exist, `snakemake
+# --cores N` starts the set of the largest summed priority that fits in N cores.  A job's tier
+# follows the estimated length of its longest chain to the end of the run (the demo's critical
+# path: data, base, iteration 0's training and searches, configuration A's EBM, joint training,
+# iteration 1's evals); its priority is 3**tier for a one-thread job and 2 * 3**tier + 1 for a
+# two-thread one, so a job outranks any two of a lower tier, and a two-thread job any two of its
+# own tier that would take its cores.  A tier is a number, or per iteration (first, later), or per
+# value-model configuration.
+TIERS = {
+    "fetch_benchmark": 8,
+    "benchmark_split": 8,
+    "proplogic_benchmark_split": 8,
+    "tactic_pairs": 8,
+    "search_pool": 8,
+    "base_model": 8,
+    "sft": (7, 6),
+    "merge": (7, 4),
+    "search_shard": 7,
+    "search_noise_shard": 7,
+    "search": 7,
+    "search_noise": 7,
+    "ebm_embed_config": {"A": 6, "S": 4},
+    "ebm_train_config": {"A": 6, "S": 3, "B": 3},
+    "sft_only": 5,
+    "merge_sft_only": 4,
+    "eval_no_ebm": 4,
+    "ebm_embed": 4,
+    "eval_baseline": 4,
+    "ebm_export_joint": 3,
+    "ebm_train": 3,
+    "eval_config_no_ebm": 3,
+    "value_features": 3,
+    "value_depth_twin": 3,
+    "eval_depth_twin": 3,
+    "live_replay_features": 3,
+    "eval_longer": 3,
+    "eval": (3, 2),
+    "eval_features": 2,
+    "eval_config": 2,
+    "eval_config_depth_twin": 2,
+    "ebm_metrics": 1,
+    "ebm_metrics_config": 1,
+    "replay_ebm": 1,
+    "replay_config": 1,
+    "search_pool_select": 1,
+    "search_baseline_shard": 0,
+    "search_baseline": 0,
+    "search_only_shard": 0,
+    "search_only": 0,
+    "compute_report": 0,
+    "report": 0,
+    "report_cross": 0,
+    "compare": 0,
+    "summary": 0,
+}
+TWO_THREADS = {"base_model", "sft", "sft_only", "merge", "merge_sft_only", "ebm_embed",
+               "ebm_embed_config", "ebm_train", "ebm_train_config", "ebm_metrics",
+               "ebm_metrics_config", "search_pool_select"}  # fmt: skip
+
+
+def job_priority(wildcards, rulename):
+    """The priority of a job of rule `rulename` (TIERS above)."""
+    tier = TIERS[rulename]
+    if isinstance(tier, tuple):
+        tier = tier[0] if wildcards.get("i") == "0" else tier[1]
+    elif isinstance(tier, dict):
+        tier = tier[wildcards.c]
+    return 2 * 3**tier + 1 if rulename in TWO_THREADS else 3**tier
+
+
+def study_seed_inputs(wildcards):
+    return study_seed_files(config)
+
+
+def study_seed_files(config):
+    """One study seed (docs/performance.md "One study seed"): the evals the confirmation's primary
+    comparisons read — the last iteration's eval with its value head (C), without it (its no-EBM
+    twin) and with the depth-fitted twin (the stronger of the two is C's control), and the
+    iteration before it: its eval and its search-longer control.  Snakemake builds what
+    they need and nothing else: no configurations A/S/B evals, replays, feature value, metrics or
+    reports (A's EBM only as joint training's warm start; the baseline eval because iteration 0's
+    eval reads it, `previous`)."""
+    last = config["iterations"] - 1
+    if last < 1:
+        raise ValueError(
+            "study_seed needs iterations >= 2 (an iteration with a value model)"
+        )
+    return [
+        f"results/iter_{last}/eval.json",
+        f"results/iter_{last}/eval_no_ebm.json",
+        f"results/iter_{last}/eval_depth_twin.json",
+        f"results/iter_{last - 1}/eval.json",
+        f"results/iter_{last - 1}/eval_longer.json",
+    ]

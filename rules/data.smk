@@ -13,6 +13,7 @@ rule fetch_benchmark:
         "logs/data/fetch_{benchmark}.log",
     benchmark:
         "logs/benchmarks/data/fetch_{benchmark}.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     resources:
@@ -33,6 +34,7 @@ rule benchmark_split:
         "logs/data/benchmark_{benchmark}_{split}.log",
     benchmark:
         "logs/benchmarks/data/benchmark_{benchmark}_{split}.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     params:
@@ -49,11 +51,13 @@ rule proplogic_benchmark_split:
         "logs/data/benchmark_proplogic_{split}.log",
     benchmark:
         "logs/benchmarks/data/benchmark_proplogic_{split}.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     params:
         cfg=lookup(dpath="data", within=config),
-        seed=lookup(dpath="seed", within=config),
+        seed=seed_of("data"),
+        benchmark_seed=benchmark_seed,
         code=code_digest("data_proplogic_benchmark"),
     script:
         "../workflow/scripts/data_proplogic_benchmark.py"
@@ -65,7 +69,7 @@ ruleorder: proplogic_benchmark_split > benchmark_split
 rule tactic_pairs:
     input:
         # Decontamination: no statement of the evaluation benchmark(s) may be trained on.
-        eval_benchmarks=eval_benchmark_files(config),
+        eval_benchmarks=decontamination_benchmark_files(config),
     output:
         train="data/tactic_pairs/train.parquet",
         val="data/tactic_pairs/val.parquet",
@@ -74,6 +78,7 @@ rule tactic_pairs:
         "logs/data/tactic_pairs.log",
     benchmark:
         "logs/benchmarks/data/tactic_pairs.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: 1
@@ -81,7 +86,7 @@ rule tactic_pairs:
         mem_mb=8000,
     params:
         cfg=lookup(dpath="data", within=config),
-        seed=lookup(dpath="seed", within=config),
+        seed=seed_of("data"),
         code=code_digest("data_pairs"),
     script:
         "../workflow/scripts/data_pairs.py"
@@ -90,7 +95,7 @@ rule tactic_pairs:
 rule search_pool:
     input:
         benchmarks=search_pool_benchmarks(config),
-        eval_benchmarks=eval_benchmark_files(config),
+        eval_benchmarks=decontamination_benchmark_files(config),
     output:
         pool="data/theorems/search_pool.jsonl",
         report="data/theorems/search_pool.report.json",
@@ -98,11 +103,12 @@ rule search_pool:
         "logs/data/search_pool.log",
     benchmark:
         "logs/benchmarks/data/search_pool.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     params:
         cfg=lookup(dpath="data", within=config),
-        seed=lookup(dpath="seed", within=config),
+        seed=seed_of("data"),
         code=code_digest("data_pool"),
     script:
         "../workflow/scripts/data_pool.py"

@@ -12,6 +12,7 @@ rule ebm_embed:
         "logs/ebm/iter_{i}_embed.log",
     benchmark:
         "logs/benchmarks/ebm/iter_{i}_embed.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: 2
@@ -41,13 +42,14 @@ if config["sft"]["mode"] == "joint":
             merged="models/iter_{i}/merged",
             embeddings="results/iter_{i}/embeddings/manifest.json",
             searches=ebm_searches,
-            eval_benchmarks=eval_benchmark_files(config),
+            eval_benchmarks=decontamination_benchmark_files(config),
         output:
             directory("models/iter_{i}/ebm"),
         log:
             "logs/ebm/iter_{i}_export_joint.log",
         benchmark:
             "logs/benchmarks/ebm/iter_{i}_export_joint.tsv"
+        priority: job_priority
         conda:
             "../workflow/envs/burnqed.yaml"
         threads: 1
@@ -56,7 +58,8 @@ if config["sft"]["mode"] == "joint":
             runtime=30,
         params:
             pooling=lookup(dpath="policy/pooling", within=config),
-            seed=lookup(dpath="seed", within=config),
+            seed=seed_of("train"),
+            split=lookup(dpath="split", within=config),
             decontamination=lookup(dpath="data/decontamination", within=config),
             code=code_digest("ebm_export_joint"),
         script:
@@ -69,13 +72,14 @@ else:
             embeddings="results/iter_{i}/embeddings/manifest.json",
             searches=ebm_searches,
             # Decontamination: no state of the searches may be an evaluation-benchmark goal.
-            eval_benchmarks=eval_benchmark_files(config),
+            eval_benchmarks=decontamination_benchmark_files(config),
         output:
             directory("models/iter_{i}/ebm"),
         log:
             "logs/ebm/iter_{i}_train.log",
         benchmark:
             "logs/benchmarks/ebm/iter_{i}_train.tsv"
+        priority: job_priority
         conda:
             "../workflow/envs/burnqed.yaml"
         threads: 2
@@ -85,7 +89,8 @@ else:
             runtime=120,
         params:
             cfg=lookup(dpath="ebm", within=config),
-            seed=lookup(dpath="seed", within=config),
+            seed=seed_of("train"),
+            split=lookup(dpath="split", within=config),
             decontamination=lookup(dpath="data/decontamination", within=config),
             code=code_digest("ebm_train"),
         script:
@@ -110,6 +115,7 @@ rule ebm_metrics:
         "logs/ebm/iter_{i}_metrics.log",
     benchmark:
         "logs/benchmarks/ebm/iter_{i}_metrics.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: 2
@@ -118,7 +124,8 @@ rule ebm_metrics:
         runtime=60,
     params:
         cfg=lookup(dpath="ebm", within=config),
-        seed=lookup(dpath="seed", within=config),
+        seed=seed_of("train"),
+        split=lookup(dpath="split", within=config),
         code=code_digest("ebm_metrics"),
     script:
         "../workflow/scripts/ebm_metrics.py"
@@ -139,6 +146,7 @@ rule ebm_embed_config:
         "logs/benchmarks/ebm/iter_{i}_{c}_embed.tsv"
     wildcard_constraints:
         c="A|S",
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: 2
@@ -158,13 +166,14 @@ rule ebm_train_config:
     input:
         embeddings=config_embeddings,
         searches=ebm_searches,
-        eval_benchmarks=eval_benchmark_files(config),
+        eval_benchmarks=decontamination_benchmark_files(config),
     output:
         directory("models/iter_{i}/configs/{c}/ebm"),
     log:
         "logs/ebm/iter_{i}_{c}_train.log",
     benchmark:
         "logs/benchmarks/ebm/iter_{i}_{c}_train.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: 2
@@ -174,7 +183,8 @@ rule ebm_train_config:
         runtime=120,
     params:
         cfg=lookup(dpath="ebm", within=config),
-        seed=lookup(dpath="seed", within=config),
+        seed=seed_of("train"),
+        split=lookup(dpath="split", within=config),
         decontamination=lookup(dpath="data/decontamination", within=config),
         code=code_digest("ebm_train"),
     script:
@@ -193,6 +203,7 @@ rule ebm_metrics_config:
         "logs/ebm/iter_{i}_{c}_metrics.log",
     benchmark:
         "logs/benchmarks/ebm/iter_{i}_{c}_metrics.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: 2
@@ -201,7 +212,8 @@ rule ebm_metrics_config:
         runtime=60,
     params:
         cfg=lookup(dpath="ebm", within=config),
-        seed=lookup(dpath="seed", within=config),
+        seed=seed_of("train"),
+        split=lookup(dpath="split", within=config),
         code=code_digest("ebm_metrics"),
     script:
         "../workflow/scripts/ebm_metrics.py"
@@ -214,13 +226,14 @@ rule value_features:
     input:
         model="models/iter_{i}/merged",
         searches=ebm_searches,
-        eval_benchmarks=eval_benchmark_files(config),
+        eval_benchmarks=decontamination_benchmark_files(config),
     output:
         directory("models/iter_{i}/features"),
     log:
         "logs/ebm/iter_{i}_features.log",
     benchmark:
         "logs/benchmarks/ebm/iter_{i}_features.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: 1
@@ -229,8 +242,42 @@ rule value_features:
         runtime=30,
     params:
         cfg=lookup(dpath="ebm", within=config),
-        seed=lookup(dpath="seed", within=config),
+        seed=seed_of("train"),
+        split=lookup(dpath="split", within=config),
         decontamination=lookup(dpath="data/decontamination", within=config),
+        code=code_digest("value_features"),
+    script:
+        "../workflow/scripts/value_features.py"
+
+
+# The depth twin (burnqed/value/features.py, issue 44 §5): the fairest control of a value that wins
+# by diving deeper — the number of open goals and the priority's depth term (its depth
+# normalisation, fitted on a grid), fitted on the same pool decisions and cross-fitted the same way
+# as every value; value-model claims are against the stronger of it and the log-prob twin.
+rule value_depth_twin:
+    input:
+        model="models/iter_{i}/merged",
+        searches=ebm_searches,
+        eval_benchmarks=decontamination_benchmark_files(config),
+    output:
+        directory("models/iter_{i}/depth_twin"),
+    log:
+        "logs/ebm/iter_{i}_depth_twin.log",
+    benchmark:
+        "logs/benchmarks/ebm/iter_{i}_depth_twin.tsv"
+    priority: job_priority
+    conda:
+        "../workflow/envs/burnqed.yaml"
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=30,
+    params:
+        cfg=lookup(dpath="ebm", within=config),
+        seed=seed_of("train"),
+        split=lookup(dpath="split", within=config),
+        decontamination=lookup(dpath="data/decontamination", within=config),
+        twin="depth",
         code=code_digest("value_features"),
     script:
         "../workflow/scripts/value_features.py"

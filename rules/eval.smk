@@ -28,6 +28,7 @@ rule eval_baseline:
         "logs/eval/baseline.log",
     benchmark:
         "logs/benchmarks/eval/baseline.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: lookup(dpath="threads/eval", within=config)
@@ -43,7 +44,7 @@ rule eval_baseline:
         search=lookup(dpath="search", within=config),
         lean=lookup(dpath="lean", within=config),
         policy=lookup(dpath="policy", within=config),
-        seed=lookup(dpath="seed", within=config),
+        seed=seed_of("search"),
         label="baseline",
         code=code_digest("eval", "lean", "policy"),
     script:
@@ -81,6 +82,7 @@ rule eval:
         "logs/eval/iter_{i}.log",
     benchmark:
         "logs/benchmarks/eval/iter_{i}.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: lookup(dpath="threads/eval", within=config)
@@ -96,7 +98,7 @@ rule eval:
         search=lookup(dpath="search", within=config),
         lean=lookup(dpath="lean", within=config),
         policy=lookup(dpath="policy", within=config),
-        seed=lookup(dpath="seed", within=config),
+        seed=seed_of("search"),
         code=code_digest("eval", "lean", "policy"),
     script:
         "../workflow/scripts/eval.py"
@@ -124,6 +126,7 @@ rule eval_longer:
         "logs/eval/iter_{i}_longer.log",
     benchmark:
         "logs/benchmarks/eval/iter_{i}_longer.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: lookup(dpath="threads/eval", within=config)
@@ -139,7 +142,7 @@ rule eval_longer:
         search=lookup(dpath="search", within=config),
         lean=lookup(dpath="lean", within=config),
         policy=lookup(dpath="policy", within=config),
-        seed=lookup(dpath="seed", within=config),
+        seed=seed_of("search"),
         budget_factor=lookup(dpath="eval/control_budget_factor", within=config),
         code=code_digest("eval", "lean", "policy"),
     script:
@@ -147,13 +150,12 @@ rule eval_longer:
 
 
 # The EBM ablation: the same model, theorems, seeds and sampling temperature (eval.temperature, as
-# every eval), without the EBM.
+# every eval), without the EBM.  It waits for nothing it does not read: needing no EBM it is ready
+# before its twin with the EBM, which then finds in the expansion cache what the two share (as
+# configuration S's pair below; docs/performance.md).
 rule eval_no_ebm:
     input:
         model="models/iter_{i}/merged",
-        # Order only (ancient: its date reruns nothing): the twin searches after the eval with the
-        # EBM, so the expansion cache answers what both ask and the twin pays only for what differs.
-        after=ancient("results/iter_{i}/eval.json"),
         benchmark=expand(
             "data/benchmarks/{name}.jsonl",
             name=lookup(dpath="eval/benchmark", within=config),
@@ -170,6 +172,7 @@ rule eval_no_ebm:
         "logs/eval/iter_{i}_no_ebm.log",
     benchmark:
         "logs/benchmarks/eval/iter_{i}_no_ebm.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: lookup(dpath="threads/eval", within=config)
@@ -185,7 +188,7 @@ rule eval_no_ebm:
         search=lookup(dpath="search", within=config),
         lean=lookup(dpath="lean", within=config),
         policy=lookup(dpath="policy", within=config),
-        seed=lookup(dpath="seed", within=config),
+        seed=seed_of("search"),
         code=code_digest("eval", "lean", "policy"),
     script:
         "../workflow/scripts/eval.py"
@@ -212,6 +215,7 @@ rule eval_config:
         "logs/eval/iter_{i}_{c}.log",
     benchmark:
         "logs/benchmarks/eval/iter_{i}_{c}.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: lookup(dpath="threads/eval", within=config)
@@ -227,7 +231,7 @@ rule eval_config:
         search=lookup(dpath="search", within=config),
         lean=lookup(dpath="lean", within=config),
         policy=lookup(dpath="policy", within=config),
-        seed=lookup(dpath="seed", within=config),
+        seed=seed_of("search"),
         label=config_label,
         code=code_digest("eval", "lean", "policy"),
     script:
@@ -237,7 +241,6 @@ rule eval_config:
 rule eval_config_no_ebm:
     input:
         model="models/iter_{i}/configs/S/merged",
-        after=ancient("results/iter_{i}/configs/S/eval.json"),  # order only, as eval_no_ebm
         benchmark=expand(
             "data/benchmarks/{name}.jsonl",
             name=lookup(dpath="eval/benchmark", within=config),
@@ -252,6 +255,7 @@ rule eval_config_no_ebm:
         "logs/eval/iter_{i}_S_no_ebm.log",
     benchmark:
         "logs/benchmarks/eval/iter_{i}_S_no_ebm.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: lookup(dpath="threads/eval", within=config)
@@ -267,8 +271,91 @@ rule eval_config_no_ebm:
         search=lookup(dpath="search", within=config),
         lean=lookup(dpath="lean", within=config),
         policy=lookup(dpath="policy", within=config),
-        seed=lookup(dpath="seed", within=config),
+        seed=seed_of("search"),
         label=config_no_ebm_label,
+        code=code_digest("eval", "lean", "policy"),
+    script:
+        "../workflow/scripts/eval.py"
+
+
+# The depth twins (models/iter_{i}/depth_twin: the open goals and a fitted depth term), each
+# policy's stronger control beside its no-value twin: iteration i's model (the twin of B and C),
+# and configurations A's and S's policies.  The same theorems, seeds and temperature as every eval.
+rule eval_depth_twin:
+    input:
+        model="models/iter_{i}/merged",
+        ebm="models/iter_{i}/depth_twin",
+        benchmark=expand(
+            "data/benchmarks/{name}.jsonl",
+            name=lookup(dpath="eval/benchmark", within=config),
+        ),
+        meta=expand(
+            "data/benchmarks/{name}.meta.json",
+            name=lookup(dpath="eval/benchmark", within=config),
+        ),
+    output:
+        json="results/iter_{i}/eval_depth_twin.json",
+    log:
+        "logs/eval/iter_{i}_depth_twin.log",
+    benchmark:
+        "logs/benchmarks/eval/iter_{i}_depth_twin.tsv"
+    priority: job_priority
+    conda:
+        "../workflow/envs/burnqed.yaml"
+    threads: lookup(dpath="threads/eval", within=config)
+    resources:
+        gpu=1,
+        mem_mb=32000,
+        runtime=720,
+        expansion_cache=lookup(dpath="cache", within=config),
+        cache_recheck=cache_recheck_setting(),
+    params:
+        cfg=lookup(dpath="eval", within=config),
+        search=lookup(dpath="search", within=config),
+        lean=lookup(dpath="lean", within=config),
+        policy=lookup(dpath="policy", within=config),
+        seed=seed_of("search"),
+        label=depth_twin_label,
+        code=code_digest("eval", "lean", "policy"),
+    script:
+        "../workflow/scripts/eval.py"
+
+
+rule eval_config_depth_twin:
+    input:
+        model=config_model,
+        ebm="models/iter_{i}/depth_twin",
+        benchmark=expand(
+            "data/benchmarks/{name}.jsonl",
+            name=lookup(dpath="eval/benchmark", within=config),
+        ),
+        meta=expand(
+            "data/benchmarks/{name}.meta.json",
+            name=lookup(dpath="eval/benchmark", within=config),
+        ),
+    output:
+        json="results/iter_{i}/configs/{c}/eval_depth_twin.json",
+    log:
+        "logs/eval/iter_{i}_{c}_depth_twin.log",
+    benchmark:
+        "logs/benchmarks/eval/iter_{i}_{c}_depth_twin.tsv"
+    priority: job_priority
+    conda:
+        "../workflow/envs/burnqed.yaml"
+    threads: lookup(dpath="threads/eval", within=config)
+    resources:
+        gpu=1,
+        mem_mb=32000,
+        runtime=720,
+        expansion_cache=lookup(dpath="cache", within=config),
+        cache_recheck=cache_recheck_setting(),
+    params:
+        cfg=lookup(dpath="eval", within=config),
+        search=lookup(dpath="search", within=config),
+        lean=lookup(dpath="lean", within=config),
+        policy=lookup(dpath="policy", within=config),
+        seed=seed_of("search"),
+        label=depth_twin_label,
         code=code_digest("eval", "lean", "policy"),
     script:
         "../workflow/scripts/eval.py"
@@ -289,6 +376,7 @@ rule replay_ebm:
         "logs/eval/iter_{i}_replay.log",
     benchmark:
         "logs/benchmarks/eval/iter_{i}_replay.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: 1
@@ -318,6 +406,7 @@ rule replay_config:
         "logs/eval/iter_{i}_{c}_replay.log",
     benchmark:
         "logs/benchmarks/eval/iter_{i}_{c}_replay.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: 1
@@ -353,6 +442,7 @@ rule live_replay_features:
         "logs/eval/iter_{i}_replay_features.log",
     benchmark:
         "logs/benchmarks/eval/iter_{i}_replay_features.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: 1
@@ -394,6 +484,7 @@ rule eval_features:
         "logs/eval/iter_{i}_features.log",
     benchmark:
         "logs/benchmarks/eval/iter_{i}_features.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: lookup(dpath="threads/eval", within=config)
@@ -408,7 +499,7 @@ rule eval_features:
         search=lookup(dpath="search", within=config),
         lean=lookup(dpath="lean", within=config),
         policy=lookup(dpath="policy", within=config),
-        seed=lookup(dpath="seed", within=config),
+        seed=seed_of("search"),
         label=features_label,
         code=code_digest("eval", "lean", "policy"),
     script:
@@ -436,6 +527,7 @@ rule compare:
         "logs/eval/compare.log",
     benchmark:
         "logs/benchmarks/eval/compare.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: 1
@@ -452,3 +544,43 @@ rule compare:
         code=code_digest("eval_compare"),
     script:
         "../workflow/scripts/eval_compare.py"
+
+
+# Expert iteration against search only at the same compute (Polu et al. 2022; burnqed/eval/compute.py):
+# the cumulative pool pass rate of each arm against its node expansions and generated tokens, and
+# each iteration's search paired with its search-only control (rules/search.smk search_only).  Not in
+# `all` (it searches the last iteration's pool and every control): `snakemake results/compute.md`.
+rule compute_report:
+    input:
+        expert=expert_searches(config),
+        search_only=search_only_controls(config),
+        # What training spent, stated apart (each adapter's training_summary.json).
+        adapters=expand(
+            "models/iter_{i}/adapter",
+            i=range(lookup(dpath="iterations", within=config)),
+        ),
+    output:
+        json="results/compute.json",
+        md="results/compute.md",
+    log:
+        "logs/eval/compute.log",
+    benchmark:
+        "logs/benchmarks/eval/compute.tsv"
+    priority: job_priority
+    conda:
+        "../workflow/envs/burnqed.yaml"
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    params:
+        code=code_digest("eval_compute"),
+    script:
+        "../workflow/scripts/eval_compute.py"
+
+
+# One study seed: the evals the confirmation's primary comparisons read and what they need, nothing
+# else (rules/common.smk study_seed_files; docs/performance.md "One study seed").
+rule study_seed:
+    input:
+        study_seed_inputs,

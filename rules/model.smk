@@ -19,6 +19,7 @@ rule base_model:
         "logs/model/base.log",
     benchmark:
         "logs/benchmarks/model/base.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: 2
@@ -27,7 +28,7 @@ rule base_model:
         runtime=120,
     params:
         cfg=lookup(dpath="model", within=config),
-        seed=lookup(dpath="seed", within=config),
+        seed=seed_of("train"),
         code=code_digest("model_base"),
     script:
         "../workflow/scripts/model_base.py"
@@ -40,13 +41,14 @@ rule sft:
         base="models/base",
         train="data/tactic_pairs/train.parquet",
         val="data/tactic_pairs/val.parquet",
-        eval_benchmarks=eval_benchmark_files(config),
+        eval_benchmarks=decontamination_benchmark_files(config),
     output:
         directory("models/iter_{i}/adapter"),
     log:
         "logs/model/iter_{i}_sft.log",
     benchmark:
         "logs/benchmarks/model/iter_{i}_sft.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: 2
@@ -60,7 +62,8 @@ rule sft:
         ebm=lookup(dpath="ebm", within=config),
         pooling=lookup(dpath="policy/pooling", within=config),
         decontamination=lookup(dpath="data/decontamination", within=config),
-        seed=lookup(dpath="seed", within=config),
+        seed=seed_of("train"),
+        split=lookup(dpath="split", within=config),
         code=code_digest("model_sft"),
     script:
         "../workflow/scripts/model_sft.py"
@@ -74,13 +77,14 @@ rule sft_only:
         base="models/base",
         train="data/tactic_pairs/train.parquet",
         val="data/tactic_pairs/val.parquet",
-        eval_benchmarks=eval_benchmark_files(config),
+        eval_benchmarks=decontamination_benchmark_files(config),
     output:
         directory("models/iter_{i}/configs/S/adapter"),
     log:
         "logs/model/iter_{i}_sft_only.log",
     benchmark:
         "logs/benchmarks/model/iter_{i}_sft_only.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: 2
@@ -93,7 +97,8 @@ rule sft_only:
         ebm=lookup(dpath="ebm", within=config),
         pooling=lookup(dpath="policy/pooling", within=config),
         decontamination=lookup(dpath="data/decontamination", within=config),
-        seed=lookup(dpath="seed", within=config),
+        seed=seed_of("train"),
+        split=lookup(dpath="split", within=config),
         mode="sft",
         code=code_digest("model_sft"),
     script:
@@ -110,6 +115,7 @@ rule merge:
         "logs/model/iter_{i}_merge.log",
     benchmark:
         "logs/benchmarks/model/iter_{i}_merge.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: 2
@@ -134,6 +140,7 @@ rule merge_sft_only:
         "logs/model/iter_{i}_merge_sft_only.log",
     benchmark:
         "logs/benchmarks/model/iter_{i}_merge_sft_only.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: 2

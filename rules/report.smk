@@ -30,6 +30,7 @@ rule report:
         "logs/report/iter_{i}.log",
     benchmark:
         "logs/benchmarks/report/iter_{i}.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: 1
@@ -76,6 +77,7 @@ rule report_cross:
         "logs/report/cross.log",
     benchmark:
         "logs/benchmarks/report/cross.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: 1
@@ -109,6 +111,7 @@ rule summary:
         "logs/report/summary.log",
     benchmark:
         "logs/benchmarks/report/summary.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: 1
@@ -117,6 +120,7 @@ rule summary:
         runtime=5,
     params:
         benchmarks="logs/benchmarks",
+        seed=lookup(dpath="seed", within=config),
         code=code_digest("report_summary"),
     script:
         "../workflow/scripts/report_summary.py"

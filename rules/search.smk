@@ -24,6 +24,7 @@ rule search_shard:
         "logs/search/iter_{i}_shard_{shard}.log",
     benchmark:
         "logs/benchmarks/search/iter_{i}_shard_{shard}.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: lookup(dpath="threads/search", within=config)
@@ -38,7 +39,7 @@ rule search_shard:
         search=lookup(dpath="search", within=config),
         lean=lookup(dpath="lean", within=config),
         policy=lookup(dpath="policy", within=config),
-        seed=lookup(dpath="seed", within=config),
+        seed=seed_of("train"),
         # Iterations >= 1 draw their own samples (rules/common.smk search_seed_salt).
         seed_salt=search_seed_salt,
         code=code_digest("search_shard", "lean", "policy"),
@@ -59,6 +60,7 @@ rule search_pool_select:
         "logs/search/iter_{i}_pool.log",
     benchmark:
         "logs/benchmarks/search/iter_{i}_pool.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: 2
@@ -68,7 +70,7 @@ rule search_pool_select:
     params:
         search=lookup(dpath="search", within=config),
         lean=lookup(dpath="lean", within=config),
-        seed=lookup(dpath="seed", within=config),
+        seed=seed_of("train"),
         code=code_digest("search_select_pool", "lean"),
     script:
         "../workflow/scripts/search_select_pool.py"
@@ -85,6 +87,7 @@ rule search_noise_shard:
         "logs/search/iter_0_noise_shard_{shard}.log",
     benchmark:
         "logs/benchmarks/search/iter_0_noise_shard_{shard}.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: lookup(dpath="threads/search", within=config)
@@ -99,7 +102,7 @@ rule search_noise_shard:
         search=lookup(dpath="search", within=config),
         lean=lookup(dpath="lean", within=config),
         policy=lookup(dpath="policy", within=config),
-        seed=lookup(dpath="seed", within=config),
+        seed=seed_of("train"),
         temperature=lookup(dpath="search/noise_temperature", within=config),
         # A seeded random frontier order: decisions that favour no priority (params.yaml).
         order=lookup(dpath="search/noise_order", within=config),
@@ -122,6 +125,7 @@ rule search_baseline_shard:
         "logs/search/baseline_shard_{shard}.log",
     benchmark:
         "logs/benchmarks/search/baseline_shard_{shard}.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     threads: lookup(dpath="threads/search", within=config)
@@ -136,7 +140,7 @@ rule search_baseline_shard:
         search=lookup(dpath="search", within=config),
         lean=lookup(dpath="lean", within=config),
         policy=lookup(dpath="policy", within=config),
-        seed=lookup(dpath="seed", within=config),
+        seed=seed_of("train"),
         code=code_digest("search_shard", "lean", "policy"),
     script:
         "../workflow/scripts/search_shard.py"
@@ -154,6 +158,7 @@ rule search:
         "logs/search/iter_{i}_gather.log",
     benchmark:
         "logs/benchmarks/search/iter_{i}_gather.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     params:
@@ -174,6 +179,7 @@ rule search_noise:
         "logs/search/iter_0_noise_gather.log",
     benchmark:
         "logs/benchmarks/search/iter_0_noise_gather.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     params:
@@ -194,6 +200,68 @@ rule search_baseline:
         "logs/search/baseline_gather.log",
     benchmark:
         "logs/benchmarks/search/baseline_gather.tsv"
+    priority: job_priority
+    conda:
+        "../workflow/envs/burnqed.yaml"
+    params:
+        code=code_digest("search_gather"),
+    script:
+        "../workflow/scripts/search_gather.py"
+
+
+# Search only, the expert iteration's compute-matched control (Polu et al. 2022; issue 45): iteration
+# {i}'s pool (i >= 1) searched again by iteration 0's model — no training, no value model, so at the
+# search's own temperature, as iteration 0 — with the same budget, attempts and config and seeds of
+# its own (rules/common.smk search_only_salt).  Not in `all`: rule compute_report (rules/eval.smk)
+# pairs it with iteration {i}'s search and counts each one's node expansions and generated tokens.
+rule search_only_shard:
+    input:
+        model="models/iter_0/merged",
+        theorems="results/iter_{i}/search_pool.jsonl",
+    output:
+        "results/iter_{i}/search_only/shard_{shard}/manifest.json",
+    log:
+        "logs/search/iter_{i}_search_only_shard_{shard}.log",
+    benchmark:
+        "logs/benchmarks/search/iter_{i}_search_only_shard_{shard}.tsv"
+    wildcard_constraints:
+        # iteration 0's control is iteration 0's search itself
+        i="[1-9][0-9]*",
+    priority: job_priority
+    conda:
+        "../workflow/envs/burnqed.yaml"
+    threads: lookup(dpath="threads/search", within=config)
+    resources:
+        gpu=1,
+        mem_mb=32000,
+        runtime=720,
+        # The expansion cache: a machine setting like threads (params.yaml `cache`), not a param.
+        expansion_cache=lookup(dpath="cache", within=config),
+        cache_recheck=cache_recheck_setting(),
+    params:
+        search=lookup(dpath="search", within=config),
+        lean=lookup(dpath="lean", within=config),
+        policy=lookup(dpath="policy", within=config),
+        seed=seed_of("train"),
+        seed_salt=search_only_salt,
+        code=code_digest("search_shard", "lean", "policy"),
+    script:
+        "../workflow/scripts/search_shard.py"
+
+
+rule search_only:
+    input:
+        expand(
+            "results/iter_{{i}}/search_only/shard_{shard}/manifest.json",
+            shard=range(lookup(dpath="search/shards", within=config)),
+        ),
+    output:
+        "results/iter_{i}/search_only/manifest.json",
+    log:
+        "logs/search/iter_{i}_search_only_gather.log",
+    benchmark:
+        "logs/benchmarks/search/iter_{i}_search_only_gather.tsv"
+    priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
     params:

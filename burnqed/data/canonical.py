@@ -54,8 +54,11 @@ Example::
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Sequence
+
+from burnqed.theorems import Theorem
 
 # --------------------------------------------------------------------------------------------
 # Tokens
@@ -663,12 +666,33 @@ def canonical_goals(state: str) -> list[str]:
     return goals
 
 
+def statement_hash(canonical: str) -> str:
+    """The hash of a canonical form (sha256, 16 hex digits: collisions are not a concern here)."""
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
+
+
+def theorem_keys(t: Theorem) -> set[str]:
+    """Every hash under which ``t`` is known: its canonical goal, name-free statement, printed goal."""
+    keys = set()
+    text = statement_text(t.formal_statement)
+    if text is not None:
+        keys.add(statement_hash("stmt:" + text))
+    canonical = canonical_statement(t.formal_statement)
+    if canonical is not None:
+        keys.add(statement_hash(canonical))
+    if t.goal:
+        keys |= {statement_hash(g) for g in canonical_goals(t.goal)[:1]}
+    return keys
+
+
 __all__ = [
     "canonical_goals",
     "canonical_statement",
     "declaration_tokens",
     "drop_parentheses",
+    "statement_hash",
     "statement_text",
     "strip_comments",
+    "theorem_keys",
     "tokenize",
 ]

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from burnqed.config import add_config_arguments, load_config
+from burnqed.config import add_config_arguments, load_config, resolve_seeds
 
 if TYPE_CHECKING:
     from burnqed.config import DataConfig
@@ -139,17 +139,24 @@ def _reporting_data_errors(func: Callable[[argparse.Namespace], int]):
 
 
 def _config(args: argparse.Namespace) -> tuple[DataConfig, int]:
-    """The ``data`` section and the top-level ``seed`` of the validated parameters."""
+    """The ``data`` section and the data's seed (``seeds.data``, else ``seed``)."""
     from burnqed.config import DataConfig
 
     params = load_config(args)
-    return DataConfig.from_dict(params.get("data")), int(params.get("seed", 0))
+    return DataConfig.from_dict(params.get("data")), resolve_seeds(params)["data"]
+
+
+def _benchmark_seed(args: argparse.Namespace) -> int:
+    """The held-out sets' seed (``seeds.benchmark``, else ``seed``)."""
+    return resolve_seeds(load_config(args))["benchmark"]
 
 
 def _eval_benchmarks(args: argparse.Namespace) -> list[Path]:
-    """The evaluation benchmark file(s) (``eval.benchmark``) the data is decontaminated against."""
-    names = load_config(args).get("eval", {}).get("benchmark") or []
-    names = [names] if isinstance(names, str) else list(names)
+    """The benchmark file(s) the data is decontaminated against
+    (:func:`burnqed.config.decontamination_benchmarks`)."""
+    from burnqed.config import decontamination_benchmarks
+
+    names = decontamination_benchmarks(load_config(args))
     return [args.data_dir / "benchmarks" / f"{n}.jsonl" for n in names]
 
 
@@ -167,6 +174,7 @@ def _run_all(args: argparse.Namespace) -> int:
         pairs_dir=d / "tactic_pairs",
         search_pool=d / "theorems" / "search_pool.jsonl",
         eval_benchmarks=_eval_benchmarks(args),
+        benchmark_seed=_benchmark_seed(args),
     )
     return 0
 
@@ -190,6 +198,7 @@ def _benchmarks(args: argparse.Namespace) -> int:
         seed=seed,
         raw_dir=args.data_dir / "raw" / "benchmarks",
         out_dir=args.data_dir / "benchmarks",
+        benchmark_seed=_benchmark_seed(args),
     )
     return 0
 

@@ -43,7 +43,6 @@ Example::
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -53,7 +52,12 @@ from typing import Any
 import pyarrow as pa
 
 from burnqed.data.benchmarks import sha256_file
-from burnqed.data.canonical import canonical_goals, canonical_statement, statement_text
+from burnqed.data.canonical import (
+    canonical_goals,
+    canonical_statement,
+    statement_hash,
+    theorem_keys,
+)
 from burnqed.theorems import Theorem, TheoremFileError, read_theorems
 
 log = logging.getLogger(__name__)
@@ -67,29 +71,10 @@ class ContaminationError(ValueError):
     """Training data states a benchmark theorem and ``data.decontamination`` is ``refuse``."""
 
 
-def statement_hash(canonical: str) -> str:
-    """The hash of a canonical form (sha256, 16 hex digits: collisions are not a concern here)."""
-    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
-
-
 def canonical_state(state: str) -> str | None:
     """The canonical form of the first goal of a Lean-printed state; None without a goal."""
     goals = canonical_goals(state)
     return goals[0] if goals else None
-
-
-def theorem_keys(t: Theorem) -> set[str]:
-    """Every hash under which ``t`` is known: its canonical goal, name-free statement, printed goal."""
-    keys = set()
-    text = statement_text(t.formal_statement)
-    if text is not None:
-        keys.add(statement_hash("stmt:" + text))
-    canonical = canonical_statement(t.formal_statement)
-    if canonical is not None:
-        keys.add(statement_hash(canonical))
-    if t.goal:
-        keys |= {statement_hash(g) for g in canonical_goals(t.goal)[:1]}
-    return keys
 
 
 # --------------------------------------------------------------------------------------------
@@ -313,6 +298,7 @@ __all__ = [
     "check_pairs",
     "check_theorems",
     "statement_hash",
+    "theorem_keys",
     "theorem_labels",
     "verdict",
 ]

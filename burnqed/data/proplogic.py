@@ -1,5 +1,13 @@
-"""The generated propositional data: training theorems (traced into tactic pairs) and held-out
-``valid``/``test`` sets that share no statement with them or with each other.
+"""The generated propositional data: training theorems (traced into tactic pairs), held-out
+``valid``/``test`` sets that share no statement with them or with each other, and the development
+set ``dev`` (:func:`development_split`).
+
+``valid`` is the search pool (its proofs become training data), ``test`` the confirmation benchmark
+(looked at only to confirm a frozen design), ``dev`` the benchmark development choices are made on:
+drawn after the others, from the test split's distribution, it drops every candidate that equals a
+training, pool or test theorem — or another dev theorem — in canonical form
+(:func:`burnqed.data.decontam.theorem_keys`: up to renaming, binder order, parentheses…), so adding
+it changes no byte of the other three.
 
 Both come from ``burnqed.proplogic`` (its generator, and :mod:`burnqed.data.proplogic_trace` through
 burnqed's own REPL); they are imported when first used so ``burnqed.data`` stays light to import.  The same
@@ -31,6 +39,7 @@ log = logging.getLogger(__name__)
 
 TRAIN_PREFIX = "prop"
 HELD_OUT_SPLITS = ("valid", "test")
+DEV_SPLIT = "dev"  # drawn after the held-out splits (development_split)
 # Each held-out split's generator seed is offset from the run seed so it is a different draw.
 HELD_OUT_SEED_OFFSET = 1_000_003
 
@@ -87,17 +96,22 @@ def statement_body(theorem: Theorem) -> str:
     return _DECL_NAME.sub("", theorem.formal_statement, count=1).strip()
 
 
-def held_out_splits(cfg: ProplogicConfig, *, seed: int) -> dict[str, list[Theorem]]:
+def held_out_splits(
+    cfg: ProplogicConfig, *, seed: int, benchmark_seed: int | None = None
+) -> dict[str, list[Theorem]]:
     """``{"valid": [...], "test": [...]}``, ``cfg.test_theorems`` each: theorems stating nothing a
-    training theorem or the other split states (``valid`` feeds the search pool, ``test`` eval)."""
+    training theorem or the other split states (``valid`` feeds the search pool, ``test`` eval).
+    ``seed`` draws the training theorems and ``valid`` (the data), ``benchmark_seed`` (None:
+    ``seed``) draws ``test`` (params.yaml ``seeds``)."""
     seen = {statement_body(t) for t in training_theorems(cfg, seed=seed)}
+    draw = {"valid": seed, "test": seed if benchmark_seed is None else benchmark_seed}
     out: dict[str, list[Theorem]] = {}
     for k, split in enumerate(HELD_OUT_SPLITS):
         # Draw extra candidates: small depth ranges repeat formulas, and repeats are dropped.
         candidates = _generate(
             2 * cfg.test_theorems + 10,
             cfg,
-            seed=seed + (k + 1) * HELD_OUT_SEED_OFFSET,
+            seed=draw[split] + (k + 1) * HELD_OUT_SEED_OFFSET,
             prefix=f"{TRAIN_PREFIX}_{split}",
             held_out=True,
         )
@@ -119,6 +133,49 @@ def held_out_splits(cfg: ProplogicConfig, *, seed: int) -> dict[str, list[Theore
             )
         out[split] = rows
     return out
+
+
+def development_split(
+    cfg: ProplogicConfig, *, seed: int, benchmark_seed: int | None = None,
+    held_out: dict[str, list[Theorem]] | None = None,
+) -> list[Theorem]:  # fmt: skip
+    """The ``dev`` theorems (``cfg.dev_theorems``, else as many as ``test``): drawn from the held-out
+    depths with a seed of their own, after ``valid`` and ``test`` (``held_out``: their
+    :func:`held_out_splits`, computed when not given), keeping only candidates whose canonical
+    form equals no training, pool, test or earlier dev theorem's.  ``benchmark_seed`` (None:
+    ``seed``) draws it, as it draws ``test``."""
+    from burnqed.data.canonical import theorem_keys
+
+    bseed = seed if benchmark_seed is None else benchmark_seed
+    if held_out is None:
+        held_out = held_out_splits(cfg, seed=seed, benchmark_seed=bseed)
+    n = cfg.dev_theorems if cfg.dev_theorems is not None else cfg.test_theorems
+    seen: set[str] = set()
+    for t in [*training_theorems(cfg, seed=seed), *held_out["valid"], *held_out["test"]]:
+        seen |= theorem_keys(t)
+    candidates = _generate(
+        3 * n + 10,
+        cfg,
+        seed=bseed + (len(HELD_OUT_SPLITS) + 1) * HELD_OUT_SEED_OFFSET,
+        prefix=f"{TRAIN_PREFIX}_{DEV_SPLIT}",
+        held_out=True,
+    )
+    rows: list[Theorem] = []
+    dropped = 0
+    for t in candidates:
+        keys = theorem_keys(t)
+        if keys & seen:
+            dropped += 1
+            continue
+        seen |= keys
+        rows.append(dataclasses.replace(t, split=DEV_SPLIT))
+        if len(rows) == n:
+            break
+    log.info("proplogic dev: %d theorems (%d candidates equal to a training, pool, test or dev "
+             "theorem in canonical form dropped)", len(rows), dropped)  # fmt: skip
+    if len(rows) < n:
+        log.warning("proplogic: only %d distinct dev theorems (asked for %d)", len(rows), n)
+    return rows
 
 
 def traced_pairs(theorems: Sequence[Theorem], *, source: str) -> pa.Table:

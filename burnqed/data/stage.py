@@ -323,14 +323,17 @@ def benchmarks_to_build(cfg: DataConfig) -> tuple[str, ...]:
     return tuple(dict.fromkeys(names))
 
 
-def build_all_benchmarks(*, cfg: DataConfig, seed: int, raw_dir: Path, out_dir: Path) -> list[Path]:
+def build_all_benchmarks(
+    *, cfg: DataConfig, seed: int, raw_dir: Path, out_dir: Path, benchmark_seed: int | None = None
+) -> list[Path]:
     """:func:`~burnqed.data.benchmarks.build_benchmarks` for :func:`benchmarks_to_build`, registry
     files read from ``raw_dir/<registry filename>`` (where ``burnqed data fetch`` puts them)."""
     names = benchmarks_to_build(cfg)
     raw = {n: Path(raw_dir) / REGISTRY[n].filename for n in names if n in REGISTRY}
     return build_benchmarks(
-        raw=raw, out_dir=Path(out_dir), names=names, proplogic=cfg.proplogic, seed=seed
-    )
+        raw=raw, out_dir=Path(out_dir), names=names, proplogic=cfg.proplogic, seed=seed,
+        benchmark_seed=benchmark_seed,
+    )  # fmt: skip
 
 
 def run(
@@ -342,10 +345,13 @@ def run(
     pairs_dir: Path = Path("data/tactic_pairs"),
     search_pool: Path = Path("data/theorems/search_pool.jsonl"),
     eval_benchmarks: Sequence[Path] = (),
+    benchmark_seed: int | None = None,
 ) -> None:
     """Benchmarks, then tactic pairs, then the search pool (which may read the benchmarks); both
-    decontaminated against ``eval_benchmarks`` (built first, when they are among the benchmarks)."""
-    build_all_benchmarks(cfg=cfg, seed=seed, raw_dir=raw_benchmarks_dir, out_dir=benchmarks_dir)
+    decontaminated against ``eval_benchmarks`` (built first, when they are among the benchmarks).
+    ``seed`` is the data's, ``benchmark_seed`` (None: ``seed``) the held-out sets'."""
+    build_all_benchmarks(cfg=cfg, seed=seed, raw_dir=raw_benchmarks_dir, out_dir=benchmarks_dir,
+                         benchmark_seed=benchmark_seed)  # fmt: skip
     pairs_dir = Path(pairs_dir)
     build_tactic_pairs(
         out_train=pairs_dir / "train.parquet",

@@ -21,7 +21,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from burnqed.config import add_config_arguments
+from burnqed.config import add_config_arguments, decontamination_benchmarks, resolve_seeds
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -99,13 +99,12 @@ def _train(args: argparse.Namespace) -> int:
     params = load_config(args)
     benchmarks = args.eval_benchmark
     if benchmarks is None:
-        names = params["eval"]["benchmark"]
-        names = [names] if isinstance(names, str) else names
-        benchmarks = [Path("data/benchmarks") / f"{n}.jsonl" for n in names]
+        benchmarks = [Path("data/benchmarks") / f"{n}.jsonl"
+                      for n in decontamination_benchmarks(params)]  # fmt: skip
     try:
         run_train(searches=_searches(args), embeddings=_embeddings(args),
                   out=args.out or Path(f"models/iter_{args.iteration}/ebm"), cfg=params["ebm"],
-                  seed=args.seed if args.seed is not None else int(params.get("seed", 0)),
+                  split=params["split"], seed=args.seed if args.seed is not None else resolve_seeds(params)["train"],
                   device=args.device,
                   eval_benchmarks=benchmarks,
                   decontamination=params["data"].get("decontamination", "refuse"))  # fmt: skip
@@ -129,6 +128,6 @@ def _metrics(args: argparse.Namespace) -> int:
     run_metrics(searches=_searches(args), embeddings=_embeddings(args),
                 out=args.out or Path(f"results/iter_{args.iteration}/ebm_metrics.json"),
                 plots=args.plots or Path(f"results/iter_{args.iteration}/ebm_plots"),
-                cfg=params["ebm"], ebm=ebm,
-                seed=args.seed if args.seed is not None else int(params.get("seed", 0)))  # fmt: skip
+                cfg=params["ebm"], split=params["split"], ebm=ebm,
+                seed=args.seed if args.seed is not None else resolve_seeds(params)["train"])  # fmt: skip
     return 0

@@ -2,7 +2,7 @@
 out-of-fold energies (issue 30 §3; ``search.energy_weight: fitted``).
 
 The pool searches' trees give decisions (:func:`burnqed.value.frontier.choice_sets`).  Theorems
-are dealt into ``ebm.fit_folds`` folds (:func:`burnqed.value.fit.theorem_folds`); per fold a head
+are dealt into ``ebm.fit_folds`` folds (:meth:`burnqed.split.TheoremSplit.folds`); per fold a head
 is trained exactly as the EBM is (same groups, config and seed) but without that fold's theorems,
 and scores that fold's open nodes — so no state's energy comes from a head that trained on its
 theorem.  Each open node's features are the priority's log-prob term (``cum_logprob /
@@ -13,7 +13,10 @@ two weights per unit of ``logprob_weight`` (:func:`burnqed.value.fit.priority_we
 energy's relative to the log-prob's, or the energy alone where the fit gives the log-prob weight
 0).  The EBM's ``ebm.json`` keeps them under ``energy_weight`` (``priority``) with the fit's
 log-likelihood (in sample and held out) and the out-of-fold frontier top-1 of log-prob alone,
-energy alone and the fitted sum.
+energy alone and the fitted sum.  The held-out figures are measured on the decisions of the run's
+held-out theorems only (:mod:`burnqed.split`: SFT's validation and test theorems), so neither the
+head and weight that score a held-out decision nor the policy that embeds its states trained on its
+theorem.
 
 Example::
 
@@ -35,8 +38,14 @@ import numpy as np
 import torch
 
 from burnqed.config import EBMConfig
+from burnqed.split import TheoremSplit
 from burnqed.trajectory import MANIFEST, read_nodes
-from burnqed.value.fit import cross_fit, priority_weights, theorem_folds
+from burnqed.value.fit import (
+    cross_fit,
+    heldout_decisions,
+    heldout_log_likelihood,
+    priority_weights,
+)
 from burnqed.value.frontier import choice_sets, logprob_term, top1_gain, top1_hit, top1_rates
 
 log = logging.getLogger(__name__)
@@ -127,7 +136,7 @@ def fit_energy_weight(
     *,
     dirs: Sequence[Path],
     work: Path,
-    seed: int = 0,
+    split: TheoremSplit,
     device: str = "auto",
 ) -> dict:
     """The ``energy_weight`` block of ``ebm.json`` (module docstring); fold heads are trained in
@@ -139,7 +148,7 @@ def fit_energy_weight(
     if len(theorems) < cfg.fit_folds:
         return _no_fit(sets, theorems, f"fewer theorems with decisions than ebm.fit_folds "
                        f"({cfg.fit_folds})", settings)  # fmt: skip
-    folds = theorem_folds(theorems, cfg.fit_folds, seed=seed)
+    folds = split.folds(theorems, cfg.fit_folds)
     k = settings["depth_normalisation"]
     energies: dict[tuple, float] = {}  # (theorem, state hash) → out-of-fold energy
     for f in range(cfg.fit_folds):
@@ -147,16 +156,17 @@ def fit_energy_weight(
         if in_fold.all():
             raise ValueError(f"fold {f} holds every group's theorem: nothing to train its head on")
         fold_groups = replace(groups, heldout=in_fold)  # the fold: measured, never trained on
-        r = train_head(vectors, fold_groups, cfg, work_dir=work / f"fold_{f}", seed=seed,
+        r = train_head(vectors, fold_groups, cfg, work_dir=work / f"fold_{f}", seed=split.seed,
                        device=device)  # fmt: skip
         need = {(c.theorem, n["state_hash"]) for c in sets if folds[c.theorem] == f
                 for n in c.open}  # fmt: skip
         energies.update(score_states(r.head, vectors, data, need))
     shutil.rmtree(work, ignore_errors=True)
     block = fitted_block(
-        sets, energies, folds, depth_normalisation=k,
+        sets, energies, folds, depth_normalisation=k, heldout=split.held_out(theorems),
         scheme="energies of each fold of theorems from a head trained without them; held-out "
-        "figures from weights fitted without them; the weight used: the fit on all",
+        "figures on the split's held-out theorems, from weights fitted without their fold; the "
+        "weight used: the fit on all",
     )  # fmt: skip
     return {**block, **decisions_source(settings)}
 
@@ -171,12 +181,13 @@ def decisions_source(settings: Mapping[str, Any]) -> dict:
 
 def fitted_block(
     sets: Sequence, energies: Mapping[tuple, float], folds: Mapping[str, int], *,
-    depth_normalisation: float, scheme: str,
+    depth_normalisation: float, scheme: str, heldout: set[str] | None,
 ) -> dict:  # fmt: skip
     """The ``energy_weight`` block from decisions ``sets`` and each open node's energy
     (``energies[theorem, state hash]``, scored by a head that never trained on that theorem): the
     conditional logit on every decision (the weight used) and cross-fitted by ``folds`` (the
-    held-out log-likelihood and frontier top-1)."""
+    held-out log-likelihood and frontier top-1, on the decisions of the ``heldout`` theorems;
+    None: on all)."""
     k = depth_normalisation
 
     def x(c) -> np.ndarray:
@@ -189,28 +200,36 @@ def fitted_block(
     cf = cross_fit(X, chosen, names, folds, signs=SIGNS)
     weights = priority_weights(cf.fit.weights[0], -cf.fit.weights[1])
     per_fold = [priority_weights(w[0], -w[1]) for w in cf.heldout_weights]
+    keep = heldout_decisions(names, heldout)
+    held_sets = [c for c, k in zip(sets, keep, strict=True) if k]
+    held_names = [c.theorem for c in held_sets]
     held = {"logprob": [], "energy": [], "sum": []}
-    for c, xi, fold in zip(sets, X, cf.decision_fold, strict=True):
+    for c, xi, fold, k in zip(sets, X, cf.decision_fold, keep, strict=True):
+        if not k:
+            continue
         w = per_fold[fold]
         held["logprob"].append(top1_hit(c, xi[:, 0]))
         held["energy"].append(top1_hit(c, -xi[:, 1]))
         held["sum"].append(top1_hit(c, w["logprob"] * xi[:, 0] - w["energy"] * xi[:, 1]))
-    rates = top1_rates(held, sets, names)
+    rates = top1_rates(held, held_sets, held_names)
+    held_ll = heldout_log_likelihood(X, chosen, cf, keep)
     block = {
         # The priority's weights per unit of search.logprob_weight (log-prob term, energy).
         "priority": weights,
         "features": list(FEATURES),
         "fit": cf.fit.to_json(FEATURES),
-        "heldout_log_likelihood": cf.heldout_log_likelihood,
-        "heldout_log_likelihood_per_decision": cf.heldout_log_likelihood / len(sets),
+        "heldout_log_likelihood": held_ll,
+        "heldout_log_likelihood_per_decision": held_ll / len(held_sets) if held_sets else None,
         "heldout_frontier_top1": rates["all"],
         # where the open nodes share a depth (what a small best-first search mostly faces)
         "heldout_frontier_top1_same_depth": rates["same_depth"],
         # The fitted sum against log-prob alone, paired by decision (SE of the difference).
-        "heldout_sum_gain": top1_gain(held["sum"], held["logprob"], names),
+        "heldout_sum_gain": top1_gain(held["sum"], held["logprob"], held_names),
         "folds": max(folds.values()) + 1,
         "decisions": len(sets),
         "theorems": len(set(names)),
+        # what the held-out figures are measured on: the split's held-out theorems with decisions
+        "heldout": {"theorems": len(set(held_names)), "decisions": len(held_sets)},
         "depth_normalisation": k,
         "scheme": scheme,
     }
@@ -231,7 +250,7 @@ def _no_fit(sets: Sequence, theorems: Sequence[str], why: str, settings: Mapping
 
 def fit_heldout_energy_weight(
     head: Any, vectors: Mapping[str, np.ndarray], data: Any, cfg: EBMConfig, *,
-    dirs: Sequence[Path], heldout: set[str], seed: int = 0,
+    dirs: Sequence[Path], heldout: set[str], split: TheoremSplit,
 ) -> dict:  # fmt: skip
     """The ``energy_weight`` block of a head that cannot be re-trained per fold (the joint head:
     one joint training per fold would be the whole adapter again): only the decisions of
@@ -245,7 +264,7 @@ def fit_heldout_energy_weight(
     energies = score_states(head, vectors, data, {(c.theorem, n["state_hash"]) for c in sets
                                                   for n in c.open})  # fmt: skip
     block = fitted_block(
-        sets, energies, theorem_folds(theorems, cfg.fit_folds, seed=seed),
+        sets, energies, split.folds(theorems, cfg.fit_folds), heldout=None,
         depth_normalisation=settings["depth_normalisation"],
         scheme="energies by the exported head, only on theorems it never trained on (held out of "
         "its training and of its warm start's); held-out figures from weights fitted without "

@@ -21,8 +21,10 @@ The group size is fixed (``1 + K``): a positive whose theorem cannot fill its gr
 groups built mostly from other theorems (the old rule: 61 % of the demo's negatives) taught "which
 theorem is this" instead of "which of these states is closer to a proof".  A state that is on a
 proof path of its theorem in any attempt is never a negative for that theorem.  The train/held-out
-split is **by theorem** (proved and unproved theorems shuffled separately, so both splits have
-both).  :meth:`Groups.counts` (groups, train/held-out, dropped, negatives by kind) goes into the
+split is **by theorem** and is the run's one split (:mod:`burnqed.split`): a group is held out when
+its theorem is one of SFT's validation or test theorems, so no head trains on a theorem whose proof
+steps the policy that embeds it did not train on either, and no held-out theorem was in that
+policy's SFT training data.  :meth:`Groups.counts` (groups, train/held-out, dropped, negatives by kind) goes into the
 EBM artifact's meta.
 
 Each group also carries its positive's **remaining steps** (``Groups.remaining``): the length of
@@ -37,7 +39,7 @@ of whose states is an evaluation-benchmark goal (:mod:`burnqed.data.decontam`).
 Example::
 
     >>> # trajectory_dirs(Path("results/iter_0/search"))  → [.../shard_0, .../shard_1]
-    >>> # data = load_states([...]); groups = build_groups(data, negatives=7, heldout_fraction=0.1)
+    >>> # data = load_states([...]); groups = build_groups(data, negatives=7, split=TheoremSplit(0.1, 0.1, seed=0))
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ import numpy as np
 
 from burnqed.config import InputError
 from burnqed.data.decontam import BenchmarkIndex, DecontaminationCheck, check_mode, verdict
+from burnqed.split import TheoremSplit
 from burnqed.trajectory import MANIFEST, read_nodes, search_part_dirs
 
 log = logging.getLogger(__name__)
@@ -297,24 +300,7 @@ def chance_bound(chance: float, groups: int) -> float:
     return chance + 2 * math.sqrt(chance * (1 - chance) / groups)
 
 
-def split_theorems(
-    theorems: Sequence[str], proved: set[str], fraction: float, seed: int
-) -> set[str]:
-    """Held-out theorem names: ``fraction`` of the proved and of the unproved ones (≥ 1 proved)."""
-    rng = random.Random(seed)
-    out: set[str] = set()
-    for pool, minimum in ((sorted(set(theorems) & proved), 1), (sorted(set(theorems) - proved), 0)):
-        rng.shuffle(pool)
-        k = max(minimum, round(fraction * len(pool))) if pool else 0
-        if len(pool) > 1:
-            k = min(k, len(pool) - 1)  # keep at least one for training
-        out.update(pool[:k])
-    return out
-
-
-def build_groups(
-    data: StateData, *, negatives: int, heldout_fraction: float, seed: int = 0
-) -> Groups:
+def build_groups(data: StateData, *, negatives: int, split: TheoremSplit, seed: int = 0) -> Groups:
     """One group per on-path node of each attempt (each decision that chose a proof-path state)
     that its theorem can fill; see the module docstring for the order of the negative kinds."""
     rng = random.Random(seed)
@@ -324,7 +310,7 @@ def build_groups(
             f"no proved theorem in {len(data.sources)} trajectory director(ies) "
             f"{data.sources}: the EBM needs states on verified proof paths"
         )
-    heldout = split_theorems(list(data.goal), set(pos), heldout_fraction, seed)
+    heldout = split.held_out(data.goal)
     expansion = data.expansion or [None] * len(data.theorem)
     children: dict[tuple, list[int]] = defaultdict(list)
     by_theorem: dict[str, list[int]] = defaultdict(list)

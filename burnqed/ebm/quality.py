@@ -29,7 +29,7 @@ Plots: a 2-D PCA coloured by label and by depth, the energy histogram.
 
 Example::
 
-    metrics = embedding_metrics(vectors, data, seed=0)   # dict, JSON-ready
+    metrics = embedding_metrics(vectors, data, seed=0, split=split)   # dict, JSON-ready
 """
 
 from __future__ import annotations
@@ -44,7 +44,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from burnqed.ebm.groups import Groups, StateData, split_theorems
+from burnqed.ebm.groups import Groups, StateData
+from burnqed.split import TheoremSplit
 
 log = logging.getLogger(__name__)
 
@@ -170,13 +171,13 @@ def embedding_metrics(
     data: StateData,
     *,
     seed: int = 0,
-    heldout_fraction: float = 0.2,
+    split: TheoremSplit,
 ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """The metrics (JSON-ready) and the arrays the plots need."""
+    """The metrics (JSON-ready) and the arrays the plots need; the linear probe is trained on the
+    ``split``'s training theorems and measured on its held-out ones."""
     x, y, depth, theorems = _labelled(data, vectors, seed)
     centroid, separation = centroid_separation(x, y)
-    held = split_theorems(theorems, {t for t, lab in zip(theorems, y, strict=True) if lab},
-                          heldout_fraction, seed)  # fmt: skip
+    held = split.held_out(theorems)
     train = np.array([t not in held for t in theorems])
     xc = x - x.mean(0)
     eig = (

@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from burnqed.config import EBMConfig, PolicyConfig
+from burnqed.config import EBMConfig, PolicyConfig, SplitConfig
 from burnqed.data.prompt import embed_states
 from burnqed.determinism import deterministic_training, write_run_info
 from burnqed.ebm.embeddings import (
@@ -50,6 +50,7 @@ from burnqed.ebm.embeddings import (
 )
 from burnqed.ebm.groups import build_groups, decontaminate_states, load_states, trajectory_dirs
 from burnqed.provenance import git_commit
+from burnqed.split import TheoremSplit
 
 log = logging.getLogger(__name__)
 
@@ -193,6 +194,7 @@ def run_train(
     embeddings: Path,
     out: Path,
     cfg: Mapping[str, Any],
+    split: Mapping[str, Any] | None = None,
     seed: int = 0,
     device: str = "auto",
     eval_benchmarks: Sequence[str | Path] = (),
@@ -201,7 +203,8 @@ def run_train(
     """Train the EBM into ``out`` (resuming ``<out>.partial/``); return its metadata.
 
     Every state of the searches is checked against ``eval_benchmarks`` (up to renaming); a theorem
-    with a benchmark goal among its states is refused or dropped (``decontamination``)."""
+    with a benchmark goal among its states is refused or dropped (``decontamination``).  The
+    held-out theorems are the run's one split's (``split``, :mod:`burnqed.split`)."""
     from burnqed.ebm.fit import fit_energy_weight
     from burnqed.ebm.scorer import save_ebm
     from burnqed.ebm.train import groups_digest, resolve_device, train_head
@@ -213,8 +216,8 @@ def run_train(
         load_states(dirs), eval_benchmarks, decontamination, dirs
     )
     vectors, emb_manifest = _vectors_for(Path(embeddings), data)
-    groups = build_groups(data, negatives=ebm_cfg.negatives,
-                          heldout_fraction=ebm_cfg.heldout_fraction, seed=seed)  # fmt: skip
+    theorem_split = TheoremSplit.of(split, seed)
+    groups = build_groups(data, negatives=ebm_cfg.negatives, split=theorem_split, seed=seed)
     out = Path(out)
     work = out.with_name(out.name + ".partial")
     # The resume key's data part: the groups and the very vectors (their cache key; the code and
@@ -227,9 +230,10 @@ def run_train(
                             data_hash=data_hash)  # fmt: skip
         # search.energy_weight: fitted — out-of-fold energies on the pool's decisions.
         weight = fit_energy_weight(vectors, data, groups, ebm_cfg, dirs=dirs, work=work / "folds",
-                                   seed=seed, device=device)  # fmt: skip
+                                   split=theorem_split, device=device)  # fmt: skip
     meta = {
         "config": ebm_cfg.to_dict(),
+        "split": SplitConfig.from_dict(split).to_dict(),
         "seed": seed,
         "dim": result.head.dim,
         "embedding_model": emb_manifest["embedding_model"],
@@ -273,7 +277,7 @@ def run_train(
 
 def joint_energy_weight(
     head: Any, head_meta: Mapping[str, Any], *, searches: Sequence[str | Path], embeddings: Path,
-    embedding_model_digest: str, warm_head: Path | None, seed: int,
+    embedding_model_digest: str, warm_head: Path | None, seed: int, split: Mapping[str, Any] | None,
     eval_benchmarks: Sequence[str | Path] = (), decontamination: str = "refuse",
 ) -> dict:  # fmt: skip
     """``search.energy_weight: fitted`` for the head joint training exported (configuration C).
@@ -281,8 +285,8 @@ def joint_energy_weight(
     Fold heads would each be a joint training of the whole adapter, so instead the head scores only
     the pool decisions of theorems it never trained on: held out of joint training
     (``heldout_theorems`` of its meta) and of its warm start's training (configuration A's EBM,
-    ``data.heldout_theorems`` of its ``ebm.json``) — both split with the same seed over the same
-    searches, so normally one set.  Those states are embedded by the merged joint model
+    ``data.heldout_theorems`` of its ``ebm.json``) — both the run's one split (``split``), so one
+    set: SFT's validation and test theorems.  Those states are embedded by the merged joint model
     (``embeddings``, checked by digest) as the scorer will embed them
     (:func:`burnqed.ebm.fit.fit_heldout_energy_weight`).
     """
@@ -309,8 +313,10 @@ def joint_energy_weight(
                f"{embedding_model_digest}")  # fmt: skip
         log.warning("energy weight: %s: no fit", why)
         return {"priority": None, "reason": why}
-    block = fit_heldout_energy_weight(head, vectors, data, EBMConfig.from_dict(head_meta["config"]),
-                                      dirs=dirs, heldout=held, seed=seed)  # fmt: skip
+    block = fit_heldout_energy_weight(
+        head, vectors, data, EBMConfig.from_dict(head_meta["config"]), dirs=dirs, heldout=held,
+        split=TheoremSplit.of(split, seed),
+    )  # fmt: skip
     block["heldout_sets"] = {
         "joint_training": len(joint_held),
         "warm_start": None if warm_held is None else len(warm_held),
@@ -321,26 +327,43 @@ def joint_energy_weight(
 
 def run_fit_features(
     *, searches: Sequence[str | Path], model: str | Path, out: Path, cfg: Mapping[str, Any],
-    seed: int = 0, eval_benchmarks: Sequence[str | Path] = (), decontamination: str = "refuse",
+    split: Mapping[str, Any] | None = None, seed: int = 0,
+    eval_benchmarks: Sequence[str | Path] = (),
+    decontamination: str = "refuse", twin: str | None = None,
 ) -> dict:  # fmt: skip
     """The feature value of iteration ``i`` (:mod:`burnqed.value.features`): its weights fitted on
     the pool ``searches``' decisions (decontaminated as the EBM's data), tokens counted by
     ``model``'s tokenizer (the policy it will search with), cross-fitted in ``ebm.fit_folds`` folds
-    of theorems → ``out/features.json``."""
+    of theorems (the run's split) → ``out/features.json``.  ``twin="depth"``: the depth twin
+    instead — the number of open goals and the priority's depth term, fitted the same way
+    (:data:`burnqed.value.features.DEPTH_GRID`)."""
     from transformers import AutoTokenizer
 
     from burnqed.ebm.fit import decisions_source, pool_decisions
-    from burnqed.value.features import fit_features, token_counter, write_feature_value
+    from burnqed.value.features import (
+        DEPTH_GRID,
+        FEATURES,
+        fit_features,
+        token_counter,
+        write_feature_value,
+    )
 
     ebm_cfg = EBMConfig.from_dict(cfg)
     dirs = _dirs(searches)
     data, check = decontaminated(load_states(dirs), eval_benchmarks, decontamination, dirs)
     sets, settings = pool_decisions(dirs, set(data.goal))
     tokenizer = AutoTokenizer.from_pretrained(str(model), local_files_only=True)
-    block = fit_features(sets, token_counter(tokenizer), folds=ebm_cfg.fit_folds, seed=seed,
-                        depth_normalisation=settings["depth_normalisation"])  # fmt: skip
+    if twin not in (None, "depth"):
+        raise ValueError(f"twin must be None or 'depth', got {twin!r}")
+    depth = twin == "depth"
+    block = fit_features(
+        sets, token_counter(tokenizer), folds=ebm_cfg.fit_folds,
+        split=TheoremSplit.of(split, seed),
+        depth_normalisation=settings["depth_normalisation"],
+        features=("goals",) if depth else FEATURES, depth_grid=DEPTH_GRID if depth else None,
+    )  # fmt: skip
     block["energy_weight"].update(decisions_source(settings))
-    meta = write_feature_value(Path(out), {**block, "seed": seed, "trajectories":
+    meta = write_feature_value(Path(out), {**block, "seed": seed, "twin": twin, "trajectories":
                                _search_hashes(dirs), "decontamination": check}, model=model)  # fmt: skip
     log.info("feature value → %s: weights %s, held-out frontier top-1 %s", out, block["weights"],
              {k: v["rate"] for k, v in block["energy_weight"]["heldout_frontier_top1"].items()})  # fmt: skip
@@ -371,6 +394,7 @@ def run_metrics(
     out: Path,
     plots: Path,
     cfg: Mapping[str, Any],
+    split: Mapping[str, Any] | None = None,
     ebm: Path | None = None,
     seed: int = 0,
 ) -> dict:
@@ -382,8 +406,8 @@ def run_metrics(
     dirs = _dirs(searches)
     data = load_states(dirs)
     vectors, emb_manifest = _vectors_for(Path(embeddings), data)
-    metrics, arrays = embedding_metrics(vectors, data, seed=seed,
-                                        heldout_fraction=ebm_cfg.heldout_fraction)  # fmt: skip
+    theorem_split = TheoremSplit.of(split, seed)
+    metrics, arrays = embedding_metrics(vectors, data, seed=seed, split=theorem_split)
     energies = None
     if ebm is not None:
         from burnqed.ebm.scorer import load_ebm
@@ -394,8 +418,7 @@ def run_metrics(
                 f"{ebm}: trained on model digest {meta['embedding_model_digest']}, the embeddings "
                 f"{embeddings} are of {emb_manifest['embedding_model_digest']}"
             )
-        groups = build_groups(data, negatives=ebm_cfg.negatives,
-                              heldout_fraction=ebm_cfg.heldout_fraction, seed=seed)  # fmt: skip
+        groups = build_groups(data, negatives=ebm_cfg.negatives, split=theorem_split, seed=seed)
         held = groups.subset(groups.heldout)
         energies = group_energies(head, vectors, held)
         credit, tied = rank1_credit(energies) if len(held) else (None, None)

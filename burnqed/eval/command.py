@@ -9,6 +9,7 @@ Example::
         --control results/iter_0/eval_longer.json --out results/compare.md
     burnqed summary results/iter_0/search/shard_0
     burnqed ledger add results/*/eval*.json
+    burnqed timing . --cores 2
 """
 
 from __future__ import annotations
@@ -127,9 +128,24 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     s.add_argument("--json", action="store_true", help="print JSON instead of markdown")
     s.set_defaults(func=main_summary)
 
+    t = subparsers.add_parser(
+        "timing",
+        help="where a run's wall time went: busy cores, critical path (Snakemake's own files)",
+        description="From logs/benchmarks/ and .snakemake/metadata/ of a run directory: wall time, "
+        "job-seconds, CPU seconds, the cores' busy fraction, the DAG's critical path and the "
+        "lower bound no schedule beats; name=value lines (burnqed.eval.timing).",
+    )
+    t.add_argument("run", type=Path, nargs="?", default=Path("."), metavar="RUN_DIR",
+                   help="the run's directory (default: here)")  # fmt: skip
+    t.add_argument("--cores", type=int, default=2, help="the run's --cores (default 2)")
+    t.add_argument("--targets", nargs="+", default=(), metavar="FILE",
+                   help="only the jobs that built these outputs (e.g. a study seed's evals)")  # fmt: skip
+    t.add_argument("--json", action="store_true", help="print JSON instead of name=value lines")
+    t.set_defaults(func=main_timing)
+
 
 def main_eval(args: argparse.Namespace) -> int:
-    from burnqed.config import cache_dir, cache_recheck, load_config
+    from burnqed.config import cache_dir, cache_recheck, load_config, resolve_seeds
     from burnqed.data.benchmarks import BenchmarkError, HashMismatchError
     from burnqed.eval.stage import run
     from burnqed.search.stage import SearchTerminated
@@ -150,7 +166,7 @@ def main_eval(args: argparse.Namespace) -> int:
             ebm=args.ebm,
             previous=args.previous,
             label=args.label,
-            seed=args.seed if args.seed is not None else int(params.get("seed", 0)),
+            seed=args.seed if args.seed is not None else resolve_seeds(params)["search"],
             temperature=args.temperature,
             resume=args.resume,
             run_search=not args.no_search,
@@ -198,4 +214,20 @@ def main_ledger_add(args: argparse.Namespace) -> int:
     counts = add(args.ledger, args.files, looked_at=args.looked_at)
     print(f"{args.ledger}: {counts['read']} looks read, {counts['before']} records before, "
           f"{counts['after']} after")  # fmt: skip
+    return 0
+
+
+def main_timing(args: argparse.Namespace) -> int:
+    from burnqed.config import InputError
+    from burnqed.eval.timing import run_timing, timing_lines
+
+    if args.cores < 1:
+        raise InputError(f"--cores must be >= 1, got {args.cores}")
+    try:
+        t = run_timing(args.run, cores=args.cores, targets=args.targets)
+    except ValueError as e:
+        raise InputError(f"{args.run}: {e}") from None
+    if t is None:
+        raise InputError(f"{args.run}: no Snakemake records (.snakemake/metadata) of finished jobs")
+    print(json.dumps(t, indent=2) if args.json else "\n".join(timing_lines(t)))
     return 0

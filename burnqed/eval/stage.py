@@ -213,7 +213,10 @@ def value_model_block(
     if value is None:  # a search from before the weight was recorded: the configured number
         value = cfg.energy_weight if cfg.energy_weight != "fitted" else None
     effect = value_effect(
-        rows, max_depth=cfg.max_depth, depth_normalisation=cfg.depth_normalisation,
+        rows, max_depth=cfg.max_depth,
+        # the depth twin's fit chose its own depth normalisation (burnqed.value.features)
+        depth_normalisation=float(weight.get("depth_normalisation", cfg.depth_normalisation)),
+        baseline_depth_normalisation=cfg.depth_normalisation,
         logprob_weight=float(weight.get("logprob_weight", cfg.logprob_weight)),
         energy_weight=float(value or 0.0),
     ) if value is not None else None  # fmt: skip

@@ -46,9 +46,11 @@ Example::
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -63,6 +65,7 @@ from burnqed.policy import (
     generation_of,
     trim_completion,
 )
+from burnqed.policy.decoder import LlamaDecoder
 from burnqed.policy.embedding import POOLINGS, context_limit, embedding_ids, pool_hidden
 from burnqed.policy.model_files import check_model_dir, is_path_like
 
@@ -85,7 +88,7 @@ def _draw(logits: torch.Tensor, temperature: float, top_p: float, u: torch.Tenso
     ``u`` ``(rows,)`` from the temperature-scaled, top-p-truncated distribution.  Row-wise only:
     a row's token depends on its own logits and uniform, never on the other rows."""
     probs = torch.softmax(logits / temperature, -1)  # (rows, V)
-    order = torch.arange(probs.shape[-1], device=probs.device).expand_as(probs)
+    order = None  # the vocabulary in its own order: a position is its token
     if top_p < 1.0:
         # Nucleus: the most probable tokens whose mass reaches top_p (at least one).
         probs, order = torch.sort(probs, stable=True, dim=-1, descending=True)
@@ -94,7 +97,54 @@ def _draw(logits: torch.Tensor, temperature: float, top_p: float, u: torch.Tenso
     cdf = probs.double().cumsum(-1)  # (rows, V)
     target = (u.double() * cdf[:, -1]).unsqueeze(1)  # (rows, 1)
     index = torch.searchsorted(cdf, target, right=True).clamp(max=cdf.shape[-1] - 1)
-    return order.gather(1, index)[:, 0]
+    return index[:, 0] if order is None else order.gather(1, index)[:, 0]
+
+
+# The prefills kept for reuse, in bytes of keys, values and logits: the demo's prompts (~60 tokens,
+# 8 or 16 rows) take ~1-2 MB each, so ~30-60 of them — the states of the searches in flight.
+PREFILL_CACHE_BYTES = 64 * 2**20
+
+
+class PrefillCache:
+    """Least-recently-used prefills ``key -> (logits, cache)``, at most ``max_bytes`` of tensors.
+    The tensors are never written to (a decode step makes new ones), so a kept prefill is continued
+    by any number of samples."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.bytes = 0
+        self.hits = self.misses = 0
+        self._items: OrderedDict[Any, tuple[Any, int]] = OrderedDict()
+
+    @staticmethod
+    def _size(value: Any) -> int:
+        logits, cache = value
+        return logits.nbytes + sum(k.nbytes + v.nbytes for k, v in cache)
+
+    def get(self, key: Any) -> Any:
+        item = self._items.get(key)
+        if item is None:
+            self.misses += 1
+            return None
+        self.hits += 1
+        self._items.move_to_end(key)
+        return item[0]
+
+    def put(self, key: Any, value: Any) -> None:
+        size = self._size(value)
+        if size > self.max_bytes:
+            return
+        if key in self._items:
+            self.bytes -= self._items.pop(key)[1]
+        self._items[key] = (value, size)
+        self.bytes += size
+        while self.bytes > self.max_bytes:
+            _, (_, dropped) = self._items.popitem(last=False)
+            self.bytes -= dropped
+
+    def clear(self) -> None:
+        self._items.clear()
+        self.bytes = 0
 
 
 class TransformersGenerator:
@@ -136,6 +186,10 @@ class TransformersGenerator:
             eos = self.tokenizer.eos_token_id
         self.eos_ids = frozenset([eos] if isinstance(eos, int) else eos)
         self.hidden_size = self.model.config.hidden_size
+        # The model's own operations without transformers' per-call cost, where they reproduce it
+        # bitwise (burnqed.policy.decoder); None: every forward goes through the model.
+        self.decoder = LlamaDecoder.for_model(self.model)
+        self.prefills = PrefillCache(PREFILL_CACHE_BYTES)
         log.info("loaded %s on %s (%s)", self.model_id, self.device, torch_dtype)
 
     # ----------------------------------------------------------------------------------------
@@ -194,8 +248,6 @@ class TransformersGenerator:
         n = params.n
         greedy = params.temperature == 0
         rows = 1 if greedy else n  # greedy: one sequence; the n identical samples are copies
-        ids = self.tokenizer(prompt, return_tensors="pt").input_ids.to(self.device)  # (1, T)
-        ids = ids.expand(rows, -1).contiguous()  # (rows, T)
         # One uniform per candidate per step, from the candidate's own stream.
         uniforms = torch.stack(
             [
@@ -203,39 +255,69 @@ class TransformersGenerator:
                 for s in seeds[:rows]
             ]
         ).to(self.device)  # (rows, max_new_tokens), float32
-        out = self.model(input_ids=ids, use_cache=True)
-        cache = out.past_key_values
-        logits = out.logits[:, -1].float()  # (rows, V)
-        eos = torch.tensor(sorted(self.eos_ids), device=self.device)
-        tokens: list[torch.Tensor] = []
+        logits, step = self._start(prompt, rows, params.max_new_tokens)  # (rows, V)
         logprobs: list[torch.Tensor] = []
-        done = torch.zeros(rows, dtype=torch.bool, device=self.device)
-        texts_done = [False] * rows
+        generated: list[list[int]] = [[] for _ in range(rows)]  # the tokens so far, per row
+        done = [False] * rows  # ended by EOS or a stop string (it is fed its last token on)
         for t in range(params.max_new_tokens):
             if greedy:
                 nxt = logits.argmax(-1)  # (rows,)
             else:
                 nxt = _draw(logits, params.temperature, params.top_p, uniforms[:, t])
-            tokens.append(nxt)
             logprobs.append(torch.log_softmax(logits, -1).gather(1, nxt[:, None])[:, 0])
-            done |= torch.isin(nxt, eos)
+            for r, token in enumerate(nxt.tolist()):
+                generated[r].append(token)
+                done[r] = done[r] or token in self.eos_ids
             if params.stop:  # a stop string can only end where its last token was generated
-                generated = torch.stack(tokens, 1).tolist()
                 for r in range(rows):
-                    if not texts_done[r] and not done[r]:
+                    if not done[r]:
                         text = self.tokenizer.decode(generated[r], skip_special_tokens=True)
-                        texts_done[r] = any(s in text for s in params.stop)
-                done |= torch.tensor(texts_done, device=self.device)
-            if bool(done.all()) or t + 1 == params.max_new_tokens:
+                        done[r] = any(s in text for s in params.stop)
+            if all(done) or t + 1 == params.max_new_tokens:
                 break
             # Finished rows are fed their last token too: the batch keeps its shape.
-            out = self.model(input_ids=nxt[:, None], past_key_values=cache, use_cache=True)
-            cache = out.past_key_values
-            logits = out.logits[:, -1].float()
-        generated = torch.stack(tokens, 1).tolist()  # (rows, steps)
-        token_lp = torch.stack(logprobs, 1).tolist()
+            logits = step(nxt[:, None])
+        token_lp = torch.stack(logprobs, 1).tolist()  # (rows, steps)
         samples = [self._cut(i, lp, params.stop) for i, lp in zip(generated, token_lp, strict=True)]
         return samples * n if greedy else samples
+
+    def _start(
+        self, prompt: str, rows: int, max_new_tokens: int
+    ) -> tuple[torch.Tensor, Callable[[torch.Tensor], torch.Tensor]]:
+        """The last position's logits ``(rows, V)`` of ``prompt`` repeated in ``rows`` rows, and
+        ``step(ids (rows, 1)) -> logits (rows, V)`` that continues the sequences by one token.
+
+        Through the lean forward (:mod:`burnqed.policy.decoder`: bitwise the model's own) a prompt's
+        prefill is kept (:class:`PrefillCache`): it depends on the model, the prompt and ``rows``
+        alone, and a search asks again for the same prompts — a theorem's root in each attempt, a
+        state its attempts share — so a kept one gives the same samples for less."""
+        ids = self.tokenizer(prompt, return_tensors="pt").input_ids.to(self.device)  # (1, T)
+        if self.decoder is None:
+            out = self.model(input_ids=ids.expand(rows, -1).contiguous(), use_cache=True)
+            cache = out.past_key_values
+
+            def step(nxt: torch.Tensor) -> torch.Tensor:
+                nonlocal cache
+                out = self.model(input_ids=nxt, past_key_values=cache, use_cache=True)
+                cache = out.past_key_values
+                return out.logits[:, -1].float()
+
+            return out.logits[:, -1].float(), step
+        decoder = self.decoder
+        key = (tuple(ids[0].tolist()), rows)
+        kept = self.prefills.get(key)
+        if kept is None:
+            full, prefix = decoder.forward(ids.expand(rows, -1).contiguous())
+            # A copy of the last position: the kept prefill must not pin the (rows, T, V) block.
+            kept = (full[:, -1].float().clone(), prefix)
+            self.prefills.put(key, kept)
+        logits, prefix = kept
+        state = decoder.begin(prefix, ids.shape[1] + max_new_tokens)
+
+        def lean_step(nxt: torch.Tensor) -> torch.Tensor:
+            return decoder.step(nxt, state)[:, -1].float()
+
+        return logits, lean_step
 
     def _cut(self, ids: list[int], lps: list[float], stop: Sequence[str]) -> Sample:
         """Cut one generated row where it ended: first EOS, or the token completing a stop string."""
@@ -273,13 +355,18 @@ class TransformersGenerator:
             ids = embedding_ids(self.tokenizer, text, limit)
             ids = torch.tensor([ids], device=self.device)  # (1, T)
             # The decoder stack without the LM head: its output is the final (normed) layer.
-            hidden = self.model.base_model(input_ids=ids).last_hidden_state.float()  # (1, T, d)
+            if self.decoder is not None:
+                hidden = self.decoder.hidden(ids).float()  # (1, T, d), bitwise the model's
+            else:
+                hidden = self.model.base_model(input_ids=ids).last_hidden_state.float()
             pooled = pool_hidden(hidden[0], self.pooling)  # (d,)
             out[i] = pooled.cpu().numpy()
         return out
 
     def close(self) -> None:
         self.model = None  # type: ignore[assignment]
+        self.decoder = None
+        self.prefills.clear()
         if self.device.type == "cuda":
             torch.cuda.empty_cache()
 

@@ -57,6 +57,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     su.add_argument("--benchmarks", type=Path, default=Path("logs/benchmarks"), metavar="DIR",
                     help="the jobs' Snakemake benchmark files (peak memory)")  # fmt: skip
     su.add_argument("--out", type=Path, default=Path("results/summary.json"), metavar="JSON")
+    su.add_argument("--seed", type=int, default=None, help="the run's seed (recorded as is)")
     su.set_defaults(func=main_summary)
 
     do = sub.add_parser(
@@ -67,6 +68,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     do.add_argument("results", type=Path, nargs="?", default=None, metavar="RESULTS",
                     help="a finished run's results/ (its summary.json); without it, regenerate "
                     "from the committed docs/summary.json")  # fmt: skip
+    do.add_argument("--run", type=Path, action="append", default=[], metavar="RESULTS",
+                    help="publish another seed's finished run beside it (its summary.json → "
+                    "docs/runs/seed_<seed>.json, exploratory); repeatable")  # fmt: skip
     do.add_argument("--root", type=Path, default=Path("."), metavar="DIR", help="the checkout")
     do.set_defaults(func=main_docs)
 
@@ -126,14 +130,14 @@ def main_summary(args: argparse.Namespace) -> int:
     from burnqed.report.summary import run
 
     run(compare_json=args.compare, out=args.out, pairs_report=args.pairs_report,
-        benchmarks=args.benchmarks)  # fmt: skip
+        benchmarks=args.benchmarks, seed=args.seed)  # fmt: skip
     return 0
 
 
 def main_docs(args: argparse.Namespace) -> int:
     from burnqed.report.docs import refresh
 
-    refresh(args.root, args.results)
+    refresh(args.root, args.results, runs=args.run)
     return 0
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,16 +33,19 @@ import yaml
 from burnqed.eval.configs import (
     goal_table,
     prediction_text,
-    same_depth_text,
     span_text,
     weight_text,
 )
+from burnqed.eval.paired import format_p
 from burnqed.eval.table import markdown_table, pct
 from burnqed.report.summary import draw
 
 log = logging.getLogger(__name__)
 
 SUMMARY, FIGURE, CONFIGURATION = "summary.json", "budget_curves.png", "configuration.md"
+# Other seeds' runs of the demo, published beside seed 0's (docs/summary.json), each exploratory:
+# docs/runs/seed_<seed>.json, and their solve rates side by side in SEED_FIGURE.
+RUNS, SEED_FIGURE = "runs", "seed_curves.png"
 BLOCK_RE = re.compile(r"(<!-- generated: (\S+) -->\n)(.*?)(<!-- end generated -->)", re.S)
 
 
@@ -63,27 +66,30 @@ def _num(x: Any, fmt: str) -> str:
 
 
 def value_table(summary: Mapping[str, Any]) -> str:
-    """The value-model configurations of the first iteration that has them: with and without the
-    value head, the replay prediction, the paired ablation, and what the energy could do (its
-    fitted weight, sibling span against the log-prob's, decisions changed, held-out gain)."""
+    """The value-model configurations of the first iteration that has them: with the value head,
+    its replay prediction, its two twins (no value model; the depth twin) and the claim against the
+    stronger one (paired, Holm), the head's held-out rank-1 against chance, and what the energy
+    could do (its fitted weight, sibling span against the log-prob's, decisions changed)."""
     if not summary.get("configs"):
         return "No value-model configuration in this run.\n"
     rows = []
+    emb = summary["configs"][0].get("embeddings") or {}
     for c, r in summary["configs"][0]["rates"].items():
-        ab, rp, v = r.get("ablation") or {}, r.get("replay") or {}, r.get("value_model") or {}
-        gain = v.get("heldout_gain") or {}
+        rp, v, vs = r.get("replay") or {}, r.get("value_model") or {}, r.get("vs_stronger") or {}
+        e = emb.get(c) or {}
         rows.append([
             c, pct(r["with"]), replay_text(rp), pct(r["without"]),
-            "–" if ab.get("gained") is None else f"+{ab['gained']}/−{ab['lost']}, p {ab['p_value']:.3f}",
-            weight_text(v), span_text(v),
-            _num(v.get("decisions_changed"), ".1%"),
-            "–" if gain.get("in_se") is None else f"{gain['difference']:+.3f} ({gain['in_se']:.1f} SE)",
-            same_depth_text(v),
+            pct(r.get("depth_twin")),
+            "–" if vs.get("gained") is None else
+            f"{r['stronger_twin']}: +{vs['gained']}/−{vs['lost']}, p {vs['p_value']:.3f} "
+            f"(Holm {vs['p_holm']:.3f}), {vs['verdict']}",
+            "–" if e.get("rank1") is None else f"{e['rank1']:.3f} ({e.get('chance', 0):.2f})",
+            weight_text(v), span_text(v), _num(v.get("decisions_changed"), ".1%"),
         ])  # fmt: skip
     return markdown_table(
-        ["config", "with EBM", "replay prediction", "without", "EBM vs none", "energy weight",
-         "span ratio", "decisions changed", "held-out top-1 gain",
-         "same depth: log-prob / energy / sum"], rows)  # fmt: skip
+        ["config", "with EBM", "replay prediction", "log-prob twin", "depth twin",
+         "vs the stronger twin", "held-out rank-1 (chance)", "energy weight", "span ratio",
+         "decisions changed"], rows)  # fmt: skip
 
 
 def replay_text(rp: Mapping[str, Any] | None) -> str:
@@ -115,6 +121,90 @@ def value_goal(summary: Mapping[str, Any]) -> str:
             f"ceiling is {goal['oracle_ceiling']}.\n\n")  # fmt: skip
     return head + goal_table(goal)
 
+
+def _claim_cell(t: Mapping[str, Any] | None, name: str | None = None) -> str:
+    if not t or t.get("gained") is None:
+        return "–"
+    p = t.get("p_value")
+    return (f"{name + ': ' if name else ''}+{t['gained']}/−{t['lost']}"
+            f"{'' if p is None else f', p {format_p(p)}'}")  # fmt: skip
+
+
+def seed_row(summary: Mapping[str, Any]) -> dict[str, Any]:
+    """One run's headline comparisons, as the per-seed table shows them: each learning step and the
+    search-longer control (gained/lost, p), C against its stronger twin, the feature value against
+    C (two-sided), the learning verdict, the value goal's verdict, what the run is evidence of."""
+    lc = summary.get("learning") or {}
+    cfg = (summary.get("configs") or [{}])[0]
+    c = (cfg.get("rates") or {}).get("C") or {}
+    f_vs_c = None
+    for chk in (cfg.get("goal") or {}).get("checks") or []:
+        if chk["check"].startswith("the feature value does not beat C"):
+            f_vs_c = chk.get("value")
+    return {
+        "seed": (summary.get("run") or {}).get("seed"),
+        "steps": lc.get("steps") or [],
+        "controls": lc.get("controls") or [],
+        "learning": lc.get("verdict"),
+        "stronger_twin": c.get("stronger_twin"),
+        "vs_stronger": c.get("vs_stronger"),
+        "features_vs_c": f_vs_c,
+        "goal": (cfg.get("goal") or {}).get("verdict"),
+        "evidence": (summary.get("run") or {}).get("evidence"),
+    }
+
+
+def seeds_table(runs: Sequence[Mapping[str, Any]]) -> str:
+    """The demo's runs side by side, one row a seed (each its own theorems, benchmark and models):
+    the learning steps, the last iteration against the search-longer control, C against its
+    stronger twin, the feature value against C, the verdicts — every row exploratory (one seed)."""
+    if not runs:
+        return "No run published.\n"
+    rows = []
+    for r in sorted((seed_row(s) for s in runs), key=lambda x: (x["seed"] is None, x["seed"])):
+        steps = r["steps"]
+        rows.append([
+            "–" if r["seed"] is None else str(r["seed"]),
+            _claim_cell(steps[-1] if steps else None),
+            _claim_cell(r["controls"][-1] if r["controls"] else None),
+            _claim_cell(r["vs_stronger"], r["stronger_twin"]),
+            _claim_cell(r["features_vs_c"]),
+            r["learning"] or "–", r["goal"] or "–", r["evidence"] or "–",
+        ])  # fmt: skip
+    return markdown_table(
+        ["seed", "last iteration vs the one before", "last iteration vs the search-longer control",
+         "C vs its stronger twin", "the feature value vs C", "learning check", "value goal",
+         "evidence"], rows)  # fmt: skip
+
+
+def draw_runs(runs: Sequence[Mapping[str, Any]], out: Path) -> None:
+    """Per-seed budget curves: a panel per run (:func:`burnqed.report.plots.seed_budget_curves`)."""
+    from burnqed.report import plots
+    from burnqed.report.summary import curves
+
+    panels = {}
+    for s in sorted(runs, key=lambda x: ((x.get("run") or {}).get("seed") is None,
+                                         (x.get("run") or {}).get("seed"))):  # fmt: skip
+        seed = (s.get("run") or {}).get("seed")
+        panels[f"seed {seed}"] = curves(s)[1]
+    bench = (runs[0].get("benchmark") or {}) if runs else {}
+    plots.seed_budget_curves(panels, Path(out), title=(
+        f"Solve rate by node budget, one panel a seed (exploratory) — {bench.get('name')}_"
+        f"{bench.get('split')}, {bench.get('theorems')} theorems"))  # fmt: skip
+
+
+def read_runs(docs: Path) -> list[dict[str, Any]]:
+    """Seed 0's committed summary and every published run (:data:`RUNS`)."""
+    runs = [json.loads((docs / SUMMARY).read_text(encoding="utf-8"))]
+    for f in sorted((docs / RUNS).glob("seed_*.json")):
+        runs.append(json.loads(f.read_text(encoding="utf-8")))
+    return runs
+
+
+# Generated blocks of all the published runs.
+RUN_BLOCKS: dict[str, Callable[[Sequence[Mapping[str, Any]]], str]] = {
+    "seeds-table": seeds_table,
+}
 
 # Generated blocks by name: the text each is, from the summary.
 BLOCKS: dict[str, Callable[[Mapping[str, Any]], str]] = {
@@ -274,10 +364,11 @@ def doc_files(root: Path) -> list[Path]:
     return [Path(root) / "README.md", *sorted((Path(root) / "docs").glob("*.md"))]
 
 
-def refresh(root: Path, results: Path | None = None) -> list[Path]:
+def refresh(root: Path, results: Path | None = None, runs: Sequence[Path] = ()) -> list[Path]:
     """Regenerate the docs' generated parts in the checkout ``root`` (module docstring); with
-    ``results``, first take ``results/summary.json`` as the new committed summary.  Returns the
-    files written."""
+    ``results``, first take ``results/summary.json`` as the new committed summary; each of ``runs``
+    (another seed's results/) is published as ``docs/runs/seed_<seed>.json``.  Returns the files
+    written."""
     root = Path(root)
     docs = root / "docs"
     committed = docs / SUMMARY
@@ -289,12 +380,25 @@ def refresh(root: Path, results: Path | None = None) -> list[Path]:
         new["manual"] = {**(old.get("manual") or {}), **(new.get("manual") or {})}
         committed.write_text(json.dumps(new, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
         written.append(committed)
+    for r in runs:
+        new = json.loads((Path(r) / SUMMARY).read_text(encoding="utf-8"))
+        seed = (new.get("run") or {}).get("seed")
+        if seed is None:
+            raise ValueError(f"{Path(r) / SUMMARY}: no run.seed recorded: rerun its `summary` rule")
+        out = docs / RUNS / f"seed_{seed}.json"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(new, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        written.append(out)
     summary = json.loads(committed.read_text(encoding="utf-8"))
     draw(summary, docs / FIGURE)
     written.append(docs / FIGURE)
+    published = read_runs(docs)
+    draw_runs(published, docs / SEED_FIGURE)
+    written.append(docs / SEED_FIGURE)
     (docs / CONFIGURATION).write_text(configuration_markdown(root), encoding="utf-8")
     written.append(docs / CONFIGURATION)
     blocks = {name: make(summary) for name, make in BLOCKS.items()}
+    blocks.update({name: make(published) for name, make in RUN_BLOCKS.items()})
     for page in doc_files(root):
         text = page.read_text(encoding="utf-8")
         new_text = replace_blocks(text, blocks)

@@ -48,8 +48,12 @@ from burnqed.eval.passk import interval_from_sums
 log = logging.getLogger(__name__)
 
 KIND = "burnqed summary"
-SUMMARY_KEYS = ("kind", "benchmark", "pass_n", "budgets", "evals", "learning", "configs",
+SUMMARY_KEYS = ("kind", "run", "benchmark", "pass_n", "budgets", "evals", "learning", "configs",
                 "detectable", "decontamination", "memory", "manual")  # fmt: skip
+# What one run is evidence of: a single seed's figures describe that seed's draws (its theorems,
+# benchmark and models), not the method; only a pre-registered study over fresh seeds confirms
+# (burnqed.study, docs/confirmation.md).
+EXPLORATORY = "exploratory"
 # Discordant theorem counts at which the docs say what a paired test can detect.
 DISCORDANT = (6, 20, 40)
 
@@ -57,6 +61,12 @@ DISCORDANT = (6, 20, 40)
 def _test(t: Mapping[str, Any]) -> dict[str, Any]:
     keys = ("before", "after", "budget_before", "budget_after", "gained", "lost", "p_value")
     return {k: t.get(k) for k in keys}
+
+
+def _claim(t: Mapping[str, Any]) -> dict[str, Any]:
+    """A claim's paired test with its verdict, Holm-adjusted p and whether it is the primary one:
+    what a sentence of the docs may say about it (tests/workflow/test_docs.py checks them)."""
+    return {**_test(t), **{k: t.get(k) for k in ("verdict", "p_holm", "primary")}}
 
 
 def detectable(theorems: int | None, discordant: Sequence[int] = DISCORDANT) -> list[dict]:
@@ -73,7 +83,13 @@ def detectable(theorems: int | None, discordant: Sequence[int] = DISCORDANT) -> 
 def _configs(section: Mapping[str, Any]) -> dict[str, Any]:
     rates = {r["config"]: {"with": (r.get("rate") or {}).get("rate"),
                            "without": (r.get("rate_no_ebm") or {}).get("rate"),
-                           "ablation": _test(r["ablation"]) if r.get("ablation") else None}
+                           "depth_twin": (r.get("rate_depth_twin") or {}).get("rate"),
+                           "ablation": _test(r["ablation"]) if r.get("ablation") else None,
+                           "vs_depth_twin": _test(r["vs_depth_twin"])
+                           if r.get("vs_depth_twin") else None,
+                           "stronger_twin": r.get("stronger_twin"),
+                           "vs_stronger": _claim(r["vs_stronger"])
+                           if r.get("vs_stronger") else None}
              for r in section.get("configs") or []}  # fmt: skip
     emb = {r["config"]: r.get("embeddings") for r in section.get("configs") or []}
     ranges = {}
@@ -119,6 +135,7 @@ def build(
     pairs_report: Mapping[str, Any] | None = None,
     memory: Mapping[str, Any] | None = None,
     manual: Mapping[str, Any] | None = None,
+    seed: int | None = None,
 ) -> dict[str, Any]:
     """The summary (module docstring) of ``compare`` (``results/compare.json``), the tactic pairs'
     ``filter_report.json`` and :func:`burnqed.eval.memory.peak_memory`'s figures."""
@@ -135,6 +152,8 @@ def build(
             "rows_dropped", "states_checked")  # fmt: skip
     return {
         "kind": KIND,
+        # the run's seed and what its figures are evidence of (one seed: exploratory)
+        "run": {"seed": seed, "evidence": EXPLORATORY},
         "benchmark": bench,
         "pass_n": compare.get("pass_n"),
         "budgets": compare["budgets"],
@@ -190,15 +209,16 @@ def run(
     out: Path,
     pairs_report: Path | None = None,
     benchmarks: Path | None = None,
+    seed: int | None = None,
 ) -> dict[str, Any]:
-    """Write ``results/summary.json`` (the ``summary`` rule)."""
+    """Write ``results/summary.json`` (the ``summary`` rule) of the run with ``seed``."""
     from burnqed.eval.stage import write_json
 
     def read(p: Path | None) -> dict | None:
         return json.loads(Path(p).read_text(encoding="utf-8")) if p and Path(p).is_file() else None
 
     memory = peak_memory(Path(benchmarks)) if benchmarks and Path(benchmarks).is_dir() else None
-    s = build(read(compare_json), pairs_report=read(pairs_report), memory=memory)
+    s = build(read(compare_json), pairs_report=read(pairs_report), memory=memory, seed=seed)
     write_json(Path(out), s)
     log.info("summary of %d evals → %s", len(s["evals"]), out)
     return s

@@ -102,7 +102,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 
 def main(args: argparse.Namespace) -> int:
-    from burnqed.config import cache_dir, cache_recheck, load_config, validate_params
+    from burnqed.config import (
+        cache_dir,
+        cache_recheck,
+        load_config,
+        resolve_seeds,
+        validate_params,
+    )
     from burnqed.search.stage import SearchTerminated, TooManyErrors, run
 
     params = load_config(args)
@@ -125,7 +131,7 @@ def main(args: argparse.Namespace) -> int:
             temperature=args.temperature,
             order=args.order,
             resume=args.resume,
-            seed=args.seed if args.seed is not None else int(params.get("seed", 0)),
+            seed=args.seed if args.seed is not None else resolve_seeds(params)["train"],
             seed_salt=args.seed_salt,
             shard=args.shard,
             log_dir=args.log_dir,

@@ -19,7 +19,7 @@ Example (what rule ``search_pool_select`` runs; there is no CLI command for it):
     run(pool=Path("data/theorems/search_pool.jsonl"),
         earlier=[Path("results/iter_0/search"), Path("results/iter_0/search_noise")],
         out=Path("results/iter_1/search_pool.jsonl"),
-        cfg=params["search"], lean=params["lean"], seed=params["seed"])
+        cfg=params["search"], lean=params["lean"], seed=resolve_seeds(params)["train"])
 """
 
 from __future__ import annotations

@@ -109,15 +109,23 @@ def resolve_energy_weight(
         log.warning("search.energy_weight fitted: %s; using %g", why, DEFAULT_WEIGHT)
         return {"value": DEFAULT_WEIGHT, "logprob_weight": float(logprob_weight),
                 "source": f"default ({why})", "fit": fit or None}  # fmt: skip
-    return {"value": logprob_weight * float(weights["energy"]),
-            "logprob_weight": logprob_weight * float(weights["logprob"]),
-            "source": "fitted", "fit": fit}  # fmt: skip
+    out = {"value": logprob_weight * float(weights["energy"]),
+           "logprob_weight": logprob_weight * float(weights["logprob"]),
+           "source": "fitted", "fit": fit}  # fmt: skip
+    if fit.get("depth_normalisation_fitted"):
+        # The depth twin (burnqed.value.features): its depth term was fitted with its weights.
+        out["depth_normalisation"] = float(fit["depth_normalisation"])
+    return out
 
 
 def weighted(cfg: SearchConfig, resolved: Mapping[str, Any]) -> SearchConfig:
-    """``cfg`` with the weights :func:`resolve_energy_weight` ``resolved`` (numbers from here on)."""
-    return dataclasses.replace(cfg, energy_weight=float(resolved["value"]),
-                               logprob_weight=float(resolved["logprob_weight"]))  # fmt: skip
+    """``cfg`` with the weights :func:`resolve_energy_weight` ``resolved`` (numbers from here on),
+    and the depth normalisation where the value model's fit chose it."""
+    cfg = dataclasses.replace(cfg, energy_weight=float(resolved["value"]),
+                              logprob_weight=float(resolved["logprob_weight"]))  # fmt: skip
+    if resolved.get("depth_normalisation") is not None:
+        cfg = dataclasses.replace(cfg, depth_normalisation=float(resolved["depth_normalisation"]))
+    return cfg
 
 
 def load_value_model(path: Path, generator: TacticGenerator) -> ValueModel:

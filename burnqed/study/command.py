@@ -99,6 +99,20 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     w.add_argument("--json", type=Path, default=None, metavar="JSON", help="write the analysis")
     w.set_defaults(func=main_power)
 
+    v = sub.add_parser(
+        "variance",
+        help="where the spread of each comparison across seeds comes from",
+        description="Per comparison of the registration: the variance of the per-run paired "
+        "difference between development seeds, split into training and data, the benchmark's "
+        "theorems and the evals' sampling (runs of one seed whose evals differ only in "
+        "seeds.search); burnqed.study.variance.",
+    )
+    v.add_argument("registration", type=Path, metavar="REGISTRATION_YAML")
+    v.add_argument("runs", nargs="+", type=Path, metavar="DEV_RUN_DIR")
+    v.add_argument("--json", type=Path, default=None, metavar="JSON", help="write the analysis")
+    v.add_argument("--markdown", type=Path, default=None, metavar="MD", help="write its tables")
+    v.set_defaults(func=main_variance)
+
 
 def main_register(args: argparse.Namespace) -> int:
     from burnqed.study.registration import register
@@ -169,4 +183,27 @@ def main_power(args: argparse.Namespace) -> int:
         )
     print(f"seeds={p['seeds']}")
     print(json.dumps({"method": p["method"]}, ensure_ascii=False))
+    return 0
+
+
+def main_variance(args: argparse.Namespace) -> int:
+    from burnqed.eval.stage import write_json
+    from burnqed.study.stage import variance
+    from burnqed.study.variance import decomposition_markdown
+
+    v = variance(args.registration, args.runs)
+    if args.json is not None:
+        write_json(args.json, v)
+    lines = []
+    for c in v["comparisons"]:
+        lines += decomposition_markdown(c["name"], c["decomposition"])
+        comp = c["decomposition"]["components"]
+        print(
+            f"{c['name']}: "
+            + " ".join(
+                f"{k.replace(' ', '_')}={'–' if x is None else f'{x:.6f}'}" for k, x in comp.items()
+            )
+        )
+    if args.markdown is not None:
+        args.markdown.write_text("\n".join(lines), encoding="utf-8")
     return 0

@@ -236,3 +236,38 @@ def power(
         "comparisons": out,
         "seeds": None if None in needed else max(needed),
     }
+
+
+def variance(registration: Path, runs: Sequence[Path]) -> dict[str, Any]:
+    """Per comparison of the registration (primary and secondary; a draft: no digests needed), the
+    decomposition of its per-run differences over the development ``runs`` — each directory one
+    run holding the compared evals; runs whose compared evals share their models and benchmark (by
+    digest) are one seed's, their evals differing only in their search seed
+    (:func:`burnqed.study.variance.decompose`)."""
+    from burnqed.study.variance import decompose
+
+    reg = registration_file.load(registration, need_rules=False)
+    loaded = [load_seed(Path(d), reg) for d in runs]
+    comps = reg["comparisons"]
+    out = []
+    for c in [*comps["primary"], *(comps.get("secondary") or [])]:
+        rows = []
+        for d, r in zip(runs, loaded, strict=True):
+            treat, control = r["evals"][c["treatment"]], r["evals"][c["control"]]
+            search = ((treat.get("provenance") or {}).get("seeds") or {}).get("seed")
+            rows.append({**per_seed(c, r["evals"], search), "seed": _trained(treat, control),
+                         "search_seed": search, "directory": str(d)})  # fmt: skip
+        out.append({"name": c["name"], "runs": rows, "decomposition": decompose(rows)})
+    return {"runs": [str(d) for d in runs], "comparisons": out}
+
+
+def _trained(*evals: Mapping[str, Any]) -> str:
+    """What a run's evals were trained and drawn from: their models' and value models' digests and
+    the benchmark's (equal for two runs that differ only in the evals' search seed)."""
+    parts = []
+    for e in evals:
+        prov = e.get("provenance") or {}
+        parts += [str((prov.get("model") or {}).get("sha256")),
+                  str((prov.get("ebm") or {}).get("sha256")),
+                  str((e.get("benchmark") or {}).get("sha256"))]  # fmt: skip
+    return "/".join(parts)

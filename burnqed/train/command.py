@@ -20,7 +20,12 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from burnqed.config import add_config_arguments, load_config
+from burnqed.config import (
+    add_config_arguments,
+    decontamination_benchmarks,
+    load_config,
+    resolve_seeds,
+)
 
 PAIRS = Path("data/tactic_pairs")
 MODELS = Path("models")
@@ -136,7 +141,11 @@ def _run_base(args: argparse.Namespace) -> None:
 
     params = load_config(args)
     build_base(
-        out=args.out, cfg=params["model"], pairs=args.pairs, seed=params["seed"], val=args.val
+        out=args.out,
+        cfg=params["model"],
+        pairs=args.pairs,
+        seed=resolve_seeds(params)["train"],
+        val=args.val,
     )
 
 
@@ -155,9 +164,8 @@ def _run_sft(args: argparse.Namespace) -> None:
         trajectories = trajectory_dirs(i)
     benchmarks = args.eval_benchmark
     if benchmarks is None:
-        names = params["eval"]["benchmark"]
-        names = [names] if isinstance(names, str) else names
-        benchmarks = [Path("data/benchmarks") / f"{n}.jsonl" for n in names]
+        benchmarks = [Path("data/benchmarks") / f"{n}.jsonl"
+                      for n in decontamination_benchmarks(params)]  # fmt: skip
     train_sft(
         base=args.base,
         train=args.train,
@@ -169,7 +177,8 @@ def _run_sft(args: argparse.Namespace) -> None:
         trajectories=trajectories,
         eval_benchmarks=benchmarks,
         decontamination=params["data"].get("decontamination", "refuse"),
-        seed=params["seed"],
+        seed=resolve_seeds(params)["train"],
+        split=params["split"],
     )
 
 

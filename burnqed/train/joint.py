@@ -108,6 +108,7 @@ from burnqed.config import EBMConfig, SFTConfig
 from burnqed.determinism import deterministic_training, write_run_info
 from burnqed.progress import Progress
 from burnqed.provenance import code_digest
+from burnqed.split import TheoremSplit
 from burnqed.train.artifacts import MetricsLog, provenance, staged_dir, write_json
 from burnqed.train.examples import TrainingDataError
 from burnqed.train.loop import (
@@ -157,6 +158,7 @@ def train_joint(
     eval_benchmarks: Sequence[Path] = (),
     decontamination: str = "refuse",
     seed: int,
+    split: Mapping[str, Any] | None = None,
     warm_head: Path | None = None,
 ) -> dict:
     """Train the adapter of iteration ``iteration`` jointly with an energy head (module docstring),
@@ -182,13 +184,14 @@ def train_joint(
     check_inputs(base, plan)
     if not trajectories:
         raise TrainingDataError(f"iteration {iteration}: joint training needs trajectories")
+    theorem_split = TheoremSplit.of(split, seed)
     _, val_examples, mix = read_training_data(
-        train, val, plan, trajectories, sft, iteration=iteration, seed=seed,
+        train, val, plan, trajectories, sft, iteration=iteration, seed=seed, split=theorem_split,
         eval_benchmarks=eval_benchmarks, decontamination=decontamination,
     )  # fmt: skip
     states, groups = read_groups(
-        trajectories, ebm_cfg, iteration=iteration, seed=seed, eval_benchmarks=eval_benchmarks,
-        decontamination=decontamination,
+        trajectories, ebm_cfg, iteration=iteration, seed=seed, split=theorem_split,
+        eval_benchmarks=eval_benchmarks, decontamination=decontamination,
     )  # fmt: skip
     cuda = torch.cuda.is_available()
     dev = torch.device("cuda" if cuda else "cpu")
@@ -296,6 +299,8 @@ def train_joint(
                       "scale_learning_rate": sft.joint_scale_learning_rate,
                       "warm_head": str(warm_head) if warm_head else None},
         "pooling": pooling, "seed": seed,
+        "split": {"val_fraction": theorem_split.val_fraction,
+                  "test_fraction": theorem_split.test_fraction},
     }  # fmt: skip
     # The theorems the head never trained on: its energy weight is fitted on their decisions alone
     # (burnqed.ebm.stage.joint_energy_weight).
@@ -577,11 +582,12 @@ class JointData:
 
 def read_groups(
     trajectories: Mapping[str, Path] | Sequence[Path], ebm: EBMConfig, *, iteration: int,
-    seed: int, eval_benchmarks: Sequence[Path], decontamination: str,
+    seed: int, split: TheoremSplit, eval_benchmarks: Sequence[Path], decontamination: str,
 ) -> tuple[Any, Any]:  # fmt: skip
     """The searches' states (decontaminated: the energy head learns from every state, none may be a
     benchmark goal) and the contrastive groups over them (:func:`burnqed.ebm.groups.build_groups`),
-    split by theorem; no group at all is an error."""
+    held out by the run's one ``split`` (SFT's validation and test theorems); no group at all is
+    an error."""
     from burnqed.ebm.groups import build_groups, load_states, trajectory_dirs
     from burnqed.ebm.stage import decontaminated
 
@@ -591,12 +597,7 @@ def read_groups(
         for d in trajectory_dirs(t)
     ]
     states, _ = decontaminated(load_states(dirs), eval_benchmarks, decontamination, dirs)
-    groups = build_groups(
-        states,
-        negatives=ebm.negatives,
-        heldout_fraction=ebm.heldout_fraction,
-        seed=seed,
-    )
+    groups = build_groups(states, negatives=ebm.negatives, split=split, seed=seed)
     if len(groups.states) == 0:
         raise TrainingDataError(
             f"iteration {iteration}: no contrastive groups in {[str(d) for d in dirs]} (no proved "
@@ -1297,6 +1298,7 @@ def train_adapter(
     eval_benchmarks: Sequence[Path] = (),
     decontamination: str = "refuse",
     seed: int,
+    split: Mapping[str, Any] | None = None,
     warm_head: Path | None = None,
 ) -> None:
     """The adapter of iteration ``iteration`` as ``sft.mode`` says: joint training from iteration 1
@@ -1308,13 +1310,13 @@ def train_adapter(
             base=base, train=train, val=val, out=out, cfg=cfg, ebm=ebm, pooling=pooling,
             iteration=iteration, previous_adapter=previous_adapter, trajectories=trajectories,
             eval_benchmarks=eval_benchmarks, decontamination=decontamination, seed=seed,
-            warm_head=warm_head,
+            split=split, warm_head=warm_head,
         )  # fmt: skip
         return
     train_sft(
         base=base, train=train, val=val, out=out, cfg=cfg, iteration=iteration,
         previous_adapter=previous_adapter, trajectories=trajectories,
-        eval_benchmarks=eval_benchmarks, decontamination=decontamination, seed=seed,
+        eval_benchmarks=eval_benchmarks, decontamination=decontamination, seed=seed, split=split,
     )  # fmt: skip
 
 
@@ -1322,6 +1324,7 @@ def export_joint_ebm(
     *, adapter: Path, merged: Path, out: Path, pooling: str,
     searches: Sequence[Path] = (), embeddings: Path | None = None, warm_head: Path | None = None,
     eval_benchmarks: Sequence[Path] = (), decontamination: str = "refuse", seed: int = 0,
+    split: Mapping[str, Any] | None = None,
 ) -> dict:  # fmt: skip
     """The joint head of ``adapter`` as an EBM directory (``burnqed.ebm.scorer`` format) for the
     merged model ``merged``: its weights, its config, the merged model's embedding digest (what
@@ -1354,7 +1357,7 @@ def export_joint_ebm(
 
         weight = joint_energy_weight(
             head, meta, searches=searches, embeddings=embeddings, embedding_model_digest=digest,
-            warm_head=warm_head, seed=seed, eval_benchmarks=eval_benchmarks,
+            warm_head=warm_head, seed=seed, split=split or {}, eval_benchmarks=eval_benchmarks,
             decontamination=decontamination,
         )  # fmt: skip
     else:

@@ -22,14 +22,15 @@ Example::
 
     from pathlib import Path
     from burnqed.config import SFTConfig
+    from burnqed.split import TheoremSplit
     from burnqed.train.loop import load_training_model, plan_sft, read_training_data
 
     sft = SFTConfig(quantization="none")
     plan = plan_sft(sft, 1, Path("models/iter_0/adapter"))  # rate × lr_decay, later_max_steps
     _, val, mix = read_training_data(
         Path("data/tactic_pairs/train.parquet"), Path("data/tactic_pairs/val.parquet"), plan,
-        [Path("results/iter_0/search")], sft, iteration=1, seed=0, eval_benchmarks=(),
-        decontamination="refuse",
+        [Path("results/iter_0/search")], sft, iteration=1, seed=0,
+        split=TheoremSplit.of(None, 0), eval_benchmarks=(), decontamination="refuse",
     )
     model, tokenizer = load_training_model(Path("models/base"), sft, cuda=False)
 """
@@ -48,6 +49,7 @@ from burnqed.config import ConfigError, SFTConfig
 from burnqed.data.decontam import BenchmarkIndex, check_pairs
 from burnqed.data.prompt import format_example
 from burnqed.policy.model_files import check_model_dir
+from burnqed.split import TheoremSplit
 from burnqed.train.examples import TrainingDataError, read_examples
 from burnqed.train.positives import read_positive_steps, split_steps_by_theorem
 
@@ -145,7 +147,7 @@ def build_mix(
     sft: SFTConfig,
     *,
     iteration: int,
-    seed: int,
+    split: TheoremSplit,
     eval_benchmarks: Sequence[Path] = (),
     decontamination: str = "refuse",
 ) -> SFTMix:
@@ -171,12 +173,7 @@ def build_mix(
         check = c.to_json()
     else:
         log.warning("no evaluation benchmark given: trajectory steps are not decontaminated")
-    train_steps, val_steps, test_steps = split_steps_by_theorem(
-        table,
-        val_fraction=sft.trajectory_val_fraction,
-        test_fraction=sft.trajectory_test_fraction,
-        seed=seed,
-    )
+    train_steps, val_steps, test_steps = split_steps_by_theorem(table, split)
 
     def examples(t: Any) -> list[dict[str, str]]:
         return [
@@ -219,6 +216,7 @@ def read_training_data(
     *,
     iteration: int,
     seed: int,
+    split: TheoremSplit,
     eval_benchmarks: Sequence[Path],
     decontamination: str,
 ) -> tuple[list, list, SFTMix]:
@@ -229,7 +227,7 @@ def read_training_data(
     )
     val_examples = read_examples(val, what="SFT validation pairs")
     mix = build_mix(
-        base_examples, trajectories, sft, iteration=iteration, seed=seed,
+        base_examples, trajectories, sft, iteration=iteration, split=split,
         eval_benchmarks=eval_benchmarks, decontamination=decontamination,
     )  # fmt: skip
     return base_examples, val_examples, mix

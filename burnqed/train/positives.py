@@ -23,7 +23,6 @@ Example::
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -34,6 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from burnqed.data.schema import TACTIC_PAIR_SCHEMA
+from burnqed.split import TheoremSplit
 from burnqed.trajectory import open_duckdb, search_part_dirs
 
 log = logging.getLogger(__name__)
@@ -157,11 +157,6 @@ def read_positive_steps(searches: Mapping[str, Path] | Sequence[Path]) -> Positi
     return PositiveSteps(table=table, counts=counts, skipped=skipped)
 
 
-def _val_key(theorem: str, seed: int) -> float:
-    digest = hashlib.sha256(f"{seed}\0trajectory\0{theorem}".encode()).digest()
-    return int.from_bytes(digest[:8], "big") / 2**64
-
-
 class StepSplit(NamedTuple):
     """Steps split by theorem: trained on, validated on (checkpoint selection), tested on."""
 
@@ -170,30 +165,13 @@ class StepSplit(NamedTuple):
     test: pa.Table
 
 
-def split_steps_by_theorem(
-    table: pa.Table, *, val_fraction: float, seed: int, test_fraction: float = 0.0
-) -> StepSplit:
-    """``(train, val, test)`` of the steps, every step of a theorem on one side.
-
-    A theorem's side is a hash of ``seed`` and its name alone — ``val`` below ``val_fraction``,
-    ``test`` in the next ``test_fraction`` — so it stays on its side in every later iteration (a
-    theorem validated or tested on at iteration 1 is not trained on at iteration 2), and a test
-    fraction leaves the validation theorems as they were.  With a fraction > 0, at least one
-    theorem is held out for it when there are two (validation) or three (test) theorems; at least
-    one theorem is always left to train on.
-    """
-    theorems = sorted(set(table.column("theorem").to_pylist()))
-    key = {t: _val_key(t, seed) for t in theorems}
-    val = {t for t in theorems if key[t] < val_fraction}
-    if val_fraction > 0 and not val and len(theorems) >= 2:
-        val = {min(theorems, key=key.__getitem__)}
-    rest = [t for t in theorems if t not in val]
-    test = {t for t in rest if key[t] < val_fraction + test_fraction}
-    if test_fraction > 0 and not test and len(rest) >= 2:
-        test = {min(rest, key=key.__getitem__)}
-    if theorems and len(val) + len(test) == len(theorems):
-        held = test or val
-        held.discard(max(held, key=key.__getitem__))
+def split_steps_by_theorem(table: pa.Table, split: TheoremSplit) -> StepSplit:
+    """``(train, val, test)`` of the steps, every step of a theorem on one side: the run's one
+    theorem split (:meth:`burnqed.split.TheoremSplit.sides`), so a theorem stays on its side in
+    every later iteration (a theorem validated or tested on at iteration 1 is not trained on at
+    iteration 2) and the value model holds out the same theorems."""
+    sides = split.sides(table.column("theorem").to_pylist())
+    val, test = sides["val"], sides["test"]
 
     def rows(names: set[str]) -> pa.Array:
         return pc.is_in(table.column("theorem"), value_set=pa.array(sorted(names), pa.string()))

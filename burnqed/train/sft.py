@@ -11,9 +11,10 @@ are :mod:`.loop`'s, shared with joint training) warm-starts from adapter ``i-1``
 it before the first step), with learning rate × ``lr_decay``^i and ``later_max_steps``, on a seeded
 subsample of the base pairs (``base_pair_subsample``) plus the positive steps of the earlier
 searches' verified proofs (:mod:`.positives`) × ``positive_upsample``, all decontaminated against
-the evaluation benchmark (:mod:`burnqed.data.decontam`).  Two theorem-split shares of those steps
-are held out: a second validation set (``trajectory_val_fraction``) and a test set
-(``trajectory_test_fraction``).
+the evaluation benchmark (:mod:`burnqed.data.decontam`).  The run's one theorem split
+(:mod:`burnqed.split`, params.yaml ``split``) holds two shares of those steps out: a second
+validation set (``split.val_fraction``) and a test set (``split.test_fraction``) — the theorems
+the value model holds out too.
 
 Both validation losses (base pairs, trajectory steps) are measured before training (step 0) and
 every ``eval_steps``; the adapter of every evaluated step is kept and the one ``sft.select_by``
@@ -60,10 +61,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from burnqed.config import SFTConfig
+from burnqed.config import SFTConfig, SplitConfig
 from burnqed.data.benchmarks import sha256_file
 from burnqed.determinism import deterministic_training, write_run_info
 from burnqed.progress import Progress
+from burnqed.split import TheoremSplit
 from burnqed.train.artifacts import (
     MetricsLog,
     provenance,
@@ -132,9 +134,12 @@ def train_sft(
     eval_benchmarks: Sequence[Path] = (),
     decontamination: str = "refuse",
     seed: int,
+    split: Mapping[str, Any] | None = None,
 ) -> None:
     """Fine-tune ``base`` on ``train`` (tactic pairs) plus, at iterations > 0, the positive steps of
-    ``trajectories``; keep the checkpoint ``sft.select_by`` chooses, in ``out``.
+    ``trajectories``; keep the checkpoint ``sft.select_by`` chooses, in ``out``.  ``split``: the
+    run's theorem split (params.yaml ``split``; None: its defaults), which holds trajectory
+    validation and test theorems out.
 
     ``eval_benchmarks``: benchmark files whose statements must not be in the trajectory steps
     (``decontamination``: ``refuse`` or ``drop``; the tactic pairs were checked by the data stage).
@@ -147,6 +152,7 @@ def train_sft(
     check_inputs(base, plan)
     base_examples, val_examples, mix = read_training_data(
         train, val, plan, trajectories, sft, iteration=iteration, seed=seed,
+        split=TheoremSplit.of(split, seed),
         eval_benchmarks=eval_benchmarks, decontamination=decontamination,
     )  # fmt: skip
     cuda = torch.cuda.is_available()
@@ -216,6 +222,7 @@ def train_sft(
                 },
                 "decontamination": decontamination,
                 "seed": seed,
+                "split": SplitConfig.from_dict(split).to_dict(),
             },
         )
         run = write_run_info(staging, started=started)

@@ -45,15 +45,20 @@ def value_effect(
     depth_normalisation: float,
     logprob_weight: float,
     energy_weight: float,
+    baseline_depth_normalisation: float | None = None,
 ) -> dict[str, Any]:
-    """The module docstring's figures for the tree ``rows`` (node rows with ``ebm_energy``)."""
+    """The module docstring's figures for the tree ``rows`` (node rows with ``ebm_energy``).
+    ``depth_normalisation``: the searched priority's; ``baseline_depth_normalisation``: the
+    configured one a pop without the value would have used (where the value model's fit chose
+    another: the depth twin), else the same."""
     k = depth_normalisation
+    k0 = k if baseline_depth_normalisation is None else baseline_depth_normalisation
 
-    def term(r: Mapping[str, Any]) -> float:  # the log-prob term, unweighted
-        return logprob_term(r["cum_logprob"], r["depth"], k)
+    def term(r: Mapping[str, Any]) -> float:  # the log-prob term without the value, unweighted
+        return logprob_term(r["cum_logprob"], r["depth"], k0)
 
     def lp(r: Mapping[str, Any]) -> float:
-        return logprob_weight * term(r)
+        return logprob_weight * logprob_term(r["cum_logprob"], r["depth"], k)
 
     def en(r: Mapping[str, Any]) -> float:
         e = r["ebm_energy"]

@@ -37,7 +37,13 @@ from typing import Any
 import numpy as np
 
 from burnqed.lean.goals import NO_GOALS
-from burnqed.value.fit import cross_fit, priority_weights, theorem_folds
+from burnqed.split import TheoremSplit
+from burnqed.value.fit import (
+    cross_fit,
+    heldout_decisions,
+    heldout_log_likelihood,
+    priority_weights,
+)
 from burnqed.value.frontier import logprob_term, top1_gain, top1_hit, top1_rates
 
 log = logging.getLogger(__name__)
@@ -69,7 +75,8 @@ class FeatureValue:
 
     def __init__(self, weights: Mapping[str, float], count_tokens: Callable[[str], int], *,
                  meta: Mapping[str, Any] | None = None):  # fmt: skip
-        self.w = np.array([float(weights[f]) for f in FEATURES])
+        # the features the artifact weighs (a subset of FEATURES: the depth twin weighs goals)
+        self.w = np.array([float(weights.get(f, 0.0)) for f in FEATURES])
         self.count_tokens = count_tokens
         self.meta = dict(meta or {})  # features.json: the energy weight among it
         self.scored = 0  # states scored so far (tests)
@@ -87,60 +94,101 @@ def token_counter(tokenizer: Any) -> Callable[[str], int]:
     return lambda text: len(tokenizer(text, add_special_tokens=False)["input_ids"])
 
 
-def fit_features(sets: Sequence, count_tokens: Callable[[str], int], *, depth_normalisation: float,
-                 folds: int, seed: int = 0) -> dict:  # fmt: skip
+# The depth twin's grid for the priority's depth normalisation k (cum_logprob / max(depth, 1)^k):
+# 0 ranks by the cumulative log-prob, which falls with every tactic and so holds a search near the
+# root; 1 by the mean log-prob per tactic; above 1 deeper nodes are favoured.
+DEPTH_GRID = (0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0)
+
+
+def fit_features(
+    sets: Sequence, count_tokens: Callable[[str], int], *, depth_normalisation: float,
+    folds: int, split: TheoremSplit, features: Sequence[str] = FEATURES,
+    depth_grid: Sequence[float] | None = None,
+) -> dict:  # fmt: skip
     """The feature weights fitted on the decisions ``sets``
     (:func:`burnqed.value.frontier.choice_sets`; their open nodes carry ``state``): the
     ``features.json`` block without the model — weights, fit, held-out log-likelihood and frontier
-    top-1 of log-prob alone, the feature value alone and their sum, cross-fitted by theorem."""
+    top-1 of log-prob alone, the feature value alone and their sum, cross-fitted by theorem (the
+    split's folds), the held-out figures on the split's held-out theorems.
+
+    ``features``: which of :data:`FEATURES` the value uses.  ``depth_grid``: fit the priority's
+    depth normalisation too — the value of the grid whose conditional logit has the highest
+    log-likelihood on every decision (the weights used are fitted at it) — instead of taking the
+    searches' own ``depth_normalisation``.  The depth twin (issue 44 §5) is ``features=("goals",)``
+    with :data:`DEPTH_GRID`: a depth term and the number of open goals, the fairest control of a
+    value that wins by diving deeper."""
+    unknown = [f for f in features if f not in FEATURES]
+    if unknown or not features:
+        raise ValueError(f"features {list(features)}: each must be one of {list(FEATURES)}")
     theorems = sorted({c.theorem for c in sets})
     if len(theorems) < folds:
         raise ValueError(f"{len(theorems)} theorems with decisions, fewer than {folds} folds")
-    k = depth_normalisation
-    cache: dict[str, tuple[int, int, int]] = {}
+    cols = [FEATURES.index(f) for f in features]
+    cache: dict[str, tuple[int, ...]] = {}
 
-    def feats(state: str) -> tuple[int, int, int]:
+    def feats(state: str) -> tuple[int, ...]:
         if state not in cache:
-            cache[state] = state_features(state, count_tokens)
+            every = state_features(state, count_tokens)
+            cache[state] = tuple(every[j] for j in cols)
         return cache[state]
 
-    X = [np.array([[logprob_term(n["cum_logprob"], n["depth"], k), *feats(n["state"])]
-                   for n in c.open], float) for c in sets]  # fmt: skip
+    def design(k: float) -> list[np.ndarray]:
+        return [np.array([[logprob_term(n["cum_logprob"], n["depth"], k), *feats(n["state"])]
+                          for n in c.open], float) for c in sets]  # fmt: skip
+
     chosen = [np.array(c.on_path) for c in sets]
     names = [c.theorem for c in sets]
-    split = theorem_folds(theorems, folds, seed=seed)
-    cf = cross_fit(X, chosen, names, split, signs=(1, *(0 for _ in FEATURES)))
+    fold_of = split.folds(theorems, folds)
+    signs = (1, *(0 for _ in features))
+    grid = {}
+    for k in depth_grid if depth_grid is not None else (depth_normalisation,):
+        X = design(k)
+        grid[float(k)] = (X, cross_fit(X, chosen, names, fold_of, signs=signs))
+    k = max(grid, key=lambda kk: (grid[kk][1].fit.log_likelihood, -kk))
+    X, cf = grid[k]
     w = cf.fit.weights
+    keep = heldout_decisions(names, split.held_out(theorems))
+    held_sets = [c for c, kept in zip(sets, keep, strict=True) if kept]
+    held_names = [c.theorem for c in held_sets]
     held: dict[str, list] = {"logprob": [], "value": [], "sum": []}
-    for c, xi, fold in zip(sets, X, cf.decision_fold, strict=True):
+    for c, xi, fold, kept in zip(sets, X, cf.decision_fold, keep, strict=True):
+        if not kept:
+            continue
         wf = cf.heldout_weights[fold]
         held["logprob"].append(top1_hit(c, xi[:, 0]))
         held["value"].append(top1_hit(c, xi[:, 1:] @ wf[1:]))
         held["sum"].append(top1_hit(c, xi @ wf))
-    columns = ("logprob", *FEATURES)
-    rates = top1_rates(held, sets, names)
-    return {
-        "weights": {f: float(v) for f, v in zip(FEATURES, w[1:], strict=True)},
-        "energy_weight": {
-            # The energy −w · f carries the features' weights: its own weight is 1 per w_L.
-            "priority": priority_weights(w[0], float(np.any(w[1:] != 0))),
-            "features": list(columns),
-            "fit": cf.fit.to_json(columns),
-            "heldout_log_likelihood": cf.heldout_log_likelihood,
-            "heldout_log_likelihood_per_decision": cf.heldout_log_likelihood / len(sets),
-            "heldout_frontier_top1": rates["all"],
-            # where the open nodes share a depth (what a small best-first search mostly faces)
-            "heldout_frontier_top1_same_depth": rates["same_depth"],
-            # The fitted sum against log-prob alone, paired by decision.
-            "heldout_sum_gain": top1_gain(held["sum"], held["logprob"], names),
-            "folds": folds,
-            "decisions": len(sets),
-            "theorems": len(theorems),
-            "depth_normalisation": k,
-            "scheme": "the features of every open node; held-out figures from weights fitted "
-            "without each fold of theorems; the weights used: the fit on all",
-        },
+    columns = ("logprob", *features)
+    rates = top1_rates(held, held_sets, held_names)
+    held_ll = heldout_log_likelihood(X, chosen, cf, keep)
+    block = {
+        # The energy −w · f carries the features' weights: its own weight is 1 per w_L.
+        "priority": priority_weights(w[0], float(np.any(w[1:] != 0))),
+        "features": list(columns),
+        "fit": cf.fit.to_json(columns),
+        "heldout_log_likelihood": held_ll,
+        "heldout_log_likelihood_per_decision": held_ll / len(held_sets) if held_sets else None,
+        "heldout_frontier_top1": rates["all"],
+        # where the open nodes share a depth (what a small best-first search mostly faces)
+        "heldout_frontier_top1_same_depth": rates["same_depth"],
+        # The fitted sum against log-prob alone, paired by decision.
+        "heldout_sum_gain": top1_gain(held["sum"], held["logprob"], held_names),
+        "folds": folds,
+        "decisions": len(sets),
+        "theorems": len(theorems),
+        # what the held-out figures are measured on: the split's held-out theorems with decisions
+        "heldout": {"theorems": len(set(held_names)), "decisions": len(held_sets)},
+        "depth_normalisation": k,
+        "scheme": "the features of every open node; held-out figures on the split's held-out "
+        "theorems, from weights fitted without their fold; the weights used: the fit on all",
     }
+    if depth_grid is not None:
+        # The search takes this depth normalisation from the artifact
+        # (burnqed.search.value.resolve_energy_weight), with the weights fitted at it.
+        block["depth_normalisation_fitted"] = True
+        block["depth_grid"] = {str(kk): grid[kk][1].fit.log_likelihood for kk in sorted(grid)}
+    return {"weights": {f: float(v) for f, v in zip(features, w[1:], strict=True)},
+            "features": list(features), "energy_weight": block}  # fmt: skip
 
 
 def write_feature_value(out: Path, block: Mapping[str, Any], *, model: str | Path) -> dict:

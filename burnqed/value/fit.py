@@ -15,10 +15,12 @@ ratios matter to the search: :func:`priority_weights` turns them into the priori
 per unit of ``search.logprob_weight``.  A fit that gives the log-prob term weight 0 is the limit
 of a small positive one: the value ranks alone (``α = 0``) rather than not at all.
 
-**Cross-fitting by theorem** (:func:`theorem_folds`, :func:`cross_fit`): theorems are dealt into k
-folds; fold ``f``'s decisions are judged by weights fitted on the other folds only, so the reported
-held-out log-likelihood and frontier top-1 never score a decision with a weight fitted on its
-theorem.  The weight the search uses is the fit on every decision.
+**Cross-fitting by theorem** (:func:`cross_fit`, folds from the run's one split,
+:meth:`burnqed.split.TheoremSplit.folds`): theorems are dealt into k folds; fold ``f``'s decisions
+are judged by weights fitted on the other folds only, so a held-out figure never scores a decision
+with a weight fitted on its theorem.  The weight the search uses is the fit on every decision.
+:func:`heldout_figures` reports them on the split's held-out theorems only (SFT's validation and
+test theorems), so a held-out decision's theorem was outside the SFT data of the policy too.
 
 Example (one feature that always marks the chosen node: its weight is large and positive)::
 
@@ -32,7 +34,6 @@ Example (one feature that always marks the chosen node: its weight is large and 
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -178,19 +179,6 @@ def _fit_within(
     return best[1]
 
 
-def theorem_folds(theorems: Sequence[str], k: int, *, seed: int = 0) -> dict[str, int]:
-    """Theorem → fold in ``0..k-1``: the theorems sorted by a seeded digest and dealt round-robin
-    (balanced; the same theorem lands in the same fold whatever else is in the list's order).
-
-    >>> theorem_folds(["a", "b", "c", "d"], 2) == theorem_folds(["d", "c", "b", "a"], 2)
-    True
-    """
-    if k < 2:
-        raise ValueError(f"cross-fitting needs at least 2 folds, got {k}")
-    uniq = sorted(set(theorems), key=lambda t: hashlib.sha256(f"{seed}:{t}".encode()).hexdigest())
-    return {t: i % k for i, t in enumerate(uniq)}
-
-
 @dataclass(frozen=True)
 class CrossFit:
     fit: LogitFit  # on every decision: the weights the search uses
@@ -226,6 +214,24 @@ def cross_fit(
     return CrossFit(full, held, per_fold, fold_of)
 
 
+def heldout_decisions(theorems: Sequence[str], heldout: set[str] | None) -> np.ndarray:
+    """Which decisions (by theorem) the held-out figures are measured on: those of the split's
+    held-out theorems (``None``: every decision)."""
+    return np.array([heldout is None or t in heldout for t in theorems], bool)
+
+
+def heldout_log_likelihood(
+    X: Sequence[np.ndarray], chosen: Sequence[np.ndarray], cf: CrossFit, keep: np.ndarray
+) -> float:
+    """The summed log-likelihood of the decisions ``keep`` selects, each under the weights fitted
+    without its fold."""
+    total = 0.0
+    for i in np.flatnonzero(keep):
+        w = cf.heldout_weights[int(cf.decision_fold[i])]
+        total += float(log_likelihoods([X[i]], [chosen[i]], w).sum())
+    return total
+
+
 def priority_weights(w_logprob: float, w_value: float) -> dict[str, float]:
     """The priority's weights per unit of ``search.logprob_weight`` — ``logprob`` multiplies the
     log-prob term, ``energy`` the energy (subtracted) — from a fit's weight of the log-prob term
@@ -245,5 +251,5 @@ def priority_weights(w_logprob: float, w_value: float) -> dict[str, float]:
     return {"logprob": 1.0, "energy": 0.0}
 
 
-__all__ = ["CrossFit", "LogitFit", "cross_fit", "fit_conditional_logit",
-           "log_likelihoods", "priority_weights", "theorem_folds"]  # fmt: skip
+__all__ = ["CrossFit", "LogitFit", "cross_fit", "fit_conditional_logit", "heldout_decisions",
+           "heldout_log_likelihood", "log_likelihoods", "priority_weights"]  # fmt: skip

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import sys
 import types
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -19,6 +21,8 @@ from burnqed.data.stage import build_search_pool, build_tactic_pairs, run
 from burnqed.theorems import read_theorems
 
 from .conftest import lean_github_row, leandojo_theorem, write_lean_github, write_leandojo
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -338,3 +342,76 @@ def test_proplogic_source_benchmark_and_pool(tmp_path):
     from burnqed.data.proplogic import statement_body
 
     assert not {statement_body(t) for t in test} & {statement_body(t) for t in pool}
+
+
+def test_the_dev_split_is_drawn_after_pool_and_test_and_apart_from_everything(tmp_path, caplog):
+    """proplogic_dev (issue 44 §1): drawn after valid and test from the test split's depths,
+    it changes no byte of them, and no dev theorem equals a training, pool, test or other dev
+    theorem in canonical form (the candidates that do are dropped on the dev side)."""
+    from burnqed.config import ProplogicConfig
+    from burnqed.data.benchmarks import build_proplogic_benchmark
+    from burnqed.data.canonical import theorem_keys
+    from burnqed.data.proplogic import training_theorems
+
+    # Short proofs over few variables: the generator repeats itself, so the filter has work.
+    cfg = ProplogicConfig(theorems=300, min_depth=1, max_depth=2, variables=2, test_theorems=40,
+                          held_out_min_depth=2, held_out_max_depth=3)  # fmt: skip
+    before = build_proplogic_benchmark(out_dir=tmp_path / "a", cfg=cfg, seed=4,
+                                       splits=["valid", "test"])  # fmt: skip
+    with caplog.at_level(logging.INFO, logger="burnqed.data.proplogic"):
+        after = build_proplogic_benchmark(out_dir=tmp_path / "b", cfg=cfg, seed=4)
+    assert "proplogic dev: 40 theorems (8 candidates equal to a training" in caplog.text
+    assert [p.name for p in after] == ["proplogic_valid.jsonl", "proplogic_test.jsonl",
+                                       "proplogic_dev.jsonl"]  # fmt: skip
+    for a, b in zip(before, after, strict=False):
+        assert a.read_bytes() == b.read_bytes()
+        meta = a.with_suffix("").with_suffix(".meta.json").name
+        assert (a.parent / meta).read_bytes() == (b.parent / meta).read_bytes()
+    dev = list(read_theorems(after[2]))
+    assert 0 < len(dev) <= 40 and {t.split for t in dev} == {"dev"}
+    lo, hi = cfg.held_out_depths
+    assert all(lo <= len(t.proof) <= hi for t in dev)  # proof: its tactics
+    others = [*training_theorems(cfg, seed=4), *read_theorems(after[0]), *read_theorems(after[1])]
+    seen = set().union(*(theorem_keys(t) for t in others))
+    keys = [theorem_keys(t) for t in dev]
+    assert all(not k & seen for k in keys)
+    assert all(not keys[i] & keys[j] for i in range(len(keys)) for j in range(i))
+    # Its size is its own knob.
+    small = build_proplogic_benchmark(out_dir=tmp_path / "c", cfg=dataclasses.replace(
+        cfg, dev_theorems=5), seed=4, splits=["dev"])  # fmt: skip
+    assert len(list(read_theorems(small[0]))) == 5
+
+
+def test_the_training_data_is_held_out_of_the_confirmation_benchmark_whatever_is_evaluated():
+    """data.decontaminate_against is fixed apart from eval.benchmark: the dev overlay changes only
+    what is evaluated (the dev split is decontaminated when it is drawn), and any other evaluated
+    benchmark is held out of the training data too."""
+    from burnqed.config import decontamination_benchmarks, load_params
+
+    demo = load_params(REPO / "params.yaml", [REPO / "config/demo.yaml"])
+    dev = load_params(REPO / "params.yaml", [REPO / "config/demo.yaml", REPO / "config/dev.yaml"])
+    assert dev["eval"]["benchmark"] == "proplogic_dev" != demo["eval"]["benchmark"]
+    assert decontamination_benchmarks(dev) == decontamination_benchmarks(demo) == ["proplogic_test"]
+    for section in ("data", "model", "sft", "split", "ebm", "search", "lean", "policy"):
+        assert dev[section] == demo[section], section  # the same models and searches
+    real = load_params(REPO / "params.yaml")
+    assert decontamination_benchmarks(real) == ["minif2f_test", "proofnet_valid"]
+    other = {**real, "eval": {**real["eval"], "benchmark": "proofnet_test"}}
+    assert decontamination_benchmarks(other) == ["minif2f_test", "proofnet_valid", "proofnet_test"]
+
+
+def test_the_benchmark_seed_draws_test_and_dev_and_nothing_else():
+    """params.yaml seeds.benchmark (issue 45 §1): the held-out evaluation sets change with it, the
+    pool (valid) does not (nor the training theorems: held_out_splits draws them from ``seed``);
+    equal to the data's seed, every byte is today's."""
+    from burnqed.config import ProplogicConfig
+    from burnqed.data.proplogic import development_split, held_out_splits
+
+    cfg = ProplogicConfig(theorems=200, min_depth=1, max_depth=3, variables=3, test_theorems=20,
+                          held_out_min_depth=3, held_out_max_depth=4)  # fmt: skip
+    same = held_out_splits(cfg, seed=5)
+    assert held_out_splits(cfg, seed=5, benchmark_seed=5) == same
+    assert development_split(cfg, seed=5, benchmark_seed=5) == development_split(cfg, seed=5)
+    other = held_out_splits(cfg, seed=5, benchmark_seed=6)
+    assert other["valid"] == same["valid"] and other["test"] != same["test"]
+    assert development_split(cfg, seed=5, benchmark_seed=6) != development_split(cfg, seed=5)

@@ -139,6 +139,7 @@ def test_search_pool_from_such_a_file_and_the_command_names_a_bad_line(tmp_path,
                     "sources": [{**source, "path": str(bad)}],
                     "benchmarks": [],
                     "search_pool": [{"source": "other"}],
+                    "decontaminate_against": ["minif2f_test"],
                 }
             }
         ),

@@ -31,7 +31,6 @@ EBM = {
     "embed_batch_size": 16,
     "log_every": 20,
     "save_every": 20,
-    "heldout_fraction": 0.25,
     "fit_folds": 5,
 }
 

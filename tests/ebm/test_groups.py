@@ -6,12 +6,16 @@ from collections import Counter, defaultdict
 
 import pytest
 
-from burnqed.ebm.groups import KINDS, build_groups, load_states, split_theorems, trajectory_dirs
+from burnqed.ebm.groups import KINDS, build_groups, load_states, trajectory_dirs
+from burnqed.split import TheoremSplit
 
 
 @pytest.fixture(scope="module")
 def data(searches):
     return load_states([d for s in searches for d in trajectory_dirs(s)])
+
+
+SPLIT = TheoremSplit(0.125, 0.125, seed=0)  # a quarter of the theorems held out
 
 
 def test_trajectory_dirs_accepts_a_search_dir_a_manifest_or_a_shard(searches, tmp_path):
@@ -24,7 +28,7 @@ def test_trajectory_dirs_accepts_a_search_dir_a_manifest_or_a_shard(searches, tm
 
 
 def test_groups_hold_one_positive_and_k_true_negatives(data):
-    g = build_groups(data, negatives=3, heldout_fraction=0.25, seed=0)
+    g = build_groups(data, negatives=3, split=SPLIT, seed=0)
     pos = data.positives()
     # One group per on-path node of each attempt, roots (the goals themselves) excepted, or a
     # dropped one.
@@ -57,7 +61,7 @@ def _theorems_of(data):
 def test_no_group_holds_more_than_one_other_theorem_state(data, negatives):
     """The search compares states of one theorem: a group is its theorem's states, with at most
     one state of another theorem (only when its own run out one short)."""
-    g = build_groups(data, negatives=negatives, heldout_fraction=0.25, seed=0)
+    g = build_groups(data, negatives=negatives, split=SPLIT, seed=0)
     theorems_of = _theorems_of(data)
     for row, t, kinds in zip(g.states, g.theorem, g.kinds, strict=True):
         foreign = [s for s in row[1:] if t not in theorems_of[s]]
@@ -71,7 +75,7 @@ def test_negative_kinds_come_in_order_siblings_frontier_dead_ends_off_path(data)
     """Each group takes the open siblings first, then the rest of the search's frontier at the
     positive's pop, then dead ends, then other off-path states: a kind appears only once every
     state of the kinds before it is in the group."""
-    g = build_groups(data, negatives=7, heldout_fraction=0.25, seed=0)
+    g = build_groups(data, negatives=7, split=SPLIT, seed=0)
     rank = {k: i for i, k in enumerate(KINDS)}
     pos = data.positives()
     node = {k: i for i, k in enumerate(data.node_key)}
@@ -114,16 +118,16 @@ def test_negative_kinds_come_in_order_siblings_frontier_dead_ends_off_path(data)
 
 
 def test_a_positive_whose_theorem_cannot_fill_a_group_is_dropped_and_counted(data):
-    g = build_groups(data, negatives=12, heldout_fraction=0.25, seed=0)
+    g = build_groups(data, negatives=12, split=SPLIT, seed=0)
     positives = sum(p and k is not None for p, k in zip(data.on_path, data.parent_key, strict=True))
     assert 0 < g.dropped < positives and len(g) + g.dropped == positives
     assert all(len(row) == 13 for row in g.states)
     with pytest.raises(ValueError, match="dropped"):
-        build_groups(data, negatives=500, heldout_fraction=0.25, seed=0)
+        build_groups(data, negatives=500, split=SPLIT, seed=0)
 
 
 def test_siblings_share_the_positives_parent(data):
-    g = build_groups(data, negatives=3, heldout_fraction=0.25, seed=0)
+    g = build_groups(data, negatives=3, split=SPLIT, seed=0)
     parents = defaultdict(set)  # (theorem, state) → parent keys
     for t, h, pk in zip(data.theorem, data.state_hash, data.parent_key, strict=True):
         parents[(t, h)].add(pk)
@@ -138,7 +142,7 @@ def test_siblings_share_the_positives_parent(data):
 def test_each_group_carries_its_positives_remaining_proof_steps(data):
     """``remaining`` = the attempt's proof length (its on-path states, root to the last before "no
     goals") minus the positive's depth: the last on-path state has 1, none has 0."""
-    g = build_groups(data, negatives=3, heldout_fraction=0.25, seed=0)
+    g = build_groups(data, negatives=3, split=SPLIT, seed=0)
     on_path = defaultdict(list)  # attempt → its on-path (depth, state)
     for key, h, d, p in zip(data.node_key, data.state_hash, data.depth, data.on_path, strict=True):
         if p:
@@ -155,7 +159,7 @@ def test_each_group_carries_its_positives_remaining_proof_steps(data):
 
 
 def test_split_is_by_theorem(data):
-    g = build_groups(data, negatives=3, heldout_fraction=0.25, seed=0)
+    g = build_groups(data, negatives=3, split=SPLIT, seed=0)
     held = {t for t, h in zip(g.theorem, g.heldout, strict=True) if h}
     train = {t for t, h in zip(g.theorem, g.heldout, strict=True) if not h}
     assert held and train and not held & train
@@ -163,7 +167,7 @@ def test_split_is_by_theorem(data):
     theorem_of = defaultdict(set)
     for t, h in zip(data.theorem, data.state_hash, strict=True):
         theorem_of[h].add(t)
-    all_held = split_theorems(list(data.goal), set(data.positives()), 0.25, 0)
+    all_held = SPLIT.held_out(data.goal)
     for row, h in zip(g.states, g.heldout, strict=True):
         for s in row[1:]:
             assert any((o in all_held) == h for o in theorem_of[s])
@@ -176,7 +180,7 @@ def test_no_proof_is_an_error_naming_the_trajectories(tmp_path):
     data = load_states([d])
     data.on_path = [False] * len(data.on_path)
     with pytest.raises(ValueError, match="no proved theorem"):
-        build_groups(data, negatives=3, heldout_fraction=0.25)
+        build_groups(data, negatives=3, split=SPLIT)
 
 
 def test_groups_do_not_depend_on_the_order_attempts_were_written_in(searches, tmp_path):
@@ -206,7 +210,7 @@ def test_groups_do_not_depend_on_the_order_attempts_were_written_in(searches, tm
     raw = [read_nodes(d).table.select(list(order[0])).to_pylist() for d in (shard, shuffled)]
     assert raw[0] != raw[1] and sorted(map(str, raw[0])) == sorted(map(str, raw[1]))
     a, b = load_states([shard]), load_states([shuffled])
-    ga = build_groups(a, negatives=3, heldout_fraction=0.25, seed=0)
-    gb = build_groups(b, negatives=3, heldout_fraction=0.25, seed=0)
+    ga = build_groups(a, negatives=3, split=SPLIT, seed=0)
+    gb = build_groups(b, negatives=3, split=SPLIT, seed=0)
     assert groups_digest(ga) == groups_digest(gb)
     assert list(_search_hashes([shard]).values()) == list(_search_hashes([shuffled]).values())

@@ -65,14 +65,16 @@ def test_the_three_questions_and_the_ablations_are_paired_tests(tmp_path):
     assert "## Value-model configurations, iteration 1" in md
     assert "| B → C | did live gradients help the head? | 64 | 12 | 0 |" in md
     assert (
-        "| S | iter_1 S | 30.0% (64) | – | 30.0% | +0/−0, p 1.000 (Holm 1.000), no measurable effect |"
-        in md
+        "| S | iter_1 S | 30.0% (64) | – | 30.0% | – | +0/−0, p 1.000, no measurable effect | – | "
+        "log-prob: +0/−0, p 1.000 (Holm 1.000), no measurable effect |" in md
     )
-    # C's ablation is the pre-declared primary comparison; all four also get Holm's correction
-    # (C's p 2/2**13 is the smallest of four: times 4; the others' 1.0 stay 1.0).
-    assert rows["C"]["ablation"]["primary"] and not rows["A"]["ablation"]["primary"]
-    assert rows["C"]["ablation"]["p_holm"] == round(4 * 2 / 2**13, 12)
-    assert {rows[c]["ablation"]["p_holm"] for c in "ASB"} == {1.0}
+    # Without depth twins the stronger twin is the log-prob one.  C's claim against it is the
+    # pre-declared primary comparison; all four also get Holm's correction (C's p 2/2**13 is the
+    # smallest of four: times 4; the others' 1.0 stay 1.0).
+    assert {r["stronger_twin"] for r in rows.values()} == {"log-prob"}
+    assert rows["C"]["vs_stronger"]["primary"] and not rows["A"]["vs_stronger"]["primary"]
+    assert rows["C"]["vs_stronger"]["p_holm"] == round(4 * 2 / 2**13, 12)
+    assert {rows[c]["vs_stronger"]["p_holm"] for c in "ASB"} == {1.0}
     assert "(Holm 0.00098) **primary**, better" in md
 
 
@@ -101,8 +103,8 @@ def test_an_ablation_whose_twin_differs_beyond_the_value_model_is_undecided_nami
     assert rows["C"]["verdict"] == "undecided"
     md = (tmp_path / "c.md").read_text()
     assert (
-        "- C EBM vs none: undecided — different seed: iter_1 no EBM 1, iter_1 0 — only the value "
-        "model may differ" in md
+        "- C EBM vs log-prob twin: undecided — different seed: iter_1 no EBM 1, iter_1 0 — only "
+        "the value model may differ" in md
     )
     (q,) = c["configs"][0]["questions"]  # A → C varies the model: decided
     assert (q["from"], q["to"], q["test"]["verdict"]) == ("A", "C", "no measurable effect")
@@ -209,15 +211,15 @@ def test_each_configurations_replay_prediction_is_scored_on_the_attempts_it_cove
     assert section["replay_coverage"] == {"replays": 2, "attempts": 80, "covered": 72,
                                           "coverage": 0.9}  # fmt: skip
     md = (tmp_path / "c.md").read_text()
-    assert "| config | eval | with EBM | replay prediction | without |" in md
+    assert "| config | eval | with EBM | replay prediction | log-prob twin | depth twin |" in md
     assert (
         "| A | iter_1 A | 27.5% (64) | +0/−1 on 40 covered (100.0% of attempts); can gain ≤ 0 |"
         in md
     )
-    assert "| B | iter_1 B | 32.5% (64) | – | 30.0% |" in md
+    assert "| B | iter_1 B | 32.5% (64) | – | 30.0% | – |" in md
     assert (
         "| C | iter_1 | 35.0% (64) | +0/−2 on 32 covered (80.0% of attempts, 8 apart); can gain "
-        "≤ 0 | 30.0% |" in md
+        "≤ 0 | 30.0% | – |" in md
     )
     assert "cannot solve a theorem the twin did not prove within the twin's own budget" in md
     assert "A `--live` replay predicts nothing: it is an equality check" in md
@@ -264,11 +266,12 @@ def _value_model(in_se: float) -> dict:
 def test_the_value_models_goal_is_checked_point_by_point_beside_the_replay_and_the_ceiling(
     tmp_path,
 ):
-    """Issue 30's goal and acceptance, each a check in compare.md: C beats its twin by 2 % of the
-    theorems net (p < 0.05), the feature value does not beat C, the fit's held-out gain reaches
-    2 SE, the weighted energy spans 0.3 of the log-prob and changes 10 % of decisions, and where the
-    feature value's recording-only replay covered a theorem its live eval agrees with it; one check
-    short and the goal is not met.  C's replay prediction is quoted on the theorems it covers."""
+    """The goal and its checks in compare.md: C beats its stronger twin by 2 % of the theorems net
+    (paired verdict better), the feature value does not beat C (two-sided), the weighted energy
+    spans 0.3 of the log-prob and changes 10 % of decisions, and where the feature value's
+    recording-only replay covered a theorem its live eval agrees with it; the fit's held-out gain
+    (2 SE) is a diagnostic, shown and not judged (issue 44 §5).  One judged check short and the
+    goal is not met.  C's replay prediction is quoted on the theorems it covers."""
     ev = {
         "C0": synthetic_eval("iter_1 no EBM", {64: NAMES[:12]}, 40, 40, theorems=NAMES),
         "C": synthetic_eval("iter_1", {64: NAMES[:25]}, 40, 40, theorems=NAMES),
@@ -292,7 +295,7 @@ def test_the_value_models_goal_is_checked_point_by_point_beside_the_replay_and_t
         (section,) = c["configs"]
         goal = section["goal"]
         verdicts[in_se] = goal["verdict"]
-        met = {x["check"].split(":")[0]: x["met"] for x in goal["checks"]}
+        met = {x["check"].split(" (")[0]: x["met"] for x in goal["checks"]}
         assert (goal["live"], goal["no_ebm"], goal["oracle_ceiling"]) == (25, 12, 30)
         assert goal["replay_prediction"] == {
             "live": False, "gained": 0, "lost": 1, "p_value": 1.0, "covered_theorems": 36,
@@ -319,7 +322,7 @@ def test_the_value_models_goal_is_checked_point_by_point_beside_the_replay_and_t
             "| features | 50.0% (64); +8/−0, p 0.008 | +5/−0, p 0.062 on 37 covered (64 nodes, "
             "92.5% of attempts, 3 apart); can gain ≤ 0 |" in md
         )
-    assert verdicts == {2.5: "met", 1.0: "not met"}
+    assert verdicts == {2.5: "met", 1.0: "met"}  # the held-out gain no longer decides
     # A replay that differs from live where it covered: replay and search differ, not met.
     ev["F_replay"] = _replay("iter_1 features (replay)", NAMES[:17])
     ev["C"]["value_model"] = _value_model(2.5)
@@ -332,7 +335,9 @@ def test_the_value_models_goal_is_checked_point_by_point_beside_the_replay_and_t
     (check,) = [x for x in goal["checks"] if x["check"].startswith("where its replay covered")]
     assert check["met"] is False and check["value"].startswith("agrees on 37 of 40 (differs: ")
     assert goal["verdict"] == "not met"
-    assert met["held-out pool decisions"] is False  # the 1.0 SE run, the one check short
+    # the 1.0 SE run: shown (bracketed), not judged
+    assert met["diagnostic: held-out pool decisions, fitted sum over log-prob in SE"] is False
+    assert "| (✗) | diagnostic: held-out pool decisions" in (tmp_path / "1.0" / "c.md").read_text()
     # A live replay is an equality check: one check, N of N equal, met only when all are.
     for solved, equal in ((NAMES[:20], True), (NAMES[:19], False)):
         ev["F_replay"] = _replay("iter_1 features (live replay)", solved, live=True)

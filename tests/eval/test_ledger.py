@@ -66,7 +66,8 @@ def write(path: Path, obj) -> Path:
 def test_roles_of_the_benchmark_splits():
     assert benchmark_role("proplogic_test") == "confirmation"
     assert benchmark_role("minif2f_test") == benchmark_role("proofnet_test") == "confirmation"
-    assert benchmark_role("proplogic_dev") == benchmark_role("minif2f_valid") == "development"
+    assert benchmark_role("proplogic_dev") == benchmark_role("proofnet_valid") == "development"
+    assert benchmark_role("minif2f_valid") == benchmark_role("proplogic_valid") == "pool"
     assert benchmark_role("proplogic_valid") == "pool"
     with pytest.raises(BenchmarkError, match="toy_test"):
         benchmark_role("toy_test")

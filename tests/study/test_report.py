@@ -277,7 +277,9 @@ def test_register_writes_per_rule_digests_that_a_refactor_elsewhere_keeps(tmp_pa
     assert digests["eval"]["code"] != digests["sft"]["code"]
     specs = regfile.rule_specs(repo)
     assert specs["eval"]["script"] == "eval" and specs["eval"]["sections"] == ["lean", "policy"]
-    assert "seed" in specs["eval"]["lookups"]  # read, but left out of the digest
+    # the seeds reach the rules through seed_of (rules/common.smk), never a lookup: no digest
+    assert not {"seed", "seeds"} & set(specs["eval"]["lookups"])
+    assert "split" in specs["sft"]["lookups"]
     # Another seed, the threads and the cache change no digest; an eval knob changes eval's only.
     other = {**config, "seed": 7, "threads": {"search": 2, "eval": 2}, "cache": None}
     assert regfile.rule_digests(repo, other, ["eval", "sft", "report"]) == digests

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from burnqed.config import SFTConfig
+from burnqed.config import SFTConfig, SplitConfig
 from burnqed.data.decontam import ContaminationError
 from burnqed.data.prompt import format_example, format_prompt
+from burnqed.split import TheoremSplit
 from burnqed.theorems import Theorem, write_theorems
 from burnqed.train.examples import read_examples
 from burnqed.train.positives import read_positive_steps, split_steps_by_theorem
@@ -30,8 +31,8 @@ from tests.train.trajectories import Proof, proofs_from_pairs, write_search
 # Iteration 2 (learning rate × 0.25), constant schedule, no warm-up: the rate at step 1 is the
 # decayed one exactly.  Three steps, evaluated at 2 and 3 (the last step is always evaluated).
 LATER = {**SFT, "lr_scheduler": "constant", "warmup_steps": 0, "later_max_steps": 3,
-         "eval_steps": 2, "base_pair_subsample": 120, "positive_upsample": 3,
-         "trajectory_val_fraction": 0.25, "trajectory_test_fraction": 0.25}  # fmt: skip
+         "eval_steps": 2, "base_pair_subsample": 120, "positive_upsample": 3}  # fmt: skip
+SPLIT = {"val_fraction": 0.25, "test_fraction": 0.25}
 
 
 def read_json(path: Path) -> dict:
@@ -53,7 +54,8 @@ def searches(tmp_path_factory) -> dict[str, Path]:
 def iteration_2(tmp_path_factory, tiny_base, pairs, lora_adapter, searches) -> Path:
     out = tmp_path_factory.mktemp("iter_2") / "adapter"
     train_sft(base=tiny_base, train=pairs["train"], val=pairs["val"], out=out, cfg=LATER,
-              iteration=2, previous_adapter=lora_adapter, trajectories=searches, seed=0)  # fmt: skip
+              iteration=2, previous_adapter=lora_adapter, trajectories=searches, seed=0,
+              split=SPLIT)  # fmt: skip
     return out
 
 
@@ -123,9 +125,7 @@ def test_the_mix_is_the_subsample_plus_the_upsampled_verified_steps(iteration_2,
     data = read_json(iteration_2 / "training_summary.json")["data"]
     steps = read_positive_steps(searches).table
     assert "s_rejected" not in set(steps.column("theorem").to_pylist())  # failed verification
-    train_steps, val_steps, test_steps = split_steps_by_theorem(
-        steps, val_fraction=0.25, test_fraction=0.25, seed=0
-    )
+    train_steps, val_steps, test_steps = split_steps_by_theorem(steps, TheoremSplit.of(SPLIT, 0))
     assert data["base_pairs"] == LATER["base_pair_subsample"]
     assert data["positive_steps"] == train_steps.num_rows > 0
     assert data["positive_examples"] == train_steps.num_rows * LATER["positive_upsample"]
@@ -208,14 +208,15 @@ def test_trajectory_steps_stating_a_benchmark_theorem_are_refused_or_dropped(sea
     write_theorems(bench, [Theorem(name="b1", formal_statement="theorem b1 : True := by\n",
                                    goal=root["state_before"])])  # fmt: skip
     sft = SFTConfig.from_dict(LATER)
+    split = TheoremSplit.of(SPLIT, 0)
     base = [format_example("p : Prop\n⊢ p → p", "intro h")]
     with pytest.raises(ContaminationError, match=root["theorem"]):
-        build_mix(base, searches, sft, iteration=1, seed=0, eval_benchmarks=[bench])
-    mix = build_mix(base, searches, sft, iteration=1, seed=0, eval_benchmarks=[bench],
+        build_mix(base, searches, sft, iteration=1, split=split, eval_benchmarks=[bench])
+    mix = build_mix(base, searches, sft, iteration=1, split=split, eval_benchmarks=[bench],
                     decontamination="drop")  # fmt: skip
     check = mix.decontamination
     assert check["contaminated"] == {root["theorem"]: "bench:b1"} and check["rows_dropped"] > 0
-    clean = build_mix(base, searches, sft, iteration=1, seed=0)
+    clean = build_mix(base, searches, sft, iteration=1, split=split)
 
     def steps(m):
         return m.positive_steps + len(m.trajectory_val) + len(m.trajectory_test)
@@ -239,7 +240,8 @@ def test_qlora_iteration_warm_starts_and_merges_into_an_unquantized_base(
     a0, a1 = tmp_path / "iter_0", tmp_path / "iter_1"
     train_sft(base=tiny_base, train=pairs["train"], val=pairs["val"], out=a0, cfg=cfg, seed=0)
     train_sft(base=tiny_base, train=pairs["train"], val=pairs["val"], out=a1, cfg=cfg,
-              iteration=1, previous_adapter=a0, trajectories=searches, seed=0)  # fmt: skip
+              iteration=1, previous_adapter=a0, trajectories=searches, seed=0,
+              split=SPLIT)  # fmt: skip
     summary = read_json(a1 / "training_summary.json")
     assert summary["warm_start"]["max_abs_diff_before_step_1"] == 0.0
     assert summary["data"]["positive_examples"] > 0
@@ -269,10 +271,6 @@ def adapter_difference_from_files(a: Path, b: Path) -> float:
 def test_validation_and_test_fractions_leave_theorems_to_train_on():
     from burnqed.config import ConfigError
 
-    with pytest.raises(ConfigError, match=r"sft\.trajectory_test_fraction: .* must be < 1"):
-        SFTConfig.from_dict(
-            {**LATER, "trajectory_val_fraction": 0.6, "trajectory_test_fraction": 0.4}
-        )
-    assert (
-        SFTConfig.from_dict({**LATER, "trajectory_test_fraction": 0}).trajectory_test_fraction == 0
-    )
+    with pytest.raises(ConfigError, match=r"split\.test_fraction: .* must be < 1"):
+        SplitConfig.from_dict({"val_fraction": 0.6, "test_fraction": 0.4})
+    assert SplitConfig.from_dict({**SPLIT, "test_fraction": 0}).test_fraction == 0

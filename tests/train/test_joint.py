@@ -14,6 +14,7 @@ import torch
 
 from burnqed.config import EBMConfig
 from burnqed.ebm.train import build_head
+from burnqed.split import TheoremSplit
 from burnqed.train import joint
 from burnqed.train.joint import (
     JointTrainingError,
@@ -30,12 +31,14 @@ from tests.train.pairs import make_pair_rows
 from tests.train.trajectories import proofs_from_pairs, write_search
 
 JOINT = {**SFT, "mode": "joint", "later_max_steps": 4, "eval_steps": 2, "batch_size": 4,
-         "base_pair_subsample": 60, "positive_upsample": 2, "trajectory_val_fraction": 0.25,
+         "base_pair_subsample": 60, "positive_upsample": 2,
          "joint_lambda": 0.5, "joint_head_learning_rate": 1e-3, "joint_groups_per_step": 2,
          "joint_state_max_length": 96, "joint_monitor_every": 2, "joint_save_every": 2,
          "joint_min_separation": None, "joint_min_probe_accuracy": None,
          "joint_sft_loss_ceiling": None}  # fmt: skip
-EBM = {"hidden_sizes": [32, 16], "negatives": 3, "heldout_fraction": 0.25, "dropout": 0.0}
+EBM = {"hidden_sizes": [32, 16], "negatives": 3, "dropout": 0.0}
+# The one theorem split (burnqed.split): SFT's validation and test theorems, the head's held-out ones.
+SPLIT = {"val_fraction": 0.25, "test_fraction": 0.1}
 
 
 @pytest.fixture(scope="module")
@@ -181,7 +184,7 @@ def test_a_pinned_temperature_aborts(tiny_base, lora_adapter, pairs, searches, t
     with pytest.raises(JointTrainingError, match=r"temperature pinned to its ceiling"):
         train_joint(base=tiny_base, train=pairs["train"], val=pairs["val"], out=tmp_path / "a",
                     cfg=cfg, ebm=ebm, pooling="last", iteration=1, previous_adapter=lora_adapter,
-                    trajectories=searches, seed=0)  # fmt: skip
+                    trajectories=searches, seed=0, split=SPLIT)  # fmt: skip
     assert not (tmp_path / "a").exists()  # nothing that looks finished
 
 
@@ -236,7 +239,7 @@ def joint_run(tmp_path_factory, tiny_base, lora_adapter, pairs, searches) -> Pat
     out = tmp_path_factory.mktemp("joint") / "adapter"
     train_joint(base=tiny_base, train=pairs["train"], val=pairs["val"], out=out, cfg=JOINT,
                 ebm=EBM, pooling="last", iteration=1, previous_adapter=lora_adapter,
-                trajectories=searches, seed=0)  # fmt: skip
+                trajectories=searches, seed=0, split=SPLIT)  # fmt: skip
     return out
 
 
@@ -262,12 +265,16 @@ def test_joint_training_writes_the_adapter_the_head_and_what_it_measured(joint_r
 
 def test_the_joint_head_lists_the_theorems_it_never_trained_on(joint_run, searches, tmp_path):
     """What its energy weight is fitted on (burnqed.ebm.stage.joint_energy_weight)."""
+    split = TheoremSplit.of(SPLIT, 0)
     _, groups = joint.read_groups(searches, EBMConfig.from_dict(EBM), iteration=1, seed=0,
-                                  eval_benchmarks=(), decontamination="refuse")  # fmt: skip
+                                  split=split, eval_benchmarks=(),
+                                  decontamination="refuse")  # fmt: skip
     held = {t for t, h in zip(groups.theorem, groups.heldout, strict=True) if h}
     trained = {t for t, h in zip(groups.theorem, groups.heldout, strict=True) if not h}
     meta = json.loads((joint_run / joint.HEAD_META).read_text())
     assert held and set(meta["heldout_theorems"]) == held and not held & trained
+    assert held == split.held_out(groups.theorem)  # the one split: SFT's validation and test
+    assert json.loads((joint_run / "hyperparameters.json").read_text())["split"] == SPLIT
 
 
 def test_a_killed_run_resumes_to_the_same_weights(
@@ -284,7 +291,7 @@ def test_a_killed_run_resumes_to_the_same_weights(
     monkeypatch.setattr(joint, "_save", save_then_die)
     args = dict(base=tiny_base, train=pairs["train"], val=pairs["val"], out=out, cfg=JOINT,
                 ebm=EBM, pooling="last", iteration=1, previous_adapter=lora_adapter,
-                trajectories=searches, seed=0)  # fmt: skip
+                trajectories=searches, seed=0, split=SPLIT)  # fmt: skip
     with pytest.raises(KeyboardInterrupt):
         train_joint(**args)
     assert (out.with_name("adapter.work") / "resume" / "job.json").is_file()
@@ -312,7 +319,7 @@ def test_a_killed_run_resumed_with_other_data_of_the_same_size_starts_over(
     monkeypatch.setattr(joint, "_save", save_then_die)
     args = dict(base=tiny_base, train=pairs["train"], val=pairs["val"], out=out, cfg=JOINT,
                 ebm=EBM, pooling="last", iteration=1, previous_adapter=lora_adapter,
-                trajectories=searches, seed=0)  # fmt: skip
+                trajectories=searches, seed=0, split=SPLIT)  # fmt: skip
     with pytest.raises(KeyboardInterrupt):
         train_joint(**args)
     monkeypatch.setattr(joint, "_save", real_save)

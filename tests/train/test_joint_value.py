@@ -117,7 +117,7 @@ def test_joint_training_reaches_a_one_nat_energy_span_without_aborting(
     and this toy's embeddings do not carry the steps (its held-out ``remaining_corr`` stays near
     0), so with it the span ends near 1 nat, above or below by the thread count (0.9–1.2 at 1–3
     threads): there the run must still train without aborting and its span grow from ~0."""
-    from tests.train.test_joint import EBM, JOINT
+    from tests.train.test_joint import EBM, JOINT, SPLIT
     from tests.train.trajectories import Proof, write_search
 
     # Each step's dead end is its state with "⊢ False" added (tests/train/trajectories.py).
@@ -135,7 +135,7 @@ def test_joint_training_reaches_a_one_nat_energy_span_without_aborting(
         return joint.train_joint(
             base=tiny_base, train=pairs["train"], val=pairs["val"], out=tmp_path / out, cfg=cfg,
             ebm=ebm, pooling="last", iteration=1, previous_adapter=lora_adapter,
-            trajectories=[search], seed=0,
+            trajectories=[search], seed=0, split=SPLIT,
         )  # fmt: skip
 
     with_steps = run("with_steps", 1.0)

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from burnqed.split import TheoremSplit
 from burnqed.train.positives import (
     read_positive_steps,
     split_steps_by_theorem,
@@ -94,7 +95,7 @@ def test_trajectory_dirs_of_an_iteration():
 def test_split_by_theorem_keeps_a_theorem_on_one_side_every_time(tmp_path):
     proofs = [Proof(f"t{k}", [(f"x{k} : Prop\n" + s, t) for s, t in A]) for k in range(40)]
     table = read_positive_steps([write_search(tmp_path / "iter_0" / "search", proofs)]).table
-    train, val, test = split_steps_by_theorem(table, val_fraction=0.25, seed=0)
+    train, val, test = split_steps_by_theorem(table, TheoremSplit(0.25, 0.0, seed=0))
     tr, va = set(train.column("theorem").to_pylist()), set(val.column("theorem").to_pylist())
     assert tr.isdisjoint(va) and tr | va == {p.theorem for p in proofs}
     assert 3 <= len(va) <= 20 and test.num_rows == 0
@@ -104,10 +105,10 @@ def test_split_by_theorem_keeps_a_theorem_on_one_side_every_time(tmp_path):
 
     keep = pa.array(sorted(tr | va)[:20])
     half = table.filter(pc.is_in(table.column("theorem"), value_set=keep))
-    val_half = split_steps_by_theorem(half, val_fraction=0.25, seed=0).val
+    val_half = split_steps_by_theorem(half, TheoremSplit(0.25, 0.0, seed=0)).val
     assert set(val_half.column("theorem").to_pylist()) <= va
     # At least one held-out theorem whenever there are two.
-    tiny_val = split_steps_by_theorem(table.slice(0, 4), val_fraction=0.01, seed=0).val
+    tiny_val = split_steps_by_theorem(table.slice(0, 4), TheoremSplit(0.01, 0.0, seed=0)).val
     assert tiny_val.num_rows > 0
 
 
@@ -118,27 +119,31 @@ def test_a_test_split_is_disjoint_and_leaves_the_validation_theorems_alone(tmp_p
     def names(t):
         return set(t.column("theorem").to_pylist())
 
-    val_only = split_steps_by_theorem(table, val_fraction=0.2, seed=0)
-    split = split_steps_by_theorem(table, val_fraction=0.2, test_fraction=0.2, seed=0)
+    val_only = split_steps_by_theorem(table, TheoremSplit(0.2, 0.0, seed=0))
+    split = split_steps_by_theorem(table, TheoremSplit(0.2, 0.2, seed=0))
     tr, va, te = names(split.train), names(split.val), names(split.test)
     assert va == names(val_only.val)  # adding a test split moves no validation theorem
     assert not (tr & va or tr & te or va & te) and tr | va | te == {p.theorem for p in proofs}
     assert 4 <= len(te) <= 24 and te <= names(val_only.train)
     assert split.train.num_rows + split.val.num_rows + split.test.num_rows == table.num_rows
     # Another seed, other theorems (the split is a hash of seed and name).
-    assert (
-        names(split_steps_by_theorem(table, val_fraction=0.2, test_fraction=0.2, seed=1).test) != te
-    )
+    assert names(split_steps_by_theorem(table, TheoremSplit(0.2, 0.2, seed=1)).test) != te
     # Three theorems and tiny fractions: one each; two: no test theorem (one must be trained on).
     three = table.filter(pc_is_in(table, ["t0", "t1", "t2"]))
-    small = split_steps_by_theorem(three, val_fraction=0.01, test_fraction=0.01, seed=0)
+    small = split_steps_by_theorem(three, TheoremSplit(0.01, 0.01, seed=0))
     assert [len(names(t)) for t in small] == [1, 1, 1]
-    two = split_steps_by_theorem(table.filter(pc_is_in(table, ["t0", "t1"])), val_fraction=0.01,
-                                 test_fraction=0.01, seed=0)  # fmt: skip
+    two = split_steps_by_theorem(
+        table.filter(pc_is_in(table, ["t0", "t1"])), TheoremSplit(0.01, 0.01, seed=0)
+    )
     assert [len(names(t)) for t in two] == [1, 1, 0]
-    # Everything held out by the fractions: one theorem is still trained on.
-    most = split_steps_by_theorem(three, val_fraction=0.5, test_fraction=0.49, seed=0)
-    assert len(names(most.train)) >= 1
+    # A theorem the hash holds out stays held out (the value model holds it out too: burnqed.split),
+    # even when that leaves nothing of these to train on; only a theorem a small-set rule held out
+    # is given back to training.
+    most = TheoremSplit(0.5, 0.49, seed=0)
+    held = most.held_out(["t0", "t1", "t2"])
+    split = split_steps_by_theorem(three, most)
+    assert names(split.val) | names(split.test) >= held
+    assert names(split.train) == {"t0", "t1", "t2"} - held
 
 
 def pc_is_in(table, theorems):

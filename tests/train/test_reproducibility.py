@@ -29,8 +29,8 @@ from tests.train.trajectories import proofs_from_pairs, write_search
 # Small budgets: the point is the bytes, not the quality.
 BASE = {**TINY, "steps": 12, "log_every": 4, "eval_pairs": 8}
 SFT_SMALL = {**SFT, "max_steps": 4, "eval_steps": 2, "later_max_steps": 2,
-             "base_pair_subsample": 100, "positive_upsample": 2,
-             "trajectory_val_fraction": 0.25, "trajectory_test_fraction": 0.25}  # fmt: skip
+             "base_pair_subsample": 100, "positive_upsample": 2}  # fmt: skip
+SPLIT = {"val_fraction": 0.25, "test_fraction": 0.25}
 PAIRS = Path("data/tactic_pairs")
 MODELS = Path("models")
 
@@ -46,7 +46,7 @@ def run_model_stage(root: Path, pairs: dict[str, Path], *, seed: int, later: boo
         build_base(out=MODELS / "base", cfg={"base": "tiny"}, pairs=train, val=val, seed=seed,
                    tiny=BASE)  # fmt: skip
         train_sft(base=MODELS / "base", train=train, val=val, out=MODELS / "iter_0/adapter",
-                  cfg=SFT_SMALL, seed=seed)  # fmt: skip
+                  cfg=SFT_SMALL, seed=seed, split=SPLIT)  # fmt: skip
         merge_adapter(base=MODELS / "base", adapter=MODELS / "iter_0/adapter",
                       out=MODELS / "iter_0/merged")  # fmt: skip
         if later:
@@ -55,7 +55,7 @@ def run_model_stage(root: Path, pairs: dict[str, Path], *, seed: int, later: boo
             train_sft(base=MODELS / "base", train=train, val=val,
                       out=MODELS / "iter_1/adapter", cfg=SFT_SMALL, iteration=1,
                       previous_adapter=MODELS / "iter_0/adapter", trajectories=[search],
-                      seed=seed)  # fmt: skip
+                      seed=seed, split=SPLIT)  # fmt: skip
     return root / MODELS
 
 

@@ -10,8 +10,10 @@ import pytest
 from burnqed.config import SearchConfig
 from burnqed.search.engine import search_all
 from burnqed.search.value import ValueModel, load_value_model
+from burnqed.split import TheoremSplit
 from burnqed.trajectory import TrajectoryWriter, read_nodes
 from burnqed.value.features import (
+    DEPTH_GRID,
     FEATURES,
     FeatureValue,
     fit_features,
@@ -29,9 +31,46 @@ def test_goals_and_hypotheses_of_a_printed_state():
     assert state_features("⊢ p → p", len)[:2] == (1, 0)
 
 
-def _node(i: int, state: str, logprob: float, on_path: bool) -> dict:
-    return {"node_id": i, "state": state, "cum_logprob": logprob, "depth": 1,
+SPLIT = TheoremSplit(0.25, 0.25, seed=0)
+
+
+def _node(i: int, state: str, logprob: float, on_path: bool, depth: int = 1) -> dict:
+    return {"node_id": i, "state": state, "cum_logprob": logprob, "depth": depth,
             "on_proof_path": on_path}  # fmt: skip
+
+
+def test_the_depth_twin_fits_its_depth_term_and_the_open_goals():
+    """Decisions whose on-path node is drawn by softmax(cum / depth − goals) at mixed depths: the
+    depth twin (goals only, the depth normalisation fitted on DEPTH_GRID) chooses k = 1 and a goals
+    weight near −1, and the search takes that k from its artifact."""
+    from burnqed.search.value import resolve_energy_weight, weighted
+
+    rng = np.random.default_rng(1)
+    sets = []
+    for d in range(1500):
+        goals = rng.integers(1, 4, size=4)
+        depth = rng.integers(1, 5, size=4)
+        cum = -depth * rng.uniform(0.5, 2.5, size=4)  # log-probs fall with every tactic
+        u = cum / depth - 1.0 * goals
+        pick = rng.choice(4, p=np.exp(u - u.max()) / np.exp(u - u.max()).sum())
+        states = ["\n\n".join(["⊢ q"] * int(g)) for g in goals]
+        sets.append(ChoiceSet(theorem=f"t{d % 60}", attempt=0, expansion=1, popped=0, open=tuple(
+            _node(j, states[j], float(cum[j]), j == pick, int(depth[j])) for j in range(4))))  # fmt: skip
+    block = fit_features(sets, lambda s: 10, depth_normalisation=0.0, folds=5, split=SPLIT,
+                         features=("goals",), depth_grid=DEPTH_GRID)  # fmt: skip
+    fit = block["energy_weight"]
+    assert block["features"] == ["goals"] and fit["features"] == ["logprob", "goals"]
+    assert fit["depth_normalisation"] == 1.0 and fit["depth_normalisation_fitted"] is True
+    assert max(fit["depth_grid"], key=fit["depth_grid"].get) == "1.0"
+    assert fit["fit"]["weights"]["goals"] == pytest.approx(-1.0, abs=0.2)
+    resolved = resolve_energy_weight("fitted", {"energy_weight": fit}, logprob_weight=1.0)
+    cfg = weighted(SearchConfig(depth_normalisation=0.0), resolved)
+    assert cfg.depth_normalisation == 1.0 and cfg.energy_weight == pytest.approx(
+        1 / fit["fit"]["weights"]["logprob"]
+    )
+    # an unknown feature is refused
+    with pytest.raises(ValueError, match="each must be one of"):
+        fit_features(sets, len, depth_normalisation=0.0, folds=5, split=SPLIT, features=("x",))
 
 
 def test_the_fit_recovers_a_planted_preference_for_fewer_goals():
@@ -47,7 +86,7 @@ def test_the_fit_recovers_a_planted_preference_for_fewer_goals():
         states = ["\n\n".join(["h : p\n⊢ q"] * int(g)) for g in goals]
         sets.append(ChoiceSet(theorem=f"t{d % 60}", attempt=0, expansion=1, popped=0, open=tuple(
             _node(j, states[j], float(lp[j]), j == pick) for j in range(4))))  # fmt: skip
-    block = fit_features(sets, lambda s: 10, depth_normalisation=0.0, folds=5)
+    block = fit_features(sets, lambda s: 10, depth_normalisation=0.0, folds=5, split=SPLIT)
     w = block["energy_weight"]["fit"]["weights"]
     assert w["logprob"] == pytest.approx(1.0, abs=0.15)
     # hypotheses move with goals here (one per goal): their sum is what is identified
@@ -58,6 +97,13 @@ def test_the_fit_recovers_a_planted_preference_for_fewer_goals():
     }
     top1 = block["energy_weight"]["heldout_frontier_top1"]
     assert top1["sum"]["rate"] > top1["logprob"]["rate"] + 2 * top1["sum"]["se"]
+    # the held-out figures are measured on the split's held-out theorems' decisions only
+    held = SPLIT.held_out({c.theorem for c in sets})
+    assert block["energy_weight"]["heldout"] == {
+        "theorems": len(held),
+        "decisions": sum(c.theorem in held for c in sets),
+    }
+    assert top1["logprob"]["decisions"] == block["energy_weight"]["heldout"]["decisions"] < 1500
     # every open node here is at depth 1: the same-depth figures are the figures
     assert block["energy_weight"]["heldout_frontier_top1_same_depth"] == top1
     # the value's energy ranks like the fitted utility: fewer goals, lower energy

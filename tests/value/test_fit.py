@@ -7,12 +7,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from burnqed.split import TheoremSplit
 from burnqed.value.fit import (
     cross_fit,
     fit_conditional_logit,
     log_likelihoods,
     priority_weights,
-    theorem_folds,
 )
 
 
@@ -56,7 +56,7 @@ def test_an_uninformative_feature_gets_no_weight():
 
 def test_cross_fitting_judges_each_fold_with_weights_fitted_without_its_theorems():
     X, chosen, theorems = synthetic(np.array([1.0, -1.0]), decisions=1000)
-    folds = theorem_folds(theorems, 4, seed=0)
+    folds = TheoremSplit(0.1, 0.1, seed=0).folds(theorems, 4)
     assert sorted(set(folds.values())) == [0, 1, 2, 3]
     cf = cross_fit(X, chosen, theorems, folds)
     expect = 0.0
@@ -101,7 +101,9 @@ def test_a_weight_that_would_cross_its_bound_is_fixed_at_zero_and_the_rest_refit
             assert objective(np.array([wl, we])) <= best + 1e-9
     # Cross-fitting keeps every fold's weights within the bounds too.
     theorems = [f"t{i // 10}" for i in range(len(X))]
-    cf = cross_fit(X, chosen, theorems, theorem_folds(theorems, 3), signs=(1, -1))
+    cf = cross_fit(
+        X, chosen, theorems, TheoremSplit(0.1, 0.1, seed=0).folds(theorems, 3), signs=(1, -1)
+    )
     assert all(w[0] >= 0 and w[1] <= 0 for w in cf.heldout_weights)
 
 

@@ -7,6 +7,10 @@
 - Coverage: after the claims and the generated blocks are cut out, no figure-like token (a
   percentage, a p-value, a gained/lost pair, an "N of M") is left in those pages except the
   non-results of :data:`NOT_RESULTS` (each with why), so a new number cannot skip the check.
+- Claims from flags (issue 44 §7): a verdict word — met / not met, better, worse, no measurable
+  effect, significant, confirmatory, exploratory — stands in a page only inside a claim, where it is
+  rendered from the summary's flags ({verdict}, {C_verdict}, {goal}, {evidence}, …), or in a
+  generated block; flipping a flag in the summary breaks the claim (tested).
 - The generated parts — the blocks (:data:`burnqed.report.docs.BLOCKS`), docs/configuration.md and
   the README's PNG (compared pixel by pixel) — equal what ``burnqed report docs`` writes.
 """
@@ -21,7 +25,17 @@ import pytest
 from matplotlib.image import imread
 
 from burnqed.eval.paired import format_p
-from burnqed.report.docs import BLOCK_RE, BLOCKS, configuration_markdown, doc_files, replace_blocks
+from burnqed.report.docs import (
+    BLOCK_RE,
+    BLOCKS,
+    RUN_BLOCKS,
+    configuration_markdown,
+    doc_files,
+    draw_runs,
+    read_runs,
+    replace_blocks,
+    seed_row,
+)
 from burnqed.report.summary import SUMMARY_KEYS, draw
 from tests.workflow.conftest import REPO
 
@@ -51,12 +65,23 @@ def figures(s: dict) -> dict[str, str]:
         f[f"step{i}_g"], f[f"step{i}_l"] = str(t["gained"]), str(t["lost"])
         f[f"step{i}_p"] = format_p(t["p_value"])
     f["verdict"] = lc["verdict"]
+    # flags: what a claim may say of a comparison (its paired test's verdict) or of a goal
+    f["evidence"] = (s.get("run") or {}).get("evidence") or "exploratory"
+    for i, t in enumerate([*lc["steps"], *lc["controls"]]):
+        f[f"step{i}_verdict"] = _verdict(t)
     cfg = s["configs"][0]
     for c, r in cfg["rates"].items():
         f[f"{c}_with"], f[f"{c}_without"] = _pc(r["with"]), _pc(r["without"])
         if (ab := r.get("ablation")) and ab.get("gained") is not None:
             f[f"{c}_g"], f[f"{c}_l"] = str(ab["gained"]), str(ab["lost"])
             f[f"{c}_p"] = format_p(ab["p_value"])
+        if r.get("depth_twin") is not None:
+            f[f"{c}_depth"] = _pc(r["depth_twin"])
+        if (vs := r.get("vs_stronger")) and vs.get("gained") is not None:
+            f[f"{c}_twin"] = r["stronger_twin"]
+            f[f"{c}_sg"], f[f"{c}_sl"] = str(vs["gained"]), str(vs["lost"])
+            f[f"{c}_sp"], f[f"{c}_sholm"] = format_p(vs["p_value"]), format_p(vs["p_holm"])
+            f[f"{c}_verdict"] = vs["verdict"]
         vm = r.get("value_model") or {}
         if vm.get("decisions_changed") is not None:
             f[f"{c}_changed"] = _pc(vm["decisions_changed"])
@@ -68,6 +93,20 @@ def figures(s: dict) -> dict[str, str]:
                 f[f"{c}_{part}_{n}"] = f"{x['rate']:.3f}"
             if top:
                 f[f"{c}_{part}_n"] = str(top["logprob"]["decisions"])
+    goal = cfg.get("goal") or {}
+    f["goal"] = goal.get("verdict") or "undecided"
+    fc = seed_row(s)["features_vs_c"]  # the feature value against C, two-sided
+    if fc and fc.get("gained") is not None:
+        f["FC_g"], f["FC_l"], f["FC_p"] = (
+            str(fc["gained"]),
+            str(fc["lost"]),
+            format_p(fc["p_value"]),
+        )
+        f["FC_verdict"] = fc.get("verdict") or _verdict(fc)
+    emb = cfg.get("embeddings") or {}
+    for c, e in emb.items():
+        if e and e.get("rank1") is not None:
+            f[f"{c}_rank1"], f["chance"] = f"{e['rank1']:.3f}", f"{e['chance']:.2f}"
     for q, t in cfg["questions"].items():
         k = q.replace("→", "")
         f[f"{k}_g"], f[f"{k}_l"], f[f"{k}_p"] = (
@@ -82,6 +121,7 @@ def figures(s: dict) -> dict[str, str]:
     if live.get("test"):
         t = live["test"]
         f["F_g"], f["F_l"], f["F_p"] = str(t["gained"]), str(t["lost"]), format_p(t["p_value"])
+        f["F_verdict"] = _verdict(t)
         f["F_rate"] = _pc(live["rate"])
     agreement = (cfg.get("features") or {}).get("agreement")
     if agreement:
@@ -111,22 +151,30 @@ def figures(s: dict) -> dict[str, str]:
 
 # (page, sentence with {figure} holes): every figure a page quotes about the demo.
 CLAIMS = [
-    ("README.md", "baseline → iteration 0 gains {step0_g} theorems and loses {step0_l} (p = {step0_p})"),
-    ("README.md", "0 → 1 gains {step1_g} and loses {step1_l} (p = {step1_p})"),
-    ("README.md", "iteration 1 gains {step2_g} and loses {step2_l} (p = {step2_p}), so the learning check **{verdict}s**"),
-    ("README.md", "with its value head iteration 1 solves {C_with} %, without it {C_without} %"),
-    ("README.md", "eval's temperature, changes {C_changed} % of C's decisions"),
-    ("README.md", "A three-feature value fitted on the same decisions ranks the proof path first more often among states of one depth, and gains {F_g} theorems and loses {F_l} (p = {F_p})"),
-    ("README.md", "(C gains {C_g} and loses {C_l} against its twin, p = {C_p}: the value model's goal is met live)"),
     ("docs/value-model.md", "the feature value gains {F_g} theorems and loses {F_l} against the same policy without a value (p = {F_p}; {F_rate} % at 4 nodes)"),
     ("docs/value-model.md", "S → B is +{SB_g}/−{SB_l} (p = {SB_p})"),
     ("docs/value-model.md", "on the {A_sd_n} held-out decisions whose open nodes share a depth"),
-    ("docs/value-model.md", "A's, S's and B's energies rank the on-path node first about as often as the log-prob ({A_sd_energy}, {S_sd_energy} and {B_sd_energy} against {A_sd_logprob})"),
-    ("docs/value-model.md", "C is +{C_g}/−{C_l} against its twin (p = {C_p}), and S +{S_g}/−{S_l} and B +{B_g}/−{B_l}"),
+    ("docs/value-model.md", "A's, S's and B's energies rank the on-path node first more often than the log-prob ({A_sd_energy}, {S_sd_energy} and {B_sd_energy} against {A_sd_logprob}), each within two standard errors of it"),
+    ("docs/value-model.md", "C is +{C_g}/−{C_l} against its twin (p = {C_p}), and S +{S_g}/−{S_l} and B +{B_g}/−{B_l}, A +{A_g}/−{A_l}"),
+    ("docs/value-model.md", "**Seed 0, {evidence}.** The energy shares the priority with the log-prob and changes {C_changed} % of C's decisions"),
+    ("docs/value-model.md", "it solves {C_depth} % with iteration 1's policy, against C's {C_with} %"),
+    ("docs/value-model.md", "Against the stronger of its two twins, the {C_twin} twin, C gains {C_sg} and loses {C_sl} (p = {C_sp}, Holm {C_sholm}: {C_verdict}), so the value model's goal is **{goal}**; A, S and B against theirs: +{A_sg}/−{A_sl}, +{S_sg}/−{S_sl} and +{B_sg}/−{B_sl} (Holm {A_sholm}, {S_sholm} and {B_sholm})"),
+    ("docs/value-model.md", "A {A_rank1}, S {S_rank1}, B {B_rank1} and C {C_rank1} against {chance}"),
+    ("docs/value-model.md", "against C it gains {FC_g} and loses {FC_l} (p = {FC_p}: {FC_verdict})"),
+    ("docs/value-model.md", "each is one seed's {evidence} run"),
     ("docs/value-model.md", "its features rank the on-path node first more often than the log-prob ({F_sd_value} against {F_sd_logprob})"),
     ("docs/value-model.md", "its live replay equals its live eval on {agree} of {agree_exact} theorems"),
+    ("README.md", "These figures are **{evidence}**: one seed (0)"),
+    ("README.md", "Baseline → iteration 0 gains {step0_g} theorems and loses {step0_l} (p = {step0_p}), and iteration 0 → 1 gains {step1_g} and loses {step1_l} (p = {step1_p})"),
+    ("README.md", "iteration 1 gains {step2_g} and loses {step2_l} (p = {step2_p}), so the learning check **{verdict}s**"),
+    ("README.md", "it changes {C_changed} % of C's decisions"),
+    ("README.md", "With it iteration 1 solves {C_with} %, without a value {C_without} %, and with a fitted depth term and open-goal count in place of the energy {C_depth} %; against the stronger of the two, the {C_twin} twin, C gains {C_sg} and loses {C_sl} (p = {C_sp}, Holm {C_sholm}: {C_verdict}), so the value model's goal is **{goal}**"),
+    ("README.md", "C's head ranks the proof-path state first in {C_rank1} of its groups against chance {chance}"),
+    ("README.md", "A three-feature value gains {F_g} theorems and loses {F_l} against the same policy without a value (p = {F_p}) and, against C, {FC_g} and {FC_l} (p = {FC_p}: {FC_verdict})"),
+    ("README.md", "one seed, {evidence} (`docs/runs/`)"),
     ("README.md", "evaluates each on {theorems} held-out deeper theorems"),
     ("docs/demo.md", "({wall} wall, {jobs} jobs, {mem_gb} GB peak memory"),
+    ("docs/demo.md", "Its figures are **{evidence}** — one seed"),
     ("docs/demo.md", "{theorems} held-out theorems of 4–6 steps, pass@{pass_n}"),
     ("docs/demo.md", "iteration 0 rises {it0_rise} points from 1 to 4 nodes"),
     ("docs/demo.md", "(iteration 0 at 4 nodes: {it0_budget_4} of {it0_unsolved_4}; iteration 1: {it1_budget_4} of {it1_unsolved_4};"),
@@ -153,6 +201,32 @@ _FIGURE = re.compile(
 )
 
 
+# Verdict words: in a results page only inside a claim (rendered from a flag) or a generated block.
+_FLAG = re.compile(
+    r"\b(?:not met|met|better|worse|no measurable effect|significant(?:ly)?|confirmatory|"
+    r"exploratory|undecided|confirmed)\b"
+)
+# Verdict words a results page may use outside a claim, and why (they say what a word means, or
+# name a check, not what a result was).
+NOT_VERDICTS: dict[str, set[str]] = {
+    "README.md": set(),
+    "docs/demo.md": set(),
+    "docs/value-model.md": set(),
+    "docs/decontamination.md": set(),
+}
+
+
+def _verdict(t: dict) -> str:
+    """A paired test's verdict as the summary's counts imply it (exact McNemar at α = 0.05)."""
+    from burnqed.eval.paired import ALPHA
+
+    if t.get("gained") is None:
+        return "undecided"
+    if t["p_value"] >= ALPHA:
+        return "no measurable effect"
+    return "better" if t["gained"] > t["lost"] else "worse"
+
+
 def _flat(text: str) -> str:
     return " ".join(text.split())
 
@@ -173,14 +247,56 @@ def test_every_quoted_figure_is_the_committed_summarys(page, claim):
     )
 
 
-@pytest.mark.parametrize("page", sorted(NOT_RESULTS))
-def test_no_figure_in_a_results_page_escapes_the_check(page):
+def _outside_claims(page: str) -> str:
     text = _flat(BLOCK_RE.sub("", _page(page)))
     for p, claim in CLAIMS:
         if p == page:
             text = text.replace(_flat(claim.format(**FIG)), " ")
-    left = sorted(set(_FIGURE.findall(text)) - set(NOT_RESULTS[page]))
+    return text
+
+
+@pytest.mark.parametrize("page", sorted(NOT_RESULTS))
+def test_no_figure_in_a_results_page_escapes_the_check(page):
+    left = sorted(set(_FIGURE.findall(_outside_claims(page))) - set(NOT_RESULTS[page]))
     assert not left, f"{page}: figures not tied to docs/summary.json (add a claim): {left}"
+
+
+@pytest.mark.parametrize("page", sorted(NOT_VERDICTS))
+def test_no_verdict_in_a_results_page_escapes_its_flag(page):
+    """A sentence cannot say "met" (or better, significant, confirmatory, …) where the summary's
+    flag says otherwise: outside the claims rendered from flags and the generated blocks, no
+    verdict word is left."""
+    left = sorted(set(_FLAG.findall(_outside_claims(page))) - NOT_VERDICTS[page])
+    assert not left, f"{page}: verdicts not rendered from a flag (put them in a claim): {left}"
+
+
+def test_a_flipped_flag_breaks_the_claims_that_state_it():
+    """Every claim holding a verdict hole renders differently when its flag flips, so a page
+    written for one verdict fails the check once the summary says another."""
+    flipped = json.loads(json.dumps(SUMMARY))
+    flipped["learning"]["verdict"] = {"pass": "fail"}.get(SUMMARY["learning"]["verdict"], "pass")
+    cfg = flipped["configs"][0]
+    cfg["goal"]["verdict"] = (
+        "met" if SUMMARY["configs"][0]["goal"]["verdict"] != "met" else "not met"
+    )
+    for r in cfg["rates"].values():
+        if r.get("vs_stronger"):
+            r["vs_stronger"]["verdict"] = (
+                "worse" if r["vs_stronger"]["verdict"] != "worse" else "better"
+            )
+    for chk in cfg["goal"]["checks"]:
+        if chk["check"].startswith("the feature value does not beat C") and chk.get("value"):
+            v = chk["value"].get("verdict")
+            chk["value"]["verdict"] = "worse" if v != "worse" else "better"
+    flipped["run"]["evidence"] = "confirmatory"
+    moved = figures(flipped)
+    holes = ("{verdict}", "{goal}", "{evidence}", "_verdict}")
+    flagged = [(p, c) for p, c in CLAIMS if any(h in c for h in holes)]
+    assert flagged, "no claim states a verdict from a flag"
+    for page, claim in flagged:
+        if ("{step" in claim or "{F_verdict}" in claim) and "_verdict}" in claim:
+            continue  # a step's verdict follows from its counts, not a flag of its own
+        assert _flat(claim.format(**moved)) not in _flat(_page(page)), (page, claim)
 
 
 def test_a_changed_summary_breaks_the_claims_and_the_table():
@@ -200,6 +316,7 @@ def test_the_summary_has_every_key():
 
 def test_generated_blocks_are_current():
     blocks = {name: make(SUMMARY) for name, make in BLOCKS.items()}
+    blocks.update({name: make(read_runs(DOCS)) for name, make in RUN_BLOCKS.items()})
     seen = set()
     for page in doc_files(REPO):
         text = page.read_text(encoding="utf-8")
@@ -226,6 +343,17 @@ def test_the_readme_figure_is_drawn_from_the_summary(tmp_path):
     assert np.array_equal(imread(tmp_path / "curves.png"), imread(DOCS / "budget_curves.png")), (
         "docs/budget_curves.png is not the summary's: run `burnqed report docs`"
     )
+    draw_runs(read_runs(DOCS), tmp_path / "seeds.png")
+    assert np.array_equal(imread(tmp_path / "seeds.png"), imread(DOCS / "seed_curves.png")), (
+        "docs/seed_curves.png is not the published runs': run `burnqed report docs`"
+    )
+
+
+def test_every_published_run_is_one_seeds_and_exploratory():
+    runs = read_runs(DOCS)
+    seeds = [(r.get("run") or {}).get("seed") for r in runs]
+    assert len(runs) >= 3 and len(set(seeds)) == len(seeds) and None not in seeds, seeds
+    assert {(r.get("run") or {}).get("evidence") for r in runs} == {"exploratory"}
 
 
 def test_readme_is_at_most_10000_characters_and_links_every_docs_page():

@@ -70,6 +70,8 @@ SAMPLES = {
     "TOOLCHAIN": "leanprover/lean4:v4.9.0",
     "FRACTION": "0.1",
     "SEED": "3",
+    "FILE": "results/iter_0/eval.json",
+    "RUN_DIR": ".",
 }
 _PLACEHOLDER = re.compile(r"^([A-Z][A-Z_]*)(?:\.\.\.|…)?$")
 

@@ -103,8 +103,9 @@ def test_a_new_lean_toolchain_mathlib_or_pantograph_reruns_every_search_and_eval
         for p, data in before.items():
             p.write_bytes(data)
     evals = {rule: n for rule, n in whole.items() if rule.startswith("eval")}
-    # baseline, iterations, controls, configurations, the feature value
-    assert len(evals) == 7 and sum(evals.values()) == 10
+    # baseline, iterations, controls, configurations, the feature value, the depth twins (iteration
+    # 1's model, configurations A's and S's)
+    assert len(evals) == 9 and sum(evals.values()) == 13
     assert {"search_shard", "search_noise_shard", "search_pool_select"} <= set(whole)
     for rule in (*evals, *(r for r in SEARCHES if r in whole)):
         assert plan.get(rule) == whole[rule], (rule, plan)
@@ -149,14 +150,46 @@ def test_the_expansion_cache_is_a_machine_setting_that_reruns_nothing(touched):
             assert "cache_recheck=0.02" in block, block
 
 
-def test_the_no_ebm_twins_search_after_their_ebm_evals(touched):
-    """Each no-EBM twin (iteration i's, and configuration S's) depends on its eval with the EBM
-    (an order-only, ``ancient`` input), so the expansion cache answers what the pair shares and the
-    twin pays only for what differs; the order reruns nothing (the DAG above plans no job)."""
+def test_the_no_ebm_twins_wait_for_nothing_they_do_not_read(touched):
+    """Each no-EBM twin (iteration i's, and configuration S's) reads no EBM and does not wait for
+    its eval with the EBM: it is ready first and fills the expansion cache for it (its priority,
+    rules/common.smk TIERS, runs it first); the one order-only input left is the feature value's
+    eval after its replay prediction (the prediction is made before the live figure exists).
+    The plan reruns nothing (the DAG above plans no job)."""
     work, _ = touched
     r = snakemake(work, "--dag", "--forceall")
     assert r.returncode == 0, r.stderr[-3000:]
     rule_of = dict(re.findall(r"(?m)^\s*(\d+)\[label = \"(\w+)", r.stdout))
     edges = {(rule_of[a], rule_of[b]) for a, b in re.findall(r"(\d+) -> (\d+)", r.stdout)}
-    assert ("eval", "eval_no_ebm") in edges
-    assert ("eval_config", "eval_config_no_ebm") in edges
+    assert ("eval", "eval_no_ebm") not in edges
+    assert ("eval_config", "eval_config_no_ebm") not in edges
+    assert ("live_replay_features", "eval_features") in edges
+
+
+def _planned_with(work: Path, **changes) -> dict[str, int]:
+    overlay = work / "tiny.yaml"
+    before = overlay.read_bytes()
+    try:
+        overlay.write_text(yaml.safe_dump({**yaml.safe_load(before), **changes}))
+        return planned(work)
+    finally:
+        overlay.write_bytes(before)
+
+
+def test_the_seed_split_keeps_a_runs_jobs_and_each_seed_reruns_only_what_it_samples(touched):
+    """params.yaml `seeds` (issue 45 §1): each null is `seed`, so naming every one as `seed` reruns
+    nothing (a run made before the split keeps its jobs, and so its bytes); the evals' own seed
+    reruns the evals and what reads them, never a training or pool search; the benchmark's reruns
+    the held-out sets and what is decontaminated against them or evaluated on them, not the pool."""
+    work, whole = touched
+    seed = yaml.safe_load((work / "tiny.yaml").read_bytes()).get("seed", 0)
+    same = {k: seed for k in ("data", "benchmark", "train", "search")}
+    assert _planned_with(work, seeds=same) == {}
+    search = _planned_with(work, seeds={**same, "search": seed + 7})
+    assert {"eval", "eval_longer", "eval_baseline", "compare"} <= set(search)
+    assert not {"sft", "base_model", "ebm_train_config", "search_shard", "search_noise_shard",
+                "proplogic_benchmark_split", "tactic_pairs"} & set(search)  # fmt: skip
+    assert search["eval"] == whole["eval"]
+    bench = _planned_with(work, seeds={**same, "benchmark": seed + 7})
+    assert bench["proplogic_benchmark_split"] == whole["proplogic_benchmark_split"] - 1  # not valid
+    assert {"tactic_pairs", "eval"} <= set(bench)  # decontaminated against test; evaluated on it

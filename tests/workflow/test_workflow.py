@@ -342,3 +342,64 @@ def test_any_registered_benchmark_split_is_planned_for_evaluation(benchmark, tmp
     )
     eval_job = out.split("rule eval:")[1].split("\n\n")[0]
     assert f"data/benchmarks/{benchmark}.jsonl" in eval_job
+
+
+def _plan(out: str) -> list[tuple[str, dict[str, str]]]:
+    """(rule, fields) of every job of a ``snakemake -n`` plan."""
+    jobs = []
+    for block in re.split(r"\n(?=(?:local)?rule \w+:\n)", out)[1:]:
+        rule = block.split()[1].rstrip(":")
+        lines = itertools.takewhile(lambda line: line.startswith("    "), block.splitlines()[1:])
+        jobs.append((rule, dict(line.strip().split(": ", 1) for line in lines)))
+    return jobs
+
+
+def _demo_plan(tmp_path: Path, *targets: str) -> list[tuple[str, dict[str, str]]]:
+    shutil.copy(REPO / "params.yaml", tmp_path / "params.yaml")
+    # Targets before --configfile, which takes several files.
+    r = snakemake(*targets, "-n", "-F", "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path),
+                  "--configfile", str(REPO / "config/demo.yaml"))  # fmt: skip
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    return _plan(r.stdout)
+
+
+def test_the_critical_path_runs_first_and_twins_wait_for_nothing_they_do_not_read(tmp_path):
+    """Priorities follow the demo's critical path (rules/common.smk TIERS): each job of the chain
+    data → base → iteration 0's training → its searches → A's EBM → joint training outranks any
+    two jobs off it that are ready beside it; and the no-EBM twins, which read no EBM, do not wait
+    for their evals with the EBM (ready first, they fill the expansion cache for them)."""
+    jobs = _demo_plan(tmp_path)
+    prio = {(rule, f.get("wildcards", "")): int(f.get("priority", 0)) for rule, f in jobs}
+    chain = [("base_model", ""), ("sft", "i=0"), ("search_shard", "i=0, shard=0"),
+             ("ebm_embed_config", "i=1, c=A"), ("sft", "i=1")]  # fmt: skip
+    off = [("eval_baseline", ""), ("eval_longer", "i=0"), ("sft_only", "i=1"),
+           ("ebm_embed_config", "i=1, c=S"), ("eval_config", "i=1, c=A")]  # fmt: skip
+    lower = [other for other in off if other != ("sft_only", "i=1")]
+    for job in chain:
+        assert all(prio[job] > 2 * prio[other] for other in lower), job
+    assert prio[("sft", "i=1")] > prio[("sft_only", "i=1")]  # both take both cores
+    inputs = {(rule, f.get("output")): set(f.get("input", "").split(", ")) for rule, f in jobs}
+    twins = {"results/iter_1/eval_no_ebm.json": "results/iter_1/eval.json",
+             "results/iter_1/configs/S/eval_no_ebm.json": "results/iter_1/configs/S/eval.json"}  # fmt: skip
+    for (rule, output), read in inputs.items():
+        if output in twins:
+            assert twins[output] not in read and not any("/ebm" in p for p in read), (rule, read)
+            assert prio[(rule, "i=1")] > prio[("eval", "i=1")], rule
+
+
+def test_a_study_seed_plans_its_five_evals_and_what_they_need(tmp_path):
+    """`snakemake study_seed`: iteration 1's eval, its no-EBM twin and its depth twin (with the
+    depth twin's fit; the stronger twin is C's control), iteration 0's eval and its search-longer
+    control, and what they read (A's EBM as joint training's warm start; the baseline eval,
+    iteration 0's `previous`) — no configuration evals, replays, feature value, EBM metrics,
+    reports or compare."""
+    counts: dict[str, int] = {}
+    for rule, _ in _demo_plan(tmp_path, "study_seed"):
+        counts[rule] = counts.get(rule, 0) + 1
+    assert counts == {
+        "proplogic_benchmark_split": 2, "tactic_pairs": 1, "search_pool": 1, "base_model": 1,
+        "sft": 2, "merge": 2, "search_shard": 1, "search": 1, "search_noise_shard": 1,
+        "search_noise": 1, "ebm_embed_config": 1, "ebm_train_config": 1, "ebm_embed": 1,
+        "ebm_export_joint": 1, "eval_baseline": 1, "eval": 2, "eval_longer": 1, "eval_no_ebm": 1,
+        "value_depth_twin": 1, "eval_depth_twin": 1, "study_seed": 1,
+    }  # fmt: skip

@@ -10,5 +10,6 @@ with to_log_file(snakemake.log[0]):
         out_dir=Path(snakemake.output.jsonl).parent,
         cfg=cfg,
         seed=snakemake.params.seed,
+        benchmark_seed=snakemake.params.benchmark_seed,
         splits=[snakemake.wildcards.split],
     )

@@ -17,4 +17,5 @@ with to_log_file(snakemake.log[0]):
         eval_benchmarks=[Path(b) for b in i.eval_benchmarks],
         decontamination=p.decontamination,
         seed=p.seed,
+        split=p.split,
     )

@@ -12,4 +12,5 @@ with to_log_file(snakemake.log[0]):
         plots=Path(snakemake.output.plots),
         cfg=snakemake.params.cfg,
         seed=snakemake.params.seed,
+        split=snakemake.params.split,
     )

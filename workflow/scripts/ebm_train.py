@@ -14,6 +14,7 @@ with to_log_file(snakemake.log[0]):
         embeddings=Path(snakemake.input.embeddings).parent,
         cfg=snakemake.params.cfg,
         seed=snakemake.params.seed,
+        split=snakemake.params.split,
         eval_benchmarks=[Path(b) for b in snakemake.input.eval_benchmarks],
         decontamination=snakemake.params.decontamination,
     )

@@ -23,5 +23,6 @@ with to_log_file(snakemake.log[0]):
         eval_benchmarks=[Path(b) for b in i.eval_benchmarks],
         decontamination=p.decontamination,
         seed=p.seed,
+        split=p.split,
         warm_head=Path(i.warm_head) if i.get("warm_head") else None,
     )

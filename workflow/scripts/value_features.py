@@ -10,6 +10,8 @@ with to_log_file(snakemake.log[0]):
         out=Path(snakemake.output[0]),
         cfg=snakemake.params.cfg,
         seed=snakemake.params.seed,
+        split=snakemake.params.split,
+        twin=snakemake.params.get("twin"),
         eval_benchmarks=[Path(b) for b in snakemake.input.eval_benchmarks],
         decontamination=snakemake.params.decontamination,
     )
