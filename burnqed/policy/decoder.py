@@ -223,14 +223,16 @@ class LlamaDecoder:
         hidden, new = self._layers(ids, cache)
         return F.linear(hidden, self.lm_head), new
 
-    def begin(self, cache: Cache, capacity: int) -> Decoding:
+    def begin(self, cache: Cache, capacity: int, rows: int | None = None) -> Decoding:
         """A decoding that continues ``cache`` (left untouched, so a kept prefill serves again)
         for up to ``capacity - length`` tokens: the keys and values are copied once into buffers
         of ``capacity`` positions and each :meth:`step` writes its own in place, where the model's
         cache concatenates the whole sequence again at every token.  Attention reads a view of the
         buffer's filled part: the same numbers, in other strides, and ``scaled_dot_product_attention``
-        gives the same bits for them (``tests/policy/test_decoder.py``)."""
-        rows, heads, length, head_dim = cache[0][0].shape
+        gives the same bits for them (``tests/policy/test_decoder.py``).  ``rows`` continues a
+        one-row cache in that many rows (each a copy of it)."""
+        cached_rows, heads, length, head_dim = cache[0][0].shape
+        rows = cached_rows if rows is None else rows
         layers = []
         for keys, values in cache:
             k = keys.new_empty((rows, heads, capacity, head_dim))

@@ -162,6 +162,7 @@ class TransformersGenerator:
         dtype: str = "auto",
         pooling: str = "last",
         model_id: str | None = None,
+        shared_prefill: bool = False,
     ) -> None:
         if pooling not in POOLINGS:
             raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
@@ -189,6 +190,11 @@ class TransformersGenerator:
         # The model's own operations without transformers' per-call cost, where they reproduce it
         # bitwise (burnqed.policy.decoder); None: every forward goes through the model.
         self.decoder = LlamaDecoder.for_model(self.model)
+        # One prefill row for a prompt's candidates (policy.shared_prefill), where the lean forward
+        # runs: a (1, T) product instead of (n, T), other last bits, so other samples than n rows.
+        self.shared_prefill = bool(shared_prefill) and self.decoder is not None
+        if shared_prefill and self.decoder is None:
+            log.warning("policy.shared_prefill: not used, the model's own forward runs (n rows)")
         self.prefills = PrefillCache(PREFILL_CACHE_BYTES)
         self._triggers: dict[tuple[str, ...], frozenset[int] | None] = {}  # _stop_triggers
         log.info("loaded %s on %s (%s)", self.model_id, self.device, torch_dtype)
@@ -337,15 +343,18 @@ class TransformersGenerator:
 
             return out.logits[:, -1].float(), step
         decoder = self.decoder
-        key = (tuple(ids[0].tolist()), rows)
+        prefill_rows = 1 if self.shared_prefill else rows
+        key = (tuple(ids[0].tolist()), prefill_rows)
         kept = self.prefills.get(key)
         if kept is None:
-            full, prefix = decoder.forward(ids.expand(rows, -1).contiguous())
+            full, prefix = decoder.forward(ids.expand(prefill_rows, -1).contiguous())
             # A copy of the last position: the kept prefill must not pin the (rows, T, V) block.
             kept = (full[:, -1].float().clone(), prefix)
             self.prefills.put(key, kept)
         logits, prefix = kept
-        state = decoder.begin(prefix, ids.shape[1] + max_new_tokens)
+        if prefill_rows != rows:  # the one row, every candidate's
+            logits = logits.expand(rows, -1).contiguous()
+        state = decoder.begin(prefix, ids.shape[1] + max_new_tokens, rows=rows)
 
         def lean_step(nxt: torch.Tensor) -> torch.Tensor:
             return decoder.step(nxt, state)[:, -1].float()
