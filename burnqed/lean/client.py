@@ -43,6 +43,7 @@ import asyncio
 import atexit
 import contextlib
 import ctypes
+import errno
 import json
 import logging
 import math
@@ -371,12 +372,19 @@ def _launched(argv: Sequence[str], memory_limit_mb: int | None, cpu_limit_s: flo
     return [*wrapped, *argv]
 
 
-def _executable(program: str, path: str | None, cwd: str | None) -> bool:
-    """Whether exec would find ``program`` as ``create_subprocess_exec`` runs it (after ``cwd``)."""
+def _unrunnable(program: str, path: str | None, cwd: str | None) -> str | None:
+    """Why exec would not run ``program`` as ``create_subprocess_exec`` runs it (after ``cwd``),
+    in the words of the OSError it would raise; None when it would."""
     if os.sep not in program:
-        return shutil.which(program, path=path) is not None
+        if shutil.which(program, path=path) is not None:
+            return None
+        return f"[Errno {errno.ENOENT}] {os.strerror(errno.ENOENT)}: {program!r}"
     full = Path(cwd, program) if cwd is not None else Path(program)
-    return full.is_file() and os.access(full, os.X_OK)
+    if not full.exists():
+        return f"[Errno {errno.ENOENT}] {os.strerror(errno.ENOENT)}: {program!r}"
+    if not full.is_file() or not os.access(full, os.X_OK):
+        return f"[Errno {errno.EACCES}] {os.strerror(errno.EACCES)}: {program!r}"
+    return None
 
 
 async def _spawn(cfg: LeanConfig, argv: Sequence[str]) -> asyncio.subprocess.Process:
@@ -385,9 +393,9 @@ async def _spawn(cfg: LeanConfig, argv: Sequence[str]) -> asyncio.subprocess.Pro
     env, cwd = repl_environment(cfg)
     _install_handlers()
     launched = _launched(argv, cfg.memory_limit_mb, cfg.cpu_limit_s)
-    if launched is not None and not _executable(argv[0], env.get("PATH"), cwd):
-        # behind the launchers a missing program would fail only when they exec it
-        raise ReplError(f"lean.repl_command: cannot run {list(argv)!r}: not an executable")
+    why = None if launched is None else _unrunnable(argv[0], env.get("PATH"), cwd)
+    if why is not None:  # behind the launchers it would fail only when they exec it
+        raise ReplError(f"lean.repl_command: cannot run {list(argv)!r}: {why}")
     try:
         proc = await asyncio.create_subprocess_exec(
             *(argv if launched is None else launched),
