@@ -490,6 +490,7 @@ class PolicyConfig(Section):
     pooling: str = "last"
     dtype: str = "auto"
     device: str = "auto"
+    shared_prefill: bool = False
 
     def __post_init__(self) -> None:
         if self.backend in ("sglang", "openai"):

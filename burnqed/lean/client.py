@@ -43,12 +43,14 @@ import asyncio
 import atexit
 import contextlib
 import ctypes
+import errno
 import json
 import logging
 import math
 import os
 import re
 import resource
+import shutil
 import signal
 import subprocess
 import sys
@@ -336,21 +338,76 @@ def repl_argv(cfg: LeanConfig) -> list[str]:
     return [*cfg.repl_command, *cfg.imports, *options]
 
 
+@cache
+def _launchers() -> tuple[str, str] | None:
+    """util-linux's ``setpriv`` and ``prlimit`` (Linux; both on PATH), or None."""
+    if not sys.platform.startswith("linux"):
+        return None
+    setpriv, prlimit = shutil.which("setpriv"), shutil.which("prlimit")
+    return (setpriv, prlimit) if setpriv and prlimit else None
+
+
+def _launched(argv: Sequence[str], memory_limit_mb: int | None, cpu_limit_s: float | None):
+    """``argv`` behind ``setpriv --pdeathsig KILL`` and ``prlimit``: what :func:`_child_setup`
+    does between fork and exec, done by two small programs that exec the REPL in turn, so the
+    spawn needs no Python in the child and Python can ``vfork``.  A fork copies the page tables
+    of the whole search process (torch, the model) and the child then tears them down again at
+    exec: ~40 ms of the event loop's time per REPL, and the propositional demo starts one per
+    found proof (``verifiers``).  None where the two programs are missing: :func:`_child_setup`
+    then.  The one thing lost is :func:`_child_setup`'s check that the parent did not die before
+    the death signal was armed; a REPL orphaned that way reads EOF on its stdin and exits."""
+    tools = _launchers()
+    if tools is None:
+        return None
+    setpriv, prlimit = tools
+    limits = []
+    if memory_limit_mb is not None:
+        limits.append(f"--as={int(memory_limit_mb) * 2**20}")
+    if cpu_limit_s is not None:  # SIGXCPU at the soft limit, SIGKILL a little later
+        cpu = max(1, math.ceil(cpu_limit_s))
+        limits.append(f"--cpu={cpu}:{cpu + 5}")
+    wrapped = [setpriv, "--pdeathsig", "KILL", "--"]
+    if limits:
+        wrapped += [prlimit, *limits, "--"]
+    return [*wrapped, *argv]
+
+
+def _unrunnable(program: str, path: str | None, cwd: str | None) -> str | None:
+    """Why exec would not run ``program`` as ``create_subprocess_exec`` runs it (after ``cwd``),
+    in the words of the OSError it would raise; None when it would."""
+    if os.sep not in program:
+        if shutil.which(program, path=path) is not None:
+            return None
+        return f"[Errno {errno.ENOENT}] {os.strerror(errno.ENOENT)}: {program!r}"
+    full = Path(cwd, program) if cwd is not None else Path(program)
+    if not full.exists():
+        return f"[Errno {errno.ENOENT}] {os.strerror(errno.ENOENT)}: {program!r}"
+    if not full.is_file() or not os.access(full, os.X_OK):
+        return f"[Errno {errno.EACCES}] {os.strerror(errno.EACCES)}: {program!r}"
+    return None
+
+
 async def _spawn(cfg: LeanConfig, argv: Sequence[str]) -> asyncio.subprocess.Process:
     if _terminating:
         raise ReplError("not starting a REPL: this process is shutting down (SIGTERM)")
     env, cwd = repl_environment(cfg)
     _install_handlers()
+    launched = _launched(argv, cfg.memory_limit_mb, cfg.cpu_limit_s)
+    why = None if launched is None else _unrunnable(argv[0], env.get("PATH"), cwd)
+    if why is not None:  # behind the launchers it would fail only when they exec it
+        raise ReplError(f"lean.repl_command: cannot run {list(argv)!r}: {why}")
     try:
         proc = await asyncio.create_subprocess_exec(
-            *argv,
+            *(argv if launched is None else launched),
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
             cwd=cwd,
             env=env,
             start_new_session=True,  # its own process group, so the whole tree can be killed
-            preexec_fn=_child_setup(cfg.memory_limit_mb, cfg.cpu_limit_s),
+            preexec_fn=(
+                _child_setup(cfg.memory_limit_mb, cfg.cpu_limit_s) if launched is None else None
+            ),
             limit=LINE_LIMIT,
         )
     except OSError as e:

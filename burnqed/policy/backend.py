@@ -61,7 +61,13 @@ def open_generator(
     if cfg.backend == "transformers":
         from burnqed.policy.transformers_backend import TransformersGenerator
 
-        gen = TransformersGenerator(model, device=cfg.device, dtype=cfg.dtype, pooling=cfg.pooling)
+        gen = TransformersGenerator(
+            model,
+            device=cfg.device,
+            dtype=cfg.dtype,
+            pooling=cfg.pooling,
+            shared_prefill=cfg.shared_prefill,
+        )
         try:
             yield gen
         finally:

@@ -122,6 +122,14 @@ class LlamaDecoder:
         ]
         self.norm = inner.norm
         self.lm_head = model.lm_head.weight  # (V, d); tied to embed in the tiny model
+        # A decode step's projections as the matrix products ``F.linear`` runs on a (rows, 1, d)
+        # input (``matmul`` folds it to (rows, d) and calls ``mm`` with the transposed weight): the
+        # same kernel on the same operands, without the two wrappers' per-call cost.
+        self._step_layers = [
+            (norm1, wq.t(), wk.t(), wv.t(), wo.t(), scaling, norm2, wg.t(), wu.t(), wd.t())
+            for (norm1, wq, wk, wv, wo, scaling, norm2, wg, wu, wd) in self.layers
+        ]
+        self._lm_head_t = self.lm_head.t()
         self.rotary = inner.rotary_emb
         # What a forward without past_key_values does by default (it builds a DynamicCache or not).
         self.use_cache = bool(getattr(cfg, "use_cache", False))
@@ -141,6 +149,9 @@ class LlamaDecoder:
     def _rms(norm: Any, h: torch.Tensor) -> torch.Tensor:
         """``LlamaRMSNorm.forward``, operation for operation."""
         dtype = h.dtype
+        if dtype is torch.float32:  # the two casts return their input: skip the calls
+            variance = h.pow(2).mean(-1, keepdim=True)
+            return norm.weight * (h * torch.rsqrt(variance + norm.variance_epsilon))
         h = h.to(torch.float32)
         variance = h.pow(2).mean(-1, keepdim=True)
         h = h * torch.rsqrt(variance + norm.variance_epsilon)
@@ -212,14 +223,16 @@ class LlamaDecoder:
         hidden, new = self._layers(ids, cache)
         return F.linear(hidden, self.lm_head), new
 
-    def begin(self, cache: Cache, capacity: int) -> Decoding:
+    def begin(self, cache: Cache, capacity: int, rows: int | None = None) -> Decoding:
         """A decoding that continues ``cache`` (left untouched, so a kept prefill serves again)
         for up to ``capacity - length`` tokens: the keys and values are copied once into buffers
         of ``capacity`` positions and each :meth:`step` writes its own in place, where the model's
         cache concatenates the whole sequence again at every token.  Attention reads a view of the
         buffer's filled part: the same numbers, in other strides, and ``scaled_dot_product_attention``
-        gives the same bits for them (``tests/policy/test_decoder.py``)."""
-        rows, heads, length, head_dim = cache[0][0].shape
+        gives the same bits for them (``tests/policy/test_decoder.py``).  ``rows`` continues a
+        one-row cache in that many rows (each a copy of it)."""
+        cached_rows, heads, length, head_dim = cache[0][0].shape
+        rows = cached_rows if rows is None else rows
         layers = []
         for keys, values in cache:
             k = keys.new_empty((rows, heads, capacity, head_dim))
@@ -231,22 +244,27 @@ class LlamaDecoder:
 
     def step(self, ids: torch.Tensor, state: Decoding) -> torch.Tensor:
         """Logits ``(rows, 1, V)`` of one token per row ``ids`` ``(rows, 1)`` after ``state``,
-        which takes the token's keys and values: :meth:`forward` with the cache, bitwise."""
+        which takes the token's keys and values: :meth:`forward` with the cache, bitwise.  Every
+        projection is ``torch.mm`` on the (rows, d) view, as ``F.linear`` computes it (the
+        ``_step_layers`` comment)."""
+        mm = torch.mm
         rows = ids.shape[0]
         h = F.embedding(ids, self.embed)  # (rows, 1, d)
+        d = h.shape[-1]
         start = state.length
         cos, sin = self._rotary(start, 1, h)
         cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
         shape = (rows, 1, -1, self.head_dim)
+        flat = (rows, d)
         end = start + 1
         for (norm1, wq, wk, wv, wo, scaling, norm2, wg, wu, wd), (kb, vb) in zip(
-            self.layers, state.layers, strict=True
+            self._step_layers, state.layers, strict=True
         ):
             residual = h
-            x = self._rms(norm1, h)
-            q = F.linear(x, wq).view(shape).transpose(1, 2)  # (rows, heads, 1, head_dim)
-            k = F.linear(x, wk).view(shape).transpose(1, 2)
-            v = F.linear(x, wv).view(shape).transpose(1, 2)
+            x = self._rms(norm1, h).view(flat)
+            q = mm(x, wq).view(shape).transpose(1, 2)  # (rows, heads, 1, head_dim)
+            k = mm(x, wk).view(shape).transpose(1, 2)
+            v = mm(x, wv).view(shape).transpose(1, 2)
             q, k = self._rotate(q, cos, sin), self._rotate(k, cos, sin)
             kb[:, :, start:end] = k
             vb[:, :, start:end] = v
@@ -256,13 +274,13 @@ class LlamaDecoder:
             )  # (rows, heads, 1, head_dim)
             attn = attn.reshape(attn.shape[0], -1, 1, values.shape[-1])
             attn = attn.transpose(1, 2).contiguous()
-            attn = attn.reshape(rows, 1, -1).contiguous()  # (rows, 1, d)
-            h = residual + F.linear(attn, wo)
+            attn = attn.reshape(rows, -1).contiguous()  # (rows, d)
+            h = residual + mm(attn, wo).view(rows, 1, -1)
             residual = h
-            x = self._rms(norm2, h)
-            h = residual + F.linear(F.silu(F.linear(x, wg)) * F.linear(x, wu), wd)
+            x = self._rms(norm2, h).view(flat)
+            h = residual + mm(F.silu(mm(x, wg)) * mm(x, wu), wd).view(rows, 1, -1)
         state.length = end
-        return F.linear(self._rms(self.norm, h), self.lm_head)
+        return mm(self._rms(self.norm, h).view(flat), self._lm_head_t).view(rows, 1, -1)
 
     def hidden(self, ids: torch.Tensor) -> torch.Tensor:
         """The final (normed) layer ``(rows, T, d)`` of ``ids``: ``model.base_model(input_ids=ids)

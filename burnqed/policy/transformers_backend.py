@@ -95,7 +95,7 @@ def _draw(logits: torch.Tensor, temperature: float, top_p: float, u: torch.Tenso
         before = probs.cumsum(-1) - probs  # mass of the tokens ranked above each one
         probs = probs.masked_fill(before >= top_p, 0.0)
     cdf = probs.double().cumsum(-1)  # (rows, V)
-    target = (u.double() * cdf[:, -1]).unsqueeze(1)  # (rows, 1)
+    target = (u.double() * cdf[:, -1]).unsqueeze(1)  # (rows, 1); u.double() is u when u is double
     index = torch.searchsorted(cdf, target, right=True).clamp(max=cdf.shape[-1] - 1)
     return index[:, 0] if order is None else order.gather(1, index)[:, 0]
 
@@ -162,6 +162,7 @@ class TransformersGenerator:
         dtype: str = "auto",
         pooling: str = "last",
         model_id: str | None = None,
+        shared_prefill: bool = False,
     ) -> None:
         if pooling not in POOLINGS:
             raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
@@ -189,7 +190,13 @@ class TransformersGenerator:
         # The model's own operations without transformers' per-call cost, where they reproduce it
         # bitwise (burnqed.policy.decoder); None: every forward goes through the model.
         self.decoder = LlamaDecoder.for_model(self.model)
+        # One prefill row for a prompt's candidates (policy.shared_prefill), where the lean forward
+        # runs: a (1, T) product instead of (n, T), other last bits, so other samples than n rows.
+        self.shared_prefill = bool(shared_prefill) and self.decoder is not None
+        if shared_prefill and self.decoder is None:
+            log.warning("policy.shared_prefill: not used, the model's own forward runs (n rows)")
         self.prefills = PrefillCache(PREFILL_CACHE_BYTES)
+        self._triggers: dict[tuple[str, ...], frozenset[int] | None] = {}  # _stop_triggers
         log.info("loaded %s on %s (%s)", self.model_id, self.device, torch_dtype)
 
     # ----------------------------------------------------------------------------------------
@@ -255,10 +262,15 @@ class TransformersGenerator:
                 for s in seeds[:rows]
             ]
         ).to(self.device)  # (rows, max_new_tokens), float32
+        uniforms = uniforms.double()  # what _draw scales the CDF by (the same cast, once)
         logits, step = self._start(prompt, rows, params.max_new_tokens)  # (rows, V)
         logprobs: list[torch.Tensor] = []
         generated: list[list[int]] = [[] for _ in range(rows)]  # the tokens so far, per row
         done = [False] * rows  # ended by EOS or a stop string (it is fed its last token on)
+        # ``done`` only decides when the loop stops: a row's tokens do not depend on it (finished
+        # rows keep their place) and ``_cut`` finds where each ended.  So a stop string is looked
+        # for only after a token that can complete one (``_stop_triggers``).
+        triggers = self._stop_triggers(params.stop)
         for t in range(params.max_new_tokens):
             if greedy:
                 nxt = logits.argmax(-1)  # (rows,)
@@ -267,12 +279,14 @@ class TransformersGenerator:
             logprobs.append(torch.log_softmax(logits, -1).gather(1, nxt[:, None])[:, 0])
             for r, token in enumerate(nxt.tolist()):
                 generated[r].append(token)
-                done[r] = done[r] or token in self.eos_ids
-            if params.stop:  # a stop string can only end where its last token was generated
-                for r in range(rows):
-                    if not done[r]:
-                        text = self.tokenizer.decode(generated[r], skip_special_tokens=True)
-                        done[r] = any(s in text for s in params.stop)
+                if done[r]:
+                    continue
+                if token in self.eos_ids:
+                    done[r] = True
+                elif params.stop and (triggers is None or token in triggers):
+                    # a stop string can only end where its last token was generated
+                    text = self.tokenizer.decode(generated[r], skip_special_tokens=True)
+                    done[r] = any(s in text for s in params.stop)
             if all(done) or t + 1 == params.max_new_tokens:
                 break
             # Finished rows are fed their last token too: the batch keeps its shape.
@@ -280,6 +294,31 @@ class TransformersGenerator:
         token_lp = torch.stack(logprobs, 1).tolist()  # (rows, steps)
         samples = [self._cut(i, lp, params.stop) for i, lp in zip(generated, token_lp, strict=True)]
         return samples * n if greedy else samples
+
+    def _stop_triggers(self, stop: Sequence[str]) -> frozenset[int] | None:
+        """The token ids after which a row's text can newly contain one of ``stop``: those whose
+        own text holds a character of a stop string, cannot be decoded alone (a piece of a
+        multi-byte character) or is empty.  Any other token adds only characters no stop string
+        has, so a text without a stop string keeps not having one.  ``None`` (look after every
+        token) when a stop string has whitespace: tokenizers that drop or add spaces at a token's
+        edges decode a token alone otherwise than inside a text."""
+        key = tuple(stop)
+        got = self._triggers.get(key)
+        if got is None and key not in self._triggers:
+            if any(ch.isspace() for s in key for ch in s):
+                got = None
+            else:
+                chars = {ch for s in key for ch in s}
+                texts = self.tokenizer.batch_decode(
+                    [[i] for i in range(len(self.tokenizer))], skip_special_tokens=True
+                )
+                got = frozenset(
+                    i
+                    for i, text in enumerate(texts)
+                    if not text or "\ufffd" in text or any(ch in chars for ch in text)
+                )
+            self._triggers[key] = got
+        return got
 
     def _start(
         self, prompt: str, rows: int, max_new_tokens: int
@@ -304,15 +343,18 @@ class TransformersGenerator:
 
             return out.logits[:, -1].float(), step
         decoder = self.decoder
-        key = (tuple(ids[0].tolist()), rows)
+        prefill_rows = 1 if self.shared_prefill else rows
+        key = (tuple(ids[0].tolist()), prefill_rows)
         kept = self.prefills.get(key)
         if kept is None:
-            full, prefix = decoder.forward(ids.expand(rows, -1).contiguous())
+            full, prefix = decoder.forward(ids.expand(prefill_rows, -1).contiguous())
             # A copy of the last position: the kept prefill must not pin the (rows, T, V) block.
             kept = (full[:, -1].float().clone(), prefix)
             self.prefills.put(key, kept)
         logits, prefix = kept
-        state = decoder.begin(prefix, ids.shape[1] + max_new_tokens)
+        if prefill_rows != rows:  # the one row, every candidate's
+            logits = logits.expand(rows, -1).contiguous()
+        state = decoder.begin(prefix, ids.shape[1] + max_new_tokens, rows=rows)
 
         def lean_step(nxt: torch.Tensor) -> torch.Tensor:
             return decoder.step(nxt, state)[:, -1].float()

@@ -25,10 +25,21 @@ Example::
 
 from __future__ import annotations
 
+import gc
 import sys
 from collections.abc import Sequence
 
+# Most of a REPL process's start is the import of the prover (~50 classes, the constants' formulas),
+# which leaves no garbage for the cyclic collector: it is off meanwhile, and what the import built is
+# then frozen out of the collector's later passes.  A search starts this process again and again.
+if __name__ == "__main__":
+    gc.disable()
+
 from burnqed.proplogic.repl import VERSION, Repl
+
+if __name__ == "__main__":
+    gc.freeze()
+    gc.enable()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -29,7 +29,8 @@ from functools import lru_cache
 
 # Formula nodes are immutable by convention, hashable and compared by value.  They are not
 # `frozen`: a frozen dataclass's __init__ sets each field through object.__setattr__, about three
-# times slower, and the REPL builds many nodes per tactic (substitution, unification).
+# times slower, and the REPL builds many nodes per tactic (substitution, unification).  Each has a
+# docstring, else `dataclass` computes one from the signature (import time, at every REPL start).
 _node = dataclass(slots=True, eq=True, unsafe_hash=True)
 
 # Precedences of Lean 4's notations (Init/Prelude, Init/Core); MAX is an atom's.
@@ -66,29 +67,39 @@ class Const:
 
 @_node
 class Not:
+    """``¬arg``."""
+
     arg: Formula
 
 
 @_node
 class And:
+    """``left ∧ right``."""
+
     left: Formula
     right: Formula
 
 
 @_node
 class Or:
+    """``left ∨ right``."""
+
     left: Formula
     right: Formula
 
 
 @_node
 class Imp:
+    """``left → right``."""
+
     left: Formula
     right: Formula
 
 
 @_node
 class Iff:
+    """``left ↔ right``."""
+
     left: Formula
     right: Formula
 
@@ -118,7 +129,25 @@ def pp(f: Formula, names: dict[int, str] | None = None) -> str:
     (shadowed hypotheses print as ``x✝``)."""
     if names:
         return _pp(f, names)[0]
-    return _pp_cached(f)
+    hit = _PRINTED.get(id(f))
+    if hit is not None and hit[0] is f:
+        return hit[1]
+    text = _pp_cached(f)
+    _remember_printed(f, text)
+    return text
+
+
+# Formulas printed before, by identity: (the formula, its text).  Goals share their hypotheses'
+# formulas with the goals they came from, and finding the same object needs no hashing (which for
+# a formula walks the whole tree).  The entry keeps the formula alive, so its id is not reused.
+_PRINTED: dict[int, tuple[Formula, str]] = {}
+_PRINTED_LIMIT = 65536
+
+
+def _remember_printed(f: Formula, text: str) -> None:
+    if len(_PRINTED) >= _PRINTED_LIMIT:
+        _PRINTED.clear()
+    _PRINTED[id(f)] = (f, text)
 
 
 @lru_cache(maxsize=65536)
@@ -229,6 +258,42 @@ def subst(f: Formula, uid: int, by: Formula) -> Formula:
             return Iff(subst(a, uid, by), subst(b, uid, by))
         case Forall(name, u, body, implicit):
             return Forall(name, u, subst(body, uid, by), implicit)
+    raise TypeError(f"not a formula: {f!r}")
+
+
+def shift_uids(f: Formula, lo: int, hi: int, by: int) -> Formula:
+    """``f`` with the uids in ``lo..hi`` moved by ``by``.
+
+    The caller guarantees that no moved uid lands on another uid of ``f``: the result is then ``f``
+    with its variables renamed one-to-one, which prints exactly as ``f`` does (printing looks at
+    uids only to compare them), so a text already known for ``f`` is known for the result.
+    """
+    out = _shift(f, lo, hi, by)
+    hit = _PRINTED.get(id(f))
+    if hit is not None and hit[0] is f:
+        _remember_printed(out, hit[1])
+    return out
+
+
+def _shift(f: Formula, lo: int, hi: int, by: int) -> Formula:
+    match f:
+        case Var(name, uid):
+            return Var(name, uid + by) if lo <= uid <= hi else f
+        case MVar() | Const():
+            return f
+        case Not(a):
+            return Not(_shift(a, lo, hi, by))
+        case And(a, b):
+            return And(_shift(a, lo, hi, by), _shift(b, lo, hi, by))
+        case Or(a, b):
+            return Or(_shift(a, lo, hi, by), _shift(b, lo, hi, by))
+        case Imp(a, b):
+            return Imp(_shift(a, lo, hi, by), _shift(b, lo, hi, by))
+        case Iff(a, b):
+            return Iff(_shift(a, lo, hi, by), _shift(b, lo, hi, by))
+        case Forall(name, uid, body, implicit):
+            moved = uid + by if lo <= uid <= hi else uid
+            return Forall(name, moved, _shift(body, lo, hi, by), implicit)
     raise TypeError(f"not a formula: {f!r}")
 
 

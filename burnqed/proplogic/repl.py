@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import logging
-import pickle
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -52,7 +50,9 @@ from burnqed.proplogic.tactics import (
     to_goal,
 )
 
-log = logging.getLogger(__name__)
+# `logging` and `pickle` are imported where they are used (an internal error, goal.save/load): a
+# search starts REPL processes again and again (a worker is recycled every few hundred requests),
+# and their start-up is mostly imports.
 
 VERSION = "0.3.4"  # the Pantograph version whose protocol this REPL speaks
 SAVE_FORMAT = "burnqed-proplogic-goal-state/1"  # tag of goal.save files
@@ -233,6 +233,14 @@ def decode(cmd: str, payload: Any) -> dict[str, Any]:
     return out
 
 
+# What `json.dumps(obj, ensure_ascii=False, separators=(",", ":"), sort_keys=True)` uses, made once
+# rather than per reply, and without the check for circular references (a reply is a tree: the
+# check only ever costs).
+_COMPACT = json.JSONEncoder(
+    ensure_ascii=False, separators=(",", ":"), sort_keys=True, check_circular=False
+)
+
+
 def _json_parse_error(line: str, err: json.JSONDecodeError) -> str:
     """Lean's ``Json.parse`` failure text (``offset N: …``)."""
     offset = len(line[: err.pos].encode("utf-8"))
@@ -299,14 +307,16 @@ class Repl:
         except DebugGarbage:
             return GARBAGE_LINE
         except Exception as e:  # an exception inside a command: Pantograph's "main" error
-            log.exception("internal error on %r", s)
+            import logging
+
+            logging.getLogger(__name__).exception("internal error on %r", s)
             reply = {"desc": f"{type(e).__name__}: {e}", "error": "main"}
         return self.dump(reply)
 
     def dump(self, obj: Any) -> str:
         if self.options["printJsonPretty"]:
             return json.dumps(obj, ensure_ascii=False, indent=2, sort_keys=True)
-        return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+        return _COMPACT.encode(obj)
 
     def handle(self, cmd: str, payload: Any) -> dict[str, Any]:
         """Dispatch one decoded request; raise :class:`ProtocolError` for error replies."""
@@ -609,6 +619,8 @@ class Repl:
         state = self.states.get(args["id"])
         if state is None:
             raise ProtocolError("index", f"Invalid state index {args['id']}")
+        import pickle
+
         data = pickle.dumps((SAVE_FORMAT, self.imports, state), protocol=pickle.HIGHEST_PROTOCOL)
         try:
             with open(args["path"], "wb") as f:
@@ -626,6 +638,8 @@ class Repl:
         declarations differently.  Goal and hypothesis ids are renumbered in this process (Lean
         keeps them: its metavariable context travels with the state; here they key caches).
         """
+        import pickle
+
         path = args["path"]
         try:
             with open(path, "rb") as f:

@@ -21,6 +21,8 @@ from burnqed.proplogic.tactics import MGoal
 
 @dataclass(frozen=True)
 class ProofState:
+    """A goal state (Pantograph ``GoalState``): what a state id names."""
+
     goals: tuple[MGoal, ...]  # the visible goals, main goal first
     dormant: tuple[MGoal, ...]  # goals set aside in manual mode (`goal.continue` resumes them)
     root: int  # the root goal's mvar id

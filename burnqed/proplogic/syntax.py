@@ -22,11 +22,11 @@ Example::
 
 from __future__ import annotations
 
-import itertools
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import NamedTuple, Union
+from typing import NamedTuple, TypeVar, Union
 
 from burnqed.proplogic.formula import (
     FALSE,
@@ -41,10 +41,19 @@ from burnqed.proplogic.formula import (
     Not,
     Or,
     Var,
+    shift_uids,
 )
 
+_T = TypeVar("_T")
 UNRESOLVED = 0  # uid of a free name not yet bound to a hypothesis
-_binder_uids = itertools.count(-1, -1)
+_next_binder_uid = -1  # the uid the next `∀` binder gets (counting down, one counter per process)
+
+
+def _binder_uid() -> int:
+    global _next_binder_uid
+    uid = _next_binder_uid
+    _next_binder_uid -= 1
+    return uid
 
 
 class ParseError(ValueError):
@@ -56,6 +65,7 @@ class ParseError(ValueError):
         super().__init__(f"{file_name}:{line}:{column}: {message}")
         self.message = message
         self.offset = offset
+        self.file_name = file_name
         self.line = line
         self.column = column
 
@@ -180,23 +190,33 @@ def tokenize(text: str) -> list[Token]:
 # ---------------------------------------------------------------------------------------------
 # Proof terms
 
+# Syntax nodes are immutable by convention (the parse cache shares them), hashable and compared by
+# value, like formulas (formula.py): not `frozen`, whose __init__ is slower and whose extra methods
+# make the module slower to import, on every start of a REPL process.  Each has a docstring, else
+# `dataclass` computes one from the signature, which costs more import time.
+_node = dataclass(slots=True, eq=True, unsafe_hash=True)
 
-@dataclass(frozen=True, slots=True)
+
+@_node
 class TIdent:
+    """A name: a hypothesis, a ``fun`` binder, a constant (``And.intro``) or ``sorry``."""
+
     name: str
     start: int
     end: int
 
 
-@dataclass(frozen=True, slots=True)
+@_node
 class TApp:
+    """Application ``f a b``."""
+
     fn: Term
     args: tuple[Term, ...]
     start: int
     end: int
 
 
-@dataclass(frozen=True, slots=True)
+@_node
 class TAnon:
     """Anonymous constructor ``⟨a, b⟩``."""
 
@@ -205,15 +225,17 @@ class TAnon:
     end: int
 
 
-@dataclass(frozen=True, slots=True)
+@_node
 class TFun:
+    """``fun x (y : A) => t``."""
+
     binders: tuple[tuple[str, Formula | None], ...]
     body: Term
     start: int
     end: int
 
 
-@dataclass(frozen=True, slots=True)
+@_node
 class TProj:
     """``t.1``, ``t.mp``: generalised field notation."""
 
@@ -223,7 +245,7 @@ class TProj:
     end: int
 
 
-@dataclass(frozen=True, slots=True)
+@_node
 class TTyped:
     """``(t : A)``."""
 
@@ -233,7 +255,7 @@ class TTyped:
     end: int
 
 
-@dataclass(frozen=True, slots=True)
+@_node
 class THole:
     """``_`` or ``?_``."""
 
@@ -242,7 +264,7 @@ class THole:
     end: int
 
 
-@dataclass(frozen=True, slots=True)
+@_node
 class TBy:
     """``by tac``: a nested tactic block as a term."""
 
@@ -258,23 +280,29 @@ Term = Union[TIdent, TApp, TAnon, TFun, TProj, TTyped, THole, TBy]  # noqa: UP00
 # rcases patterns
 
 
-@dataclass(frozen=True, slots=True)
+@_node
 class PName:
+    """A name pattern."""
+
     name: str  # "_" keeps the hypothesis under an inaccessible name
 
 
-@dataclass(frozen=True, slots=True)
+@_node
 class PClear:
     """``-``: drop the hypothesis."""
 
 
-@dataclass(frozen=True, slots=True)
+@_node
 class PTuple:
+    """``⟨p, q, …⟩``."""
+
     items: tuple[Pattern, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@_node
 class PAlts:
+    """``p | q | …``."""
+
     alts: tuple[Pattern, ...]
 
 
@@ -285,74 +313,96 @@ Pattern = Union[PName, PClear, PTuple, PAlts]  # noqa: UP007
 # Tactics
 
 
-@dataclass(frozen=True, slots=True)
+@_node
 class Intro:
+    """``intro x y``."""
+
     names: tuple[str, ...]  # empty: one binder under an inaccessible name
 
 
-@dataclass(frozen=True, slots=True)
+@_node
 class Intros:
+    """``intros x y``; ``intros`` alone introduces every syntactic binder."""
+
     names: tuple[str, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@_node
 class Exact:
+    """``exact t``."""
+
     term: Term
 
 
-@dataclass(frozen=True, slots=True)
+@_node
 class Apply:
+    """``apply t``."""
+
     term: Term
 
 
-@dataclass(frozen=True, slots=True)
+@_node
 class Cases:
+    """``cases t``."""
+
     term: Term
 
 
-@dataclass(frozen=True, slots=True)
+@_node
 class Rcases:
+    """``rcases t with pat``."""
+
     term: Term
     pattern: Pattern
 
 
-@dataclass(frozen=True, slots=True)
+@_node
 class Obtain:
+    """``obtain pat : A := t``."""
+
     pattern: Pattern
     type: Formula | None
     term: Term
 
 
-@dataclass(frozen=True, slots=True)
+@_node
 class Have:
+    """``have h : A := t``."""
+
     name: str
     type: Formula | None
     term: Term
 
 
-@dataclass(frozen=True, slots=True)
+@_node
 class Show:
+    """``show A``."""
+
     type: Formula
 
 
-@dataclass(frozen=True, slots=True)
+@_node
 class Specialize:
+    """``specialize h a``."""
+
     term: Term
 
 
-@dataclass(frozen=True, slots=True)
+@_node
 class Simple:
     """A tactic without arguments: constructor, left, right, assumption, exfalso, …"""
 
     name: str
 
 
-@dataclass(frozen=True, slots=True)
+@_node
 class Sleep:
+    """``sleep ms`` (Lean's): waits, honouring the REPL's ``timeout``."""
+
     ms: int
 
 
-@dataclass(frozen=True, slots=True)
+@_node
 class SetOption:
     """``set_option name value in tacs``: Lean's tactic-level option scope (``maxHeartbeats``)."""
 
@@ -361,33 +411,35 @@ class SetOption:
     tactic: Tactic
 
 
-@dataclass(frozen=True, slots=True)
+@_node
 class DebugHeartbeats:
     """``debug_heartbeats N`` (test-only): consumes exactly N heartbeats (Lean's raw units)."""
 
     n: int
 
 
-@dataclass(frozen=True, slots=True)
+@_node
 class Trace:
     """``trace "msg"``: logs ``msg`` as an information message, like Lean's ``trace``."""
 
     text: str
 
 
-@dataclass(frozen=True, slots=True)
+@_node
 class Unsupported:
     """A real Lean tactic outside the propositional fragment (fails at elaboration)."""
 
     name: str
 
 
-@dataclass(frozen=True, slots=True)
+@_node
 class Seq:
+    """Tactics one after another (``;`` or one per line)."""
+
     tactics: tuple[Tactic, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@_node
 class Then:
     """``t1 <;> t2``: t2 on every goal t1 produced."""
 
@@ -395,7 +447,7 @@ class Then:
     then: Tactic
 
 
-@dataclass(frozen=True, slots=True)
+@_node
 class Combinator:
     """``try t``, ``repeat t``, ``all_goals t``, ``any_goals t``, ``focus t``, ``· t`` (must close
     the main goal)."""
@@ -404,8 +456,10 @@ class Combinator:
     tactic: Tactic
 
 
-@dataclass(frozen=True, slots=True)
+@_node
 class First:
+    """``first | t1 | t2``."""
+
     alternatives: tuple[Tactic, ...]
 
 
@@ -537,6 +591,91 @@ UNSUPPORTED_TACTICS = frozenset(
 
 
 # ---------------------------------------------------------------------------------------------
+# Caches: a search sends the same tactic texts over and over (8 candidates per state, the same few
+# tactics at every state) and starts each theorem several times (attempts, verification).
+#
+# Tokenising is a pure function of the text.  A parse is one of the text and the file name, but for
+# the binder uids it draws (each ``∀`` parsed gets fresh ones): a parse draws them in a fixed order,
+# so parsing the text again gives the same result with every drawn uid moved by the same amount.
+# A cached formula or signature is therefore handed out with its uids shifted to freshly drawn ones
+# (exactly what parsing again would give); a cached tactic or term only when it drew none (its
+# formulas sit deep in the syntax tree).  A failure is kept as its ParseError's arguments and raised
+# anew, after drawing what the failed parse drew.  The caches are cleared when full.
+
+_CACHE_LIMIT = 32768
+_TOKENS: dict[str, list[Token] | tuple[str, int]] = {}  # a failure is a tuple
+# (kind, text, file name) -> (first uid drawn, how many, result or failure)
+_PARSES: dict[tuple[str, str, str], tuple[int, int, object]] = {}
+
+
+class _Failed:
+    __slots__ = ("file_name", "message", "offset")
+
+    def __init__(self, e: ParseError):
+        self.message, self.offset, self.file_name = e.message, e.offset, e.file_name
+
+
+def _tokens(text: str) -> list[Token]:
+    """:func:`tokenize`, cached (the parser never changes the list)."""
+    hit = _TOKENS.get(text)
+    if hit is None:
+        try:
+            hit = tokenize(text)
+        except ParseError as e:
+            hit = (e.message, e.offset)
+        if len(_TOKENS) >= _CACHE_LIMIT:
+            _TOKENS.clear()
+        _TOKENS[text] = hit
+    if type(hit) is tuple:
+        raise ParseError(hit[0], hit[1], text)
+    return hit  # type: ignore[return-value]
+
+
+def _cached_parse(
+    kind: str,
+    text: str,
+    file_name: str,
+    parse: Callable[[str, str], _T],
+    shift: Callable[[_T, int, int, int], _T] | None = None,
+) -> _T:
+    """``parse(text, file_name)``; ``shift(result, lo, hi, by)`` moves the uids in ``lo..hi``."""
+    global _next_binder_uid
+    key = (kind, text, file_name)
+    hit = _PARSES.get(key)
+    if hit is not None:
+        first, drawn, result = hit
+        by = _next_binder_uid - first
+        _next_binder_uid -= drawn
+        if type(result) is _Failed:
+            raise ParseError(result.message, result.offset, text, result.file_name)
+        if drawn and shift is not None:
+            return shift(result, first - drawn + 1, first, by)  # type: ignore[arg-type]
+        return result  # type: ignore[return-value]
+    first = _next_binder_uid
+    try:
+        result = parse(text, file_name)
+    except ParseError as e:
+        _remember(key, first, _Failed(e), shift is not None)
+        raise
+    _remember(key, first, result, shift is not None)
+    return result
+
+
+def _remember(key: tuple[str, str, str], first: int, result: object, shifts: bool) -> None:
+    drawn = first - _next_binder_uid
+    if drawn == 0 or shifts:
+        if len(_PARSES) >= _CACHE_LIMIT:
+            _PARSES.clear()
+        _PARSES[key] = (first, drawn, result)
+
+
+def _shift_signature(
+    sig: tuple[Formula, tuple[str, ...]], lo: int, hi: int, by: int
+) -> tuple[Formula, tuple[str, ...]]:
+    return shift_uids(sig[0], lo, hi, by), sig[1]
+
+
+# ---------------------------------------------------------------------------------------------
 # Parser
 
 
@@ -544,7 +683,7 @@ class _Parser:
     def __init__(self, text: str, file_name: str = "<Pantograph>"):
         self.text = text
         self.file_name = file_name
-        self.toks = tokenize(text)
+        self.toks = _tokens(text)
         self.i = 0
 
     # -- helpers --
@@ -667,7 +806,7 @@ class _Parser:
         for names, typ, implicit in reversed(groups):
             for name in reversed(names):
                 if typ is None:  # a Prop binder
-                    uid = next(_binder_uids)
+                    uid = _binder_uid()
                     body = Forall(name, uid, _bind_name(body, name, Var(name, uid)), implicit)
                 else:  # `∀ (h : A), B` is `A → B` (B cannot mention a proof)
                     body = Imp(typ, body)
@@ -1011,22 +1150,24 @@ def resolve(f: Formula, scope: dict[str, Formula]) -> Formula:
         case Const() | MVar():
             return f
         case Not(a):
-            return Not(resolve(a, scope))
-        case And(a, b):
-            return And(resolve(a, scope), resolve(b, scope))
-        case Or(a, b):
-            return Or(resolve(a, scope), resolve(b, scope))
-        case Imp(a, b):
-            return Imp(resolve(a, scope), resolve(b, scope))
-        case Iff(a, b):
-            return Iff(resolve(a, scope), resolve(b, scope))
+            a2 = resolve(a, scope)
+            return f if a2 is a else Not(a2)
+        case And(a, b) | Or(a, b) | Imp(a, b) | Iff(a, b):
+            # `f` itself when nothing in it was unresolved (an equal copy would do, at a cost).
+            a2, b2 = resolve(a, scope), resolve(b, scope)
+            return f if a2 is a and b2 is b else type(f)(a2, b2)
         case Forall(name, uid, body, implicit):
-            return Forall(name, uid, resolve(body, scope), implicit)
+            body2 = resolve(body, scope)
+            return f if body2 is body else Forall(name, uid, body2, implicit)
     raise TypeError(f"not a formula: {f!r}")
 
 
 def parse_formula(text: str, file_name: str = "<Pantograph>") -> Formula:
     """A whole formula (free names unresolved)."""
+    return _cached_parse("formula", text, file_name, _parse_formula, shift_uids)
+
+
+def _parse_formula(text: str, file_name: str) -> Formula:
     p = _Parser(text, file_name)
     f = p.formula(0)
     p.end()
@@ -1035,6 +1176,10 @@ def parse_formula(text: str, file_name: str = "<Pantograph>") -> Formula:
 
 def parse_tactic(text: str, file_name: str = "<Pantograph>") -> Tactic:
     """A tactic or tactic sequence (``t1; t2``, one per line, ``t1 <;> t2``)."""
+    return _cached_parse("tactic", text, file_name, _parse_tactic)
+
+
+def _parse_tactic(text: str, file_name: str) -> Tactic:
     p = _Parser(text, file_name)
     tac = p.tactic_seq()
     p.end()
@@ -1044,6 +1189,10 @@ def parse_tactic(text: str, file_name: str = "<Pantograph>") -> Tactic:
 def parse_signature(text: str, file_name: str = "<anonymous>") -> tuple[Formula, tuple[str, ...]]:
     """A declaration signature ``(p q : Prop) (h : p) : q ∨ p``: the closed statement
     (``∀ (p q : Prop), p → q ∨ p``) and the binder names, in order (what ``intro`` will name)."""
+    return _cached_parse("signature", text, file_name, _parse_signature, _shift_signature)
+
+
+def _parse_signature(text: str, file_name: str) -> tuple[Formula, tuple[str, ...]]:
     p = _Parser(text, file_name)
     groups: list[tuple[list[str], Formula | None]] = []
     while p.at("(") or p.at("{"):
@@ -1064,7 +1213,7 @@ def parse_signature(text: str, file_name: str = "<anonymous>") -> tuple[Formula,
     bound: list[tuple[str, int | None, Formula | None]] = []
     for name, typ in binders:
         if typ is None:
-            uid = next(_binder_uids)
+            uid = _binder_uid()
             bound.append((name, uid, None))
             scope[name] = Var(name, uid)
         else:
@@ -1101,6 +1250,11 @@ def _bind_names(f: Formula, scope: dict[str, Formula]) -> Formula:
 
 
 def parse_term(text: str, file_name: str = "<Pantograph>") -> Term:
+    """A proof term."""
+    return _cached_parse("term", text, file_name, _parse_term)
+
+
+def _parse_term(text: str, file_name: str) -> Term:
     p = _Parser(text, file_name)
     t = p.term()
     p.end()

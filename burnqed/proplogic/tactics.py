@@ -191,9 +191,49 @@ def display_names(hyps: tuple[Hyp, ...]) -> dict[int, str]:
     return out
 
 
+# Goals already printed, by uid: (the goal, its Goal, its text or None).  A search prints the same
+# goal again and again (every failing candidate's message ends with it, and a new state's goals go
+# out as JSON).  A goal is immutable, and a hit must be the very same object: uids are unique per
+# engine only.  Cleared when full.
+_PRINTED: dict[int, tuple[MGoal, Goal, str | None]] = {}
+_PRINTED_LIMIT = 16384
+
+
 def to_goal(goal: MGoal) -> Goal:
     """The :class:`~burnqed.proplogic.display.Goal` of ``goal``."""
-    names = display_names(goal.hyps)
+    hit = _PRINTED.get(goal.uid)
+    if hit is not None and hit[0] is goal:
+        return hit[1]
+    out = _to_goal(goal)
+    if len(_PRINTED) >= _PRINTED_LIMIT:
+        _PRINTED.clear()
+    _PRINTED[goal.uid] = (goal, out, None)
+    return out
+
+
+_Context = tuple[dict[int, str], dict[str, Hyp], dict[str, Formula]]
+_CONTEXTS: dict[int, tuple[MGoal, _Context]] = {}
+
+
+def _context(goal: MGoal) -> _Context:
+    """What terms see of ``goal``'s hypotheses: :func:`display_names`, the accessible hypotheses by
+    name, and the proposition variables by name (as formulas).  Cached as :data:`_PRINTED` is."""
+    hit = _CONTEXTS.get(goal.uid)
+    if hit is not None and hit[0] is goal:
+        return hit[1]
+    hyps = {h.name: h for h in goal.hyps if not h.inaccessible}
+    scope: dict[str, Formula] = {
+        n: Var(h.display, h.uid) for n, h in hyps.items() if h.type is None
+    }
+    out = (display_names(goal.hyps), hyps, scope)
+    if len(_CONTEXTS) >= _PRINTED_LIMIT:
+        _CONTEXTS.clear()
+    _CONTEXTS[goal.uid] = (goal, out)
+    return out
+
+
+def _to_goal(goal: MGoal) -> Goal:
+    names = _context(goal)[0]
     variables = tuple(
         Variable(
             name=f"_uniq.{h.uid}",
@@ -209,7 +249,14 @@ def to_goal(goal: MGoal) -> Goal:
 
 
 def render(goal: MGoal) -> str:
-    return to_goal(goal).render()
+    """``goal`` as Lean's goal display prints it."""
+    hit = _PRINTED.get(goal.uid)
+    if hit is not None and hit[0] is goal and hit[2] is not None:
+        return hit[2]
+    g = to_goal(goal)
+    text = g.render()
+    _PRINTED[goal.uid] = (goal, g, text)
+    return text
 
 
 def _fail(msg: str, goal: MGoal) -> TacticFailure:
@@ -229,6 +276,8 @@ def _append_tag(parent: str | None, name: str | None) -> str | None:
 
 @dataclass(frozen=True)
 class Constant:
+    """A constant of the environment (Lean's ``ConstantInfo``): name and type."""
+
     name: str
     type: Formula  # implicit arguments as implicit ∀ binders over Prop
     explicit: tuple[str, ...]  # binder names of the explicit arguments (goal tags for `apply`)
@@ -383,9 +432,8 @@ class Elab:
         self.holes: list[Formula] = []  # types of `?_` holes (become goals for `apply`)
         self.used_sorry = False
         self._checking_arg = False
-        self._hyps = {h.name: h for h in goal.hyps if not h.inaccessible}
-        self.scope = {n: Var(h.display, h.uid) for n, h in self._hyps.items() if h.type is None}
-        self.names = display_names(goal.hyps)
+        # Shared by every Elab of this goal (a search tries several tactics on each): read only.
+        self.names, self._hyps, self.scope = _context(goal)
 
     # -- helpers --
     def src(self, t: Term) -> str:

@@ -259,6 +259,8 @@ def policy_settings(generator: Any, policy: PolicyConfig | Mapping[str, Any]) ->
         device = str(getattr(generator, "device", cfg.device))
         settings["dtype"] = str(getattr(generator, "dtype", cfg.dtype)).removeprefix("torch.")
         settings["device"] = device
+        # One prefill row for all candidates, or one per candidate: other bits (policy.shared_prefill).
+        settings["shared_prefill"] = bool(getattr(generator, "shared_prefill", False))
         if device.startswith("cuda"):
             settings["gpu"] = torch.cuda.get_device_name(torch.device(device))
         else:

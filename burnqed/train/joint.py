@@ -116,6 +116,7 @@ from burnqed.train.loop import (
     Chosen,
     SFTMix,
     SFTPlan,
+    TokenIds,
     check_inputs,
     keep_lora_inputs_bf16,
     load_training_model,
@@ -336,11 +337,26 @@ class Batch:
 def tokenize_example(tokenizer: Any, example: Mapping[str, str], max_length: int) -> tuple:
     """``(ids, labels)`` of one SFT example: prompt + completion + EOS, labels on the completion
     only (what trl's completion-only loss trains)."""
-    prompt = tokenizer(example["prompt"]).input_ids
-    full = [*tokenizer(example["prompt"] + example["completion"]).input_ids, tokenizer.eos_token_id]
-    full = full[:max_length]
-    labels = [-100] * min(len(prompt), len(full)) + full[len(prompt) :]
-    return full, labels
+    return tokenize_examples(tokenizer, [example], max_length)[0]
+
+
+def tokenize_examples(
+    tokenizer: Any,
+    examples: Sequence[Mapping[str, str]],
+    max_length: int,
+    ids: TokenIds | None = None,
+) -> list[tuple]:
+    """:func:`tokenize_example` of each example, the texts tokenised in batched calls through
+    ``ids`` (a :class:`~.loop.TokenIds` with special tokens, as ``tokenizer(text)``)."""
+    ids = (ids or TokenIds(tokenizer)).with_special_tokens(True)
+    prompts = ids([e["prompt"] for e in examples])
+    texts = ids([e["prompt"] + e["completion"] for e in examples])
+    rows = []
+    for prompt, text in zip(prompts, texts, strict=True):
+        full = [*text, tokenizer.eos_token_id][:max_length]
+        labels = [-100] * min(len(prompt), len(full)) + full[len(prompt) :]
+        rows.append((full, labels))
+    return rows
 
 
 def collate(
@@ -618,10 +634,11 @@ def tokenise(
     train_groups = [i for i, h in enumerate(groups.heldout) if not h]
     if not train_groups:
         raise TrainingDataError("every contrastive group belongs to a held-out theorem")
+    ids = TokenIds(tokenizer)  # the validation sets share texts with the mix
     return JointData(
-        sft_rows=[tokenize_example(tokenizer, e, sft.max_length) for e in mix.train],
+        sft_rows=tokenize_examples(tokenizer, mix.train, sft.max_length, ids),
         val_rows={
-            name: [tokenize_example(tokenizer, e, sft.max_length) for e in ex]
+            name: tokenize_examples(tokenizer, ex, sft.max_length, ids)
             for name, ex in validation_sets(val_examples, mix).items()
         },
         groups=groups,

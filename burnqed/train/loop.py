@@ -248,6 +248,60 @@ def validation_sets(
 
 
 # --------------------------------------------------------------------------------------------
+# Tokens
+
+
+class TokenIds:
+    """Token ids of texts, each distinct text tokenised once, the new ones of a call in one batch.
+
+    The ids are the tokenizer's own (a batch call encodes every text on its own: no padding, no
+    truncation), as one call per text gives them, ``add_special_tokens`` as that call takes it.
+    SFT and joint training tokenise the prompt and prompt + completion of thousands of examples
+    (iteration 0's SFT: 12,337, ~3 s of encoding on the demo's machine); one cache serves the
+    trainer's rows and :func:`~.sft.check_prompt_boundaries`, which tokenised them a second time.
+    The lists returned are the cache's own: a caller copies before changing one.
+
+    Example::
+
+        ids = TokenIds(tokenizer)                     # add_special_tokens=True, as tokenizer(text)
+        prompts = ids([e["prompt"] for e in examples])  # one batched call for the distinct prompts
+    """
+
+    def __init__(self, tokenizer: Any, *, add_special_tokens: bool = True) -> None:
+        self.tokenizer = tokenizer
+        self.add_special_tokens = add_special_tokens
+        self.ids: dict[str, list[int]] = {}
+
+    def __call__(self, texts: Sequence[str]) -> list[list[int]]:
+        new = [t for t in dict.fromkeys(texts) if t not in self.ids]
+        if new:
+            encoded = self.tokenizer(new, add_special_tokens=self.add_special_tokens)["input_ids"]
+            self.ids.update(zip(new, encoded, strict=True))
+        return [self.ids[t] for t in texts]
+
+    def with_special_tokens(self, add_special_tokens: bool) -> TokenIds:
+        """The ids tokenised with ``add_special_tokens``: this cache when it already is, or when the
+        tokenizer writes no special token into one text's ids (so the two are the same ids), else
+        a new one."""
+        if add_special_tokens == self.add_special_tokens or adds_no_special_tokens(self.tokenizer):
+            return self
+        return TokenIds(self.tokenizer, add_special_tokens=add_special_tokens)
+
+
+def adds_no_special_tokens(tokenizer: Any) -> bool:
+    """Whether ``tokenizer``'s ids of a single text are the same with and without
+    ``add_special_tokens``: a fast tokenizer whose post-processor writes no special token (the
+    Rust tokenizer applies ``add_special_tokens`` in its post-processor alone; transformers asks
+    the same question of ``num_special_tokens_to_add``).  The demo's byte-level BPE adds none;
+    Llama's adds BOS."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None:  # a slow tokenizer: no such guarantee
+        return False
+    post = backend.post_processor
+    return post is None or post.num_special_tokens_to_add(False) == 0
+
+
+# --------------------------------------------------------------------------------------------
 # Model
 
 

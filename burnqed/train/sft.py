@@ -78,6 +78,7 @@ from burnqed.train.loop import (
     Chosen,
     SFTMix,
     SFTPlan,
+    TokenIds,
     adapter_difference,
     build_mix,
     check_inputs,
@@ -108,6 +109,7 @@ __all__ = [
     "build_mix",
     "build_trainer",
     "check_prompt_boundaries",
+    "completion_only_rows",
     "load_base_model",
     "plan_sft",
     "read_training_data",
@@ -160,10 +162,14 @@ def train_sft(
     quiet_progress_bars(datasets=True)
 
     model, tokenizer = load_training_model(base, sft, cuda=cuda)
+    # One cache of token ids for the check and the trainer's rows (the same texts, tokenised once
+    # when the tokenizer adds no special tokens).
+    ids = TokenIds(tokenizer, add_special_tokens=False)
     boundary = check_prompt_boundaries(
         tokenizer,
         [*mix.train, *val_examples, *mix.trajectory_val, *mix.trajectory_test],
         add_eos=True,
+        ids=ids,
     )
     eval_sets = validation_sets(val_examples, mix)  # every set at every evaluation
     with (
@@ -175,8 +181,9 @@ def train_sft(
         trainer = build_trainer(
             model, tokenizer, mix.train, eval_sets, sft, plan,
             output_dir=staging / "checkpoints", cuda=cuda, seed=seed, metrics=metrics,
-            selection=selection,
+            selection=selection, ids=ids.with_special_tokens(True),
         )  # fmt: skip
+        del ids  # the rows are in the trainer's datasets now
         warm_start = warm_start_record(trainer.model, plan)
         trainer.evaluate()  # step 0: the losses before training (the previous iteration's model)
         trainer.train()
@@ -244,7 +251,11 @@ def train_sft(
 
 
 def check_prompt_boundaries(
-    tokenizer: Any, examples: Sequence[Mapping[str, str]], *, add_eos: bool = True
+    tokenizer: Any,
+    examples: Sequence[Mapping[str, str]],
+    *,
+    add_eos: bool = True,
+    ids: TokenIds | None = None,
 ) -> int:
     """Count (and report) the examples whose prompt does not end at a token boundary.
 
@@ -253,15 +264,15 @@ def check_prompt_boundaries(
     two tokenizations disagree and the mask is off (trl only warns, once).  The one prompt format
     ends with a newline to avoid this (:mod:`burnqed.data.prompt`); this check says when a
     tokenizer or a hand-made example breaks it: a warning naming the first such example.
+    ``ids``: a cache of the texts' ids without special tokens, to share with the trainer's rows.
     """
     unique = list({(e["prompt"], e["completion"]): e for e in examples}.values())
     if not unique:
         return 0
+    ids = (ids or TokenIds(tokenizer, add_special_tokens=False)).with_special_tokens(False)
     eos = tokenizer.eos_token if add_eos and tokenizer.eos_token else ""
-    prompts = tokenizer([e["prompt"] for e in unique], add_special_tokens=False)["input_ids"]
-    full = tokenizer(
-        [e["prompt"] + e["completion"] + eos for e in unique], add_special_tokens=False
-    )["input_ids"]
+    prompts = ids([e["prompt"] for e in unique])
+    full = ids([e["prompt"] + e["completion"] + eos for e in unique])
     bad = [e for e, p, f in zip(unique, prompts, full, strict=True) if f[: len(p)] != p]
     if bad:
         log.warning(
@@ -271,6 +282,65 @@ def check_prompt_boundaries(
             len(bad), len(unique), bad[0]["prompt"][-30:], bad[0]["completion"][:30],
         )  # fmt: skip
     return len(bad)
+
+
+def completion_only_rows(
+    tokenizer: Any,
+    examples: Sequence[Mapping[str, str]],
+    *,
+    max_length: int | None,
+    truncation_mode: str = "keep_start",
+    ids: TokenIds | None = None,
+) -> dict[str, list[list[int]]]:
+    """The ``input_ids`` and ``labels`` columns trl's ``SFTTrainer`` makes of prompt/completion
+    ``examples`` (trl 1.16 ``SFTTrainer._prepare_dataset``, plain text, no packing): EOS appended
+    to each completion that does not end with it; the prompt and prompt + completion tokenised as
+    ``tokenizer(text)`` does (special tokens included); the completion from where the two diverge,
+    labels -100 before it; both cut to ``max_length`` (``truncation_mode``: keep the start or the
+    end); rows left with no label dropped.
+
+    trl built them with datasets' ``map``, one example at a time through five passes, and
+    tokenised the texts :func:`check_prompt_boundaries` had tokenised already; here the ids come
+    from ``ids`` (a :class:`~.loop.TokenIds` with special tokens; a new one when None) in batched
+    calls, the check's own when the tokenizer adds no special tokens.  Iteration 0's SFT of the
+    demo spent ~13 s preparing its data, ~4 s with these rows.  ``tests/train/test_sft.py``
+    checks them against trl's own preparation.
+    """
+    ids = (ids or TokenIds(tokenizer)).with_special_tokens(True)
+    if max_length is None:
+        cut = slice(None)
+    elif truncation_mode == "keep_start":
+        cut = slice(None, max_length)
+    elif truncation_mode == "keep_end":
+        cut = slice(-max_length, None)
+    else:
+        raise ValueError(
+            f"truncation_mode: expected keep_start or keep_end, got {truncation_mode!r}"
+        )
+    eos = tokenizer.eos_token
+
+    def with_eos(completion: str) -> str:
+        return completion if completion.endswith(eos) else completion + eos
+
+    prompts = ids([e["prompt"] for e in examples])
+    full = ids([e["prompt"] + with_eos(e["completion"]) for e in examples])
+    columns: dict[str, list[list[int]]] = {"input_ids": [], "labels": []}
+    for p, f in zip(prompts, full, strict=True):
+        n = _common_prefix_length(p, f)
+        labels = ([-100] * n + f[n:])[cut]
+        if any(t != -100 for t in labels):  # a row the cut left without a label teaches nothing
+            columns["input_ids"].append(f[cut])
+            columns["labels"].append(labels)
+    return columns
+
+
+def _common_prefix_length(a: Sequence[int], b: Sequence[int]) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
 
 
 def build_trainer(
@@ -286,6 +356,7 @@ def build_trainer(
     seed: int,
     metrics: MetricsLog | None = None,
     selection: CheckpointSelection | None = None,
+    ids: TokenIds | None = None,
 ):
     """The configured ``trl.SFTTrainer``: a fresh LoRA (or the warm-start adapter) on ``model``.
 
@@ -293,7 +364,9 @@ def build_trainer(
     evaluated every ``eval_steps`` as ``eval_<name>_loss``; a plain list is named ``pairs``.
     ``selection`` records each evaluation and keeps the adapter of each evaluated step.
     Its ``train_dataset`` is already tokenized, with ``labels`` -100 on the prompt (what a test
-    inspects to see that the loss is on the completion only).
+    inspects to see that the loss is on the completion only): the rows trl would prepare, made by
+    :func:`completion_only_rows` (from ``ids``, a cache of token ids with special tokens, when
+    given) and handed over with trl's preparation skipped.
     """
     import torch
     import trl
@@ -345,9 +418,19 @@ def build_trainer(
         seed=seed,
         data_seed=seed,
         dataloader_num_workers=0,
+        # The rows are completion_only_rows' (trl's preparation, batched): trl's own is skipped.
+        dataset_kwargs={"skip_prepare_dataset": True},
     )
     if not isinstance(val_examples, Mapping):
         val_examples = {"pairs": val_examples}
+    ids = (ids or TokenIds(tokenizer)).with_special_tokens(True)
+
+    def dataset(examples: list[dict[str, str]]) -> Dataset:
+        return Dataset.from_dict(
+            completion_only_rows(tokenizer, examples, max_length=args.max_length,
+                                 truncation_mode=args.truncation_mode, ids=ids)
+        )  # fmt: skip
+
     callbacks = [_progress_callback()]
     if metrics is not None:
         callbacks.append(_metrics_callback(metrics))
@@ -356,8 +439,8 @@ def build_trainer(
     trainer = trl.SFTTrainer(
         model=model,
         args=args,
-        train_dataset=Dataset.from_list(train_examples),
-        eval_dataset={name: Dataset.from_list(ex) for name, ex in val_examples.items()},
+        train_dataset=dataset(train_examples),
+        eval_dataset={name: dataset(ex) for name, ex in val_examples.items()},
         processing_class=tokenizer,
         peft_config=peft_config,
         callbacks=callbacks or None,

@@ -17,6 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+import burnqed.lean.client as client_module
 from burnqed.config import LeanConfig
 from burnqed.lean.client import (
     GoalState,
@@ -278,7 +279,15 @@ def test_missing_program_is_a_clear_error() -> None:
     run(main())
 
 
-def test_resource_limits_are_applied() -> None:
+@pytest.mark.parametrize("launch", ["setpriv", "preexec"])
+def test_resource_limits_are_applied(launch: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Both ways of spawning: util-linux's launchers (vfork, no Python in the child) and the
+    # forked child's own setup where they are missing.
+    if launch == "preexec":
+        monkeypatch.setattr(client_module, "_launchers", lambda: None)
+    else:
+        assert client_module._launchers() is not None, "setpriv/prlimit missing (util-linux)"
+
     async def main():
         async with ReplClient(make_cfg(memory_limit_mb=1500, cpu_limit_s=100)) as repl:
             proc = psutil.Process(repl.pid)

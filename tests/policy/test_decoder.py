@@ -102,3 +102,32 @@ def test_prefill_cache_keeps_the_recent_within_its_bytes():
     assert cache.get(2) is None and cache.get(1) is not None
     cache.put(5, value(11))  # larger than the whole cache: not kept
     assert cache.get(5) is None and cache.bytes <= 10 * 1024
+
+
+def test_a_shared_prefill_gives_every_candidate_the_one_rows_numbers(tiny_model):
+    """policy.shared_prefill: the prompt is prefilled in one row and each candidate continues
+    it — what the candidates would get from n rows but for the prefill's last bits.  Its samples
+    are those of decoding from that one row copied n times, and they are keyed apart in the
+    prefill cache (a one-row prefill serves n = 8 and n = 16 alike)."""
+    shared = TransformersGenerator(tiny_model, shared_prefill=True)
+    rows = TransformersGenerator(tiny_model)
+    assert shared.shared_prefill and not rows.shared_prefill
+    params = SamplingParams(n=8, temperature=1.2, max_new_tokens=16, stop=STOP)
+    prompts = [format_prompt(s) for s in STATES]
+    seeds = [candidate_seeds(0, "t", i, "root", 8) for i in range(len(prompts))]
+    got = shared.raw_candidates(prompts, params, seeds)
+    assert [len(g) for g in got] == [8] * len(prompts)
+    with torch.inference_mode():
+        ids = shared.tokenizer(prompts[0], return_tensors="pt").input_ids
+        _, cache = shared.decoder.forward(ids)  # the one row
+        state = shared.decoder.begin(cache, ids.shape[1] + 4, rows=8)
+        assert all(k.shape[0] == 8 and torch.equal(k[:, :, : ids.shape[1]], c[0].expand(8, -1, -1, -1))
+                   for (k, _), c in zip(state.layers, cache, strict=True))  # fmt: skip
+    # The same samples again from the cache (n = 16 reuses the n = 8 prefill's one row).
+    hits = shared.prefills.hits
+    assert shared.raw_candidates(prompts, params, seeds) == got
+    shared.raw_candidates(prompts[:1], SamplingParams(n=16, temperature=1.2, max_new_tokens=8,
+                                                      stop=STOP), [list(range(16))])  # fmt: skip
+    assert shared.prefills.hits == hits + len(prompts) + 1
+    shared.close()
+    rows.close()

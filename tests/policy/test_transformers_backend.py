@@ -193,3 +193,26 @@ def test_rejects_bad_settings(tiny_model):
         TransformersGenerator(tiny_model, pooling="cls")
     with pytest.raises(ValueError, match="dtype"):
         TransformersGenerator(tiny_model, dtype="float8")
+
+
+def test_stop_strings_are_looked_for_only_after_tokens_that_can_end_them(generator, monkeypatch):
+    """A row's text is decoded to look for a stop string only after a token that can complete
+    one; ``done`` decides only when the loop ends, so the samples are those of decoding after
+    every token — and here, where several stop strings end candidates, equal to them."""
+    stop = ("e", "t;", "``")
+    triggers = generator._stop_triggers(stop)
+    tok = generator.tokenizer
+    texts = [tok.decode([i], skip_special_tokens=True) for i in range(len(tok))]
+    assert triggers == {
+        i for i, t in enumerate(texts) if not t or "\ufffd" in t or set(t) & set("et;`")
+    }
+    assert len(triggers) < len(tok)  # some tokens are skipped, or nothing is saved
+    assert generator._stop_triggers(("\n",)) is None  # whitespace: after every token
+    ps = prompts()[:6]
+    params = SamplingParams(n=8, temperature=1.5, max_new_tokens=16, stop=stop)
+    seeds = seeds_for(ps, 8)
+    fast = generator.sample(ps, params, seeds)
+    monkeypatch.setattr(generator, "_stop_triggers", lambda stop: None)
+    assert generator.sample(ps, params, seeds) == fast
+    ended = {s.matched for g in fast for s in g if s.finish_reason == "stop"}
+    assert {"e", "``"} <= ended  # the stop strings did end candidates

@@ -352,3 +352,25 @@ def test_the_joint_head_becomes_the_iterations_ebm(joint_run, tiny_base, tmp_pat
     assert e.shape == (2,) and np.isfinite(e).all()
     with pytest.raises(ValueError, match="pooled embeddings"):
         export_joint_ebm(adapter=joint_run, merged=merged, out=tmp_path / "x", pooling="mean")
+
+
+def test_batched_sft_rows_are_one_tokenizer_call_per_example(tiny_base, pairs):
+    """tokenize_examples (batched, each text once) gives each example's ids and labels as two
+    tokenizer calls per example do: prompt + completion + EOS, cut, labels on the completion."""
+    from transformers import AutoTokenizer
+
+    from burnqed.train.examples import read_examples
+    from burnqed.train.joint import tokenize_examples
+
+    tok = AutoTokenizer.from_pretrained(tiny_base)
+    examples = read_examples(pairs["train"])[:20]
+    examples += [*examples[:5], {"prompt": examples[0]["prompt"] * 6, "completion": "intro h"}]
+    for max_length in (40, 256):
+        expected = []
+        for e in examples:
+            prompt = tok(e["prompt"]).input_ids
+            full = [*tok(e["prompt"] + e["completion"]).input_ids, tok.eos_token_id][:max_length]
+            expected.append((full, [-100] * min(len(prompt), len(full)) + full[len(prompt) :]))
+        assert tokenize_examples(tok, examples, max_length) == expected
+        assert [tokenize_example(tok, e, max_length) for e in examples] == expected
+    assert any(len(f) == 40 for f, _ in tokenize_examples(tok, examples, 40))  # some were cut

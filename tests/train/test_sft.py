@@ -190,3 +190,110 @@ def test_bad_inputs_are_refused_by_name(tiny_base, pairs, tmp_path):
         train_sft(base=tiny_base, train=pairs["train"], val=pairs["val"], out=out,
                   cfg={**SFT, "epochs": 3}, seed=0)  # fmt: skip
     assert not out.exists()
+
+
+def _bos_tokenizer(tiny_base):
+    """The tiny tokenizer with a post-processor that writes BOS before every text (as Llama's)."""
+    from tokenizers.processors import TemplateProcessing
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tiny_base)
+    tok.backend_tokenizer.post_processor = TemplateProcessing(
+        single=f"{tok.bos_token} $A", special_tokens=[(tok.bos_token, tok.bos_token_id)]
+    )
+    return tok
+
+
+def _edge_examples(examples, eos: str) -> list[dict[str, str]]:
+    """Real examples and the cases trl's preparation treats apart: a completion that already ends
+    with EOS, a prompt that does not end at a token boundary, a prompt longer than the cut."""
+    return [
+        *examples,
+        {"prompt": examples[0]["prompt"], "completion": examples[0]["completion"] + eos},
+        {"prompt": examples[1]["prompt"] + "intr", "completion": "o h"},
+        {"prompt": examples[2]["prompt"] * 8, "completion": "intro h"},
+        *examples[:3],  # repeated texts
+    ]
+
+
+@pytest.mark.parametrize("truncation_mode", ["keep_start", "keep_end"])
+@pytest.mark.parametrize("bos", [False, True])
+def test_completion_only_rows_are_trls_own_preparation(
+    tiny_base, pairs, tmp_path, truncation_mode, bos
+):
+    """The rows build_trainer hands trl are the ones trl's own preparation makes of the examples
+    (datasets' map, one example at a time), for a tokenizer with and without special tokens."""
+    import trl
+    from datasets import Dataset
+    from transformers import AutoTokenizer
+
+    from burnqed.train.loop import TokenIds, adds_no_special_tokens
+    from burnqed.train.sft import completion_only_rows
+
+    tokenizer = _bos_tokenizer(tiny_base) if bos else AutoTokenizer.from_pretrained(tiny_base)
+    assert adds_no_special_tokens(tokenizer) is not bos
+    examples = _edge_examples(read_examples(pairs["train"])[:30], tokenizer.eos_token)
+    model = load_base_model(tiny_base, quantization="none", cuda=False)
+    args = trl.SFTConfig(output_dir=str(tmp_path / "ck"), max_length=48, completion_only_loss=True,
+                         truncation_mode=truncation_mode, use_cpu=True, report_to="none")  # fmt: skip
+    trainer = trl.SFTTrainer(model=model, args=args, train_dataset=Dataset.from_list(examples),
+                             processing_class=tokenizer)  # fmt: skip
+    expected = {k: trainer.train_dataset[k] for k in ("input_ids", "labels")}
+    # The cut means something here: rows are cut, and (keeping the start) some left with no label.
+    assert max(len(r) for r in expected["input_ids"]) == 48
+    assert (len(expected["input_ids"]) < len(examples)) is (truncation_mode == "keep_start")
+
+    # Shared with the boundary check's cache (no special tokens) as train_sft shares it.
+    ids = TokenIds(tokenizer, add_special_tokens=False).with_special_tokens(True)
+    assert (ids.add_special_tokens is False) is not bos
+    rows = completion_only_rows(tokenizer, examples, max_length=48,
+                                truncation_mode=truncation_mode, ids=ids)  # fmt: skip
+    assert rows == expected
+    if bos and truncation_mode == "keep_start":  # the test means something: the ids have BOS
+        assert all(r[0] == tokenizer.bos_token_id for r in rows["input_ids"])
+
+
+def test_token_ids_are_one_call_per_text(tiny_base, pairs):
+    from transformers import AutoTokenizer
+
+    from burnqed.train.loop import TokenIds
+
+    for tok in (AutoTokenizer.from_pretrained(tiny_base), _bos_tokenizer(tiny_base)):
+        texts = [e["prompt"] for e in read_examples(pairs["train"])[:20]] * 2
+        for special in (True, False):
+            ids = TokenIds(tok, add_special_tokens=special)
+            got = ids(texts[:10]) + ids(texts[10:])  # the second call tokenises only new texts
+            assert got == [tok(t, add_special_tokens=special)["input_ids"] for t in texts]
+            assert len(ids.ids) == len(set(texts))
+
+
+def test_build_trainer_rows_and_the_boundary_check_share_one_tokenisation(
+    tiny_base, pairs, tmp_path
+):
+    from transformers import AutoTokenizer
+
+    from burnqed.train.loop import TokenIds
+    from burnqed.train.sft import check_prompt_boundaries, completion_only_rows
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_base)
+    calls = []
+    examples = read_examples(pairs["train"])[:12]
+
+    class Counting(TokenIds):
+        def __call__(self, texts):
+            calls.append(len([t for t in dict.fromkeys(texts) if t not in self.ids]))
+            return super().__call__(texts)
+
+    ids = Counting(tokenizer, add_special_tokens=False)
+    assert check_prompt_boundaries(tokenizer, examples, ids=ids) == 0
+    sft = SFTConfig.from_dict(SFT)
+    model = load_base_model(tiny_base, quantization="none", cuda=False)
+    trainer = build_trainer(model, tokenizer, examples, examples[:2], sft, plan_sft(sft, 0, None),
+                            output_dir=tmp_path / "ck", cuda=False, seed=0,
+                            ids=ids.with_special_tokens(True))  # fmt: skip
+    assert sum(calls[2:]) == 0  # the trainer's texts were all in the check's cache
+    rows = completion_only_rows(tokenizer, examples, max_length=SFT["max_length"])
+    assert trainer.train_dataset[:] == rows
+    assert trainer.eval_dataset["pairs"][:] == completion_only_rows(
+        tokenizer, examples[:2], max_length=SFT["max_length"]
+    )
