@@ -33,7 +33,7 @@ from burnqed.eval.stage import write_json
 from burnqed.provenance import git_state
 from burnqed.study import registration as registration_file
 from burnqed.study import stats
-from burnqed.study.analysis import analyse, draw_forest, per_seed, report_markdown
+from burnqed.study.analysis import analyse, draw_forest, per_seed, report_markdown, stronger_control
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ def _eval_files(reg: Mapping[str, Any]) -> list[str]:
     files = {
         f
         for c in [*comps["primary"], *(comps.get("secondary") or [])]
-        for f in (c["treatment"], c["control"])
+        for f in (c["treatment"], *registration_file.controls(c))
     }
     return sorted(files)
 
@@ -253,7 +253,7 @@ def variance(registration: Path, runs: Sequence[Path]) -> dict[str, Any]:
     for c in [*comps["primary"], *(comps.get("secondary") or [])]:
         rows = []
         for d, r in zip(runs, loaded, strict=True):
-            treat, control = r["evals"][c["treatment"]], r["evals"][c["control"]]
+            treat, control = r["evals"][c["treatment"]], r["evals"][stronger_control(c, r["evals"])]
             search = ((treat.get("provenance") or {}).get("seeds") or {}).get("seed")
             rows.append({**per_seed(c, r["evals"], search), "seed": _trained(treat, control),
                          "search_seed": search, "directory": str(d)})  # fmt: skip

@@ -312,3 +312,53 @@ def test_a_seed_the_registration_did_not_choose_makes_it_exploratory(tmp_path):
     bad = {c["check"]: c["detail"] for c in r["checks"] if not c["ok"]}
     assert r["label"] == "exploratory" and set(bad) == {"seeds"}
     assert "seed_1/results/iter_0/eval.json was made with seed" in bad["seeds"]
+
+
+def test_a_list_of_controls_takes_the_stronger_on_each_seed(tmp_path):
+    """control: [log-prob twin, depth twin] — per seed the twin that solves more at the control's
+    budget is the control, the last listed on a tie; the report and power name the one taken."""
+    reg = registration()
+    reg["design"]["targets"].append("results/iter_1/eval_depth_twin.json")
+    value = reg["comparisons"]["primary"][1]
+    value["control"] = ["results/iter_1/eval_no_ebm.json", "results/iter_1/eval_depth_twin.json"]
+    value["budget"] = 4
+    path, seeds = make_study(tmp_path / "repo", reg)
+    # The depth twins: stronger than the log-prob twin on seed 0 (14 > 12), weaker on seed 1 (10 <
+    # 15), tied on seed 2 (19 = 19, so the depth twin, listed last).
+    depth = [set(THEOREMS[:14]), set(THEOREMS[:10]), {f"t{i}" for i in range(1, 20)}]
+    for s, solved in zip(seeds, depth, strict=True):
+        f = path.parent / "seeds" / f"seed_{s}" / "results/iter_1/eval_depth_twin.json"
+        f.write_text(json.dumps(eval_json("iter_1 depth twin", "m1", "d1", solved, seed=s)))
+    r = report(path, root=tmp_path / "repo")
+    rows = {x["seed"]: x for x in r["comparisons"][1]["per_seed"]}
+    taken = [rows[s]["control"].rsplit("/", 1)[1] for s in seeds]
+    assert taken == ["eval_depth_twin.json", "eval_no_ebm.json", "eval_depth_twin.json"]
+    # seed 0: iter_1 solves t0–t15 against the depth twin's t0–t13
+    assert (rows[seeds[0]]["gained"], rows[seeds[0]]["lost"]) == (2, 0)
+    # seed 1: t2–t17 against the log-prob twin's t0–t14
+    assert (rows[seeds[1]]["gained"], rows[seeds[1]]["lost"]) == (3, 2)
+    assert r["label"] == "confirmatory", [c for c in r["checks"] if not c["ok"]]
+    md = (path.parent / "report.md").read_text()
+    assert "the stronger of results/iter_1/eval_no_ebm.json and" in md
+    dirs = [path.parent / "seeds" / f"seed_{s}" for s in seeds]
+    per = {x["seed"]: x for x in power(path, dirs)["comparisons"][1]["per_seed"]}
+    assert [per[s]["difference"] for s in seeds] == [rows[s]["difference"] for s in seeds]
+
+
+@pytest.mark.parametrize(
+    ("control", "message"),
+    [
+        (["results/iter_1/eval_no_ebm.json"], "two or more"),
+        (["results/iter_1/eval_no_ebm.json"] * 2, "listed twice"),
+        (["results/iter_1/eval_no_ebm.json", "x.json"], "x.json is not in design.targets"),
+        ([], "two or more"),
+    ],
+)
+def test_a_bad_list_of_controls_is_refused_naming_the_key(tmp_path, control, message):
+    reg = registration()
+    reg["comparisons"]["primary"][1]["control"] = control
+    path = tmp_path / "registration.yaml"
+    path.write_text(yaml.safe_dump(reg), encoding="utf-8")
+    with pytest.raises(InputError, match=message) as e:
+        regfile.load(path)
+    assert str(path) in str(e.value) and "comparisons.primary[1]" in str(e.value)
