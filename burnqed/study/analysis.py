@@ -36,6 +36,17 @@ from burnqed.study import stats
 log = logging.getLogger(__name__)
 
 CONFIRMATORY, EXPLORATORY = "confirmatory", "exploratory"
+SEED_COLUMNS = [
+    "seed",
+    "control",
+    "budget",
+    "gained",
+    "lost",
+    "paired",
+    "d",
+    "p (McNemar)",
+    "verdict",
+]
 
 
 def _budget(c: Mapping[str, Any]) -> int | tuple[int, int] | None:
@@ -385,11 +396,7 @@ def report_markdown(r: Mapping[str, Any]) -> str:
             "per seed: exact McNemar; d = (gained − lost) / paired theorems.",
             "",
             markdown_table(
-                [
-                    *("seed", "control", "budget", "gained", "lost"),
-                    *("paired", "d"),
-                    *("p (McNemar)", "verdict"),
-                ],
+                SEED_COLUMNS,
                 [
                     [
                         str(x["seed"]),
