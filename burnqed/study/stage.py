@@ -190,12 +190,19 @@ def report(
 
 
 def power(
-    registration: Path, development: Sequence[Path], *, target: float = 0.8
+    registration: Path,
+    development: Sequence[Path],
+    *,
+    target: float = 0.8,
+    at_seeds: int | None = None,
 ) -> dict[str, Any]:
     """Per primary comparison of the registration (a draft: no digests needed), its per-seed
     differences on the development runs (each directory one seed's run, holding the compared
     evals), their mean and standard deviation, and the seeds a one-sample t-test at α/m needs for
-    ``target`` power (:func:`burnqed.study.stats.seeds_needed`)."""
+    ``target`` power (:func:`burnqed.study.stats.seeds_needed`; None for a mean at or below 0).
+    At the study's count — ``at_seeds``, else the largest needed — each comparison's power
+    (0 for a mean at or below 0: it cannot be confirmed) and the chance that every seed's
+    difference is positive (:func:`burnqed.study.stats.every_seed_positive`)."""
     reg = registration_file.load(registration, need_rules=False)
     alpha, primary = float(reg["analysis"]["alpha"]), reg["comparisons"]["primary"]
     if len(development) < 2:
@@ -226,6 +233,16 @@ def power(
             }
         )
     needed = [x["seeds_needed"] for x in out]
+    k = at_seeds if at_seeds is not None else (None if None in needed else max(needed))
+    if k is not None:
+        for x in out:
+            x["at_seeds"] = {
+                "seeds": k,
+                "power": stats.t_test_power(x["mean"], x["sd"], k, alpha / len(primary))
+                if x["mean"] > 0
+                else 0.0,
+                "every_seed_positive": stats.every_seed_positive(x["mean"], x["sd"], k),
+            }
     return {
         "method": f"two-sided one-sample t-test at α/m = {alpha:g}/{len(primary)} (Holm's worst "
         f"case), {100 * target:g} % power, per-seed differences normal with the development seeds' "
@@ -235,6 +252,7 @@ def power(
         "power": target,
         "comparisons": out,
         "seeds": None if None in needed else max(needed),
+        "at_seeds": k,
     }
 
 

@@ -302,6 +302,31 @@ def test_power_from_development_runs(tmp_path, capsys):
     assert cli_main(["study", "power", str(path), *map(str, dirs)]) == 0
     out = capsys.readouterr().out
     assert f"seeds={p['seeds']}" in out and "seeds_needed=" in out
+    # At the study's count: power and the chance every seed is positive; a mean at or below 0 (the
+    # value comparison's third seed collapsed, so its mean is lower) can need no number of seeds.
+    at = learning["at_seeds"]
+    assert at["seeds"] == p["seeds"] and at["power"] >= 0.8 and 0 < at["every_seed_positive"] <= 1
+    assert cli_main(["study", "power", str(path), *map(str, dirs), "--seeds", "7"]) == 0
+    assert "power_at_7=" in capsys.readouterr().out
+    assert power(path, dirs, at_seeds=7)["comparisons"][0]["at_seeds"]["seeds"] == 7
+    assert cli_main(["study", "power", str(path), *map(str, dirs), "--seeds", "1"]) == 2
+    assert "--seeds 1" in capsys.readouterr().err
+
+
+def test_power_gives_no_count_for_an_effect_development_puts_below_zero(tmp_path):
+    """A primary confirms only with a positive pooled estimate: a negative development mean needs no
+    number of seeds (None), has power 0 at any count and a small chance of every seed positive."""
+    path, seeds = make_study(tmp_path / "repo")
+    dirs = [path.parent / "seeds" / f"seed_{s}" for s in seeds]
+    reg = regfile.load(path)
+    learning = reg["comparisons"]["primary"][0]
+    learning["treatment"], learning["control"] = learning["control"], learning["treatment"]
+    flipped = tmp_path / "flipped.yaml"
+    flipped.write_text(regfile.dump(reg), encoding="utf-8")
+    p = power(flipped, dirs, at_seeds=5)
+    first = p["comparisons"][0]
+    assert first["mean"] < 0 and first["seeds_needed"] is None and p["seeds"] is None
+    assert first["at_seeds"]["power"] == 0.0 and first["at_seeds"]["every_seed_positive"] < 0.01
 
 
 def test_a_seed_the_registration_did_not_choose_makes_it_exploratory(tmp_path):
