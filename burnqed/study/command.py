@@ -196,6 +196,7 @@ def main_power(args: argparse.Namespace) -> int:
         )
         print(
             f"{c['name']}: mean_difference={c['mean']:.4f} sd={c['sd']:.4f} "
+            f"within_sd={c['within_sd']:.4f} sd_planned={c['sd_planned']:.4f} "
             f"seeds_needed={c['seeds_needed']}{extra}"
         )
     print(f"seeds={p['seeds']}")

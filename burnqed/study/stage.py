@@ -199,7 +199,10 @@ def power(
     """Per primary comparison of the registration (a draft: no digests needed), its per-seed
     differences on the development runs (each directory one seed's run, holding the compared
     evals), their mean and standard deviation, and the seeds a one-sample t-test at α/m needs for
-    ``target`` power (:func:`burnqed.study.stats.seeds_needed`; None for a mean at or below 0).
+    ``target`` power (:func:`burnqed.study.stats.seeds_needed`; None for a mean at or below 0),
+    planned with the larger of that standard deviation and the one a seed's benchmark sampling
+    alone gives (the mean McNemar variance, :func:`burnqed.study.stats.within_variance`): a few
+    seeds can agree by chance more closely than their benchmarks allow.
     At the study's count — ``at_seeds``, else the largest needed — each comparison's power
     (0 for a mean at or below 0: it cannot be confirmed) and the chance that every seed's
     difference is positive (:func:`burnqed.study.stats.every_seed_positive`)."""
@@ -218,17 +221,27 @@ def power(
                 "seed"
             )
             rows.append({**per_seed(c, r["evals"], seed), "directory": str(d)})
-        diffs = [x["difference"] for x in rows if x["difference"] is not None]
+        ok = [x for x in rows if x["difference"] is not None]
+        diffs = [x["difference"] for x in ok]
         mean = sum(diffs) / len(diffs)
         sd = math.sqrt(sum((x - mean) ** 2 for x in diffs) / (len(diffs) - 1))
+        # A seed's d carries its benchmark's sampling at least (McNemar's variance over its
+        # theorems): a spread between a few seeds below it is chance, and planning on it would
+        # promise power the study does not have.
+        within = sum(
+            float(stats.within_variance(x["gained"], x["lost"], x["theorems"])) for x in ok
+        ) / len(ok)
+        planned = math.sqrt(max(sd**2, within))
         out.append(
             {
                 "name": c["name"],
                 "per_seed": rows,
                 "mean": mean,
                 "sd": sd,
+                "within_sd": math.sqrt(within),
+                "sd_planned": planned,
                 "seeds_needed": stats.seeds_needed(
-                    mean, sd, alpha=alpha, comparisons=len(primary), power=target
+                    mean, planned, alpha=alpha, comparisons=len(primary), power=target
                 ),
             }
         )
@@ -238,15 +251,15 @@ def power(
         for x in out:
             x["at_seeds"] = {
                 "seeds": k,
-                "power": stats.t_test_power(x["mean"], x["sd"], k, alpha / len(primary))
+                "power": stats.t_test_power(x["mean"], x["sd_planned"], k, alpha / len(primary))
                 if x["mean"] > 0
                 else 0.0,
-                "every_seed_positive": stats.every_seed_positive(x["mean"], x["sd"], k),
+                "every_seed_positive": stats.every_seed_positive(x["mean"], x["sd_planned"], k),
             }
     return {
         "method": f"two-sided one-sample t-test at α/m = {alpha:g}/{len(primary)} (Holm's worst "
         f"case), {100 * target:g} % power, per-seed differences normal with the development seeds' "
-        "mean and standard deviation",
+        "mean and the larger of their standard deviation and the benchmark sampling's",
         "development": [str(d) for d in development],
         "alpha": alpha,
         "power": target,

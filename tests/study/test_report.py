@@ -387,3 +387,26 @@ def test_a_bad_list_of_controls_is_refused_naming_the_key(tmp_path, control, mes
     with pytest.raises(InputError, match=message) as e:
         regfile.load(path)
     assert str(path) in str(e.value) and "comparisons.primary[1]" in str(e.value)
+
+
+def test_power_plans_on_no_less_spread_than_a_seeds_benchmark_gives(tmp_path):
+    """Seeds that agree more closely than their benchmarks' sampling allows (here: the same d on
+    every seed, sd 0) are planned with the McNemar standard deviation, not with 0."""
+    from burnqed.study import stats
+
+    path, seeds = make_study(tmp_path / "repo")
+    dirs = [path.parent / "seeds" / f"seed_{s}" for s in seeds]
+    for d in dirs:  # every seed: iter_1 solves t0-t15, iter_0 t0-t9 (+6/-0)
+        for f, solved in (("results/iter_0/eval.json", THEOREMS[:10]),
+                          ("results/iter_1/eval.json", THEOREMS[:16])):  # fmt: skip
+            e = json.loads((d / f).read_text())
+            e["per_theorem"] = [{"theorem": t, "evaluated": True,
+                                 "budget_at_proof": 1 if t in solved else None} for t in THEOREMS]  # fmt: skip
+            (d / f).write_text(json.dumps(e))
+    learning = power(path, dirs)["comparisons"][0]
+    assert learning["sd"] == 0.0
+    within = float(stats.within_variance(6, 0, 40)) ** 0.5
+    assert learning["within_sd"] == pytest.approx(within) and learning[
+        "sd_planned"
+    ] == pytest.approx(within)
+    assert learning["seeds_needed"] == stats.seeds_needed(6 / 40, within, alpha=0.05, comparisons=2)
