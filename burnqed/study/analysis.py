@@ -29,13 +29,24 @@ from typing import Any
 
 from burnqed.data.benchmarks import CONFIRMATION
 from burnqed.eval.ledger import designs_seen, looks_in, role_of
-from burnqed.eval.paired import UNDECIDED, format_p, paired_test
+from burnqed.eval.paired import UNDECIDED, format_p, paired_test, solved_at
 from burnqed.eval.table import markdown_table
 from burnqed.study import stats
 
 log = logging.getLogger(__name__)
 
 CONFIRMATORY, EXPLORATORY = "confirmatory", "exploratory"
+SEED_COLUMNS = [
+    "seed",
+    "control",
+    "budget",
+    "gained",
+    "lost",
+    "paired",
+    "d",
+    "p (McNemar)",
+    "verdict",
+]
 
 
 def _budget(c: Mapping[str, Any]) -> int | tuple[int, int] | None:
@@ -43,11 +54,44 @@ def _budget(c: Mapping[str, Any]) -> int | tuple[int, int] | None:
     return tuple(b) if isinstance(b, list) else b
 
 
-def per_seed(c: Mapping[str, Any], evals: Mapping[str, Mapping[str, Any]], seed: int) -> dict:
-    """One comparison on one seed: the paired test's counts, p and verdict, and ``d_s``."""
-    t = paired_test(
-        evals[c["control"]], evals[c["treatment"]], varies=c["varies"], budget=_budget(c)
+def stronger_control(c: Mapping[str, Any], evals: Mapping[str, Mapping[str, Any]]) -> str:
+    """The comparison's control on one seed: its ``control``, or of a list the one that solves the
+    most at the control's budget (the registered one, else each eval's largest), the last listed on
+    a tie — a rule fixed in the registration that always takes the harder control, so choosing it
+    cannot favour the treatment.
+
+    >>> e = lambda n: {"budgets": [4], "per_theorem": [{"theorem": str(i), "evaluated": True,
+    ...     "budget_at_proof": 1 if i < n else None} for i in range(9)]}
+    >>> c = {"control": ["twin_a", "twin_b"], "budget": 4}
+    >>> [stronger_control(c, {"twin_a": e(a), "twin_b": e(2)}) for a in (3, 2)]
+    ['twin_a', 'twin_b']
+    """
+    if not isinstance(c["control"], list):
+        return c["control"]
+    b = _budget(c)
+    best, most = None, -1
+    for f in c["control"]:
+        e = evals[f]
+        at = b[0] if isinstance(b, tuple) else b if b is not None else max(e.get("budgets") or [0])
+        solved = sum((solved_at(e, at) or {}).values())
+        if solved >= most:
+            best, most = f, solved
+    return best
+
+
+def _control_text(control: str | Sequence[str]) -> str:
+    if isinstance(control, str):
+        return control
+    return (
+        f"the stronger of {', '.join(control[:-1])} and {control[-1]} (per seed; the last on a tie)"
     )
+
+
+def per_seed(c: Mapping[str, Any], evals: Mapping[str, Mapping[str, Any]], seed: int) -> dict:
+    """One comparison on one seed: the paired test's counts, p and verdict, and ``d_s``; against
+    the :func:`stronger_control` when the control is a list (``control`` names the one taken)."""
+    control = stronger_control(c, evals)
+    t = paired_test(evals[control], evals[c["treatment"]], varies=c["varies"], budget=_budget(c))
     d = stats.paired_difference(t["gained"], t["lost"], t["theorems"]) if t["theorems"] else None
     return {
         "seed": seed,
@@ -59,6 +103,7 @@ def per_seed(c: Mapping[str, Any], evals: Mapping[str, Mapping[str, Any]], seed:
         "verdict": t["verdict"],
         "reasons": t["reasons"],
         "budget": [t["budget_before"], t["budget_after"]],
+        "control": control,
     }
 
 
@@ -347,14 +392,15 @@ def report_markdown(r: Mapping[str, Any]) -> str:
         out += [
             f"## {c['kind'].capitalize()}: {c['name']}",
             "",
-            f"{c['treatment']} against {c['control']} (varies the {c['varies']}), per seed: exact "
-            "McNemar; d = (gained − lost) / paired theorems.",
+            f"{c['treatment']} against {_control_text(c['control'])} (varies the {c['varies']}), "
+            "per seed: exact McNemar; d = (gained − lost) / paired theorems.",
             "",
             markdown_table(
-                ["seed", "budget", "gained", "lost", "paired", "d", "p (McNemar)", "verdict"],
+                SEED_COLUMNS,
                 [
                     [
                         str(x["seed"]),
+                        x.get("control") or "",
                         f"{x['budget'][0]} vs {x['budget'][1]}",
                         str(x["gained"]),
                         str(x["lost"]),

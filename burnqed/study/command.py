@@ -96,6 +96,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     w.add_argument("registration", type=Path, metavar="REGISTRATION_YAML")
     w.add_argument("development", nargs="+", type=Path, metavar="DEV_RUN_DIR")
     w.add_argument("--power", type=float, default=0.8, help="target power (default: %(default)s)")
+    w.add_argument(
+        "--seeds",
+        type=int,
+        default=None,
+        help="also give each comparison's power and chance that every seed is positive at this "
+        "many seeds (default: the largest number needed)",
+    )
     w.add_argument("--json", type=Path, default=None, metavar="JSON", help="write the analysis")
     w.set_defaults(func=main_power)
 
@@ -170,16 +177,27 @@ def main_report(args: argparse.Namespace) -> int:
 
 
 def main_power(args: argparse.Namespace) -> int:
+    from burnqed.config import InputError
     from burnqed.eval.stage import write_json
     from burnqed.study.stage import power
 
-    p = power(args.registration, args.development, target=args.power)
+    if args.seeds is not None and args.seeds < 2:
+        raise InputError(f"--seeds {args.seeds}: at least 2 (the seed is the replicate)")
+    p = power(args.registration, args.development, target=args.power, at_seeds=args.seeds)
     if args.json is not None:
         write_json(args.json, p)
     for c in p["comparisons"]:
+        at = c.get("at_seeds")
+        extra = (
+            f" power_at_{at['seeds']}={at['power']:.3f} "
+            f"every_seed_positive_at_{at['seeds']}={at['every_seed_positive']:.3f}"
+            if at
+            else ""
+        )
         print(
             f"{c['name']}: mean_difference={c['mean']:.4f} sd={c['sd']:.4f} "
-            f"seeds_needed={c['seeds_needed']}"
+            f"within_sd={c['within_sd']:.4f} sd_planned={c['sd_planned']:.4f} "
+            f"seeds_needed={c['seeds_needed']}{extra}"
         )
     print(f"seeds={p['seeds']}")
     print(json.dumps({"method": p["method"]}, ensure_ascii=False))

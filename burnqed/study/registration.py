@@ -14,6 +14,10 @@ The file (every key checked by :func:`load`, one line naming the file and key on
       primary:
         - {name: …, treatment: results/iter_1/eval.json, control: results/iter_0/eval_longer.json,
            budget: [8, 4], varies: budget}             # budget: one for both, or [control, treatment]
+        - {name: …, treatment: results/iter_1/eval.json, varies: value model, budget: 4,
+           control: [results/iter_1/eval_no_ebm.json, results/iter_1/eval_depth_twin.json]}
+           # a list: per seed, the stronger of them — the one that solves more at the control's
+           # budget, the last listed on a tie (list the fairer control last)
       secondary: [...]
     analysis:
       alpha: 0.05
@@ -87,12 +91,27 @@ def _hash(obj: Any) -> str:
 # The file
 
 
+def controls(c: Mapping[str, Any]) -> list[str]:
+    """A comparison's control eval files: its one ``control``, or the list whose stronger member is
+    the control (:func:`burnqed.study.analysis.stronger_control`)."""
+    return list(c["control"]) if isinstance(c["control"], list) else [c["control"]]
+
+
 def _comparison(path: Path, key: str, c: Any) -> dict[str, Any]:
     if not isinstance(c, Mapping):
         raise _fail(path, key, "expected a mapping {name, treatment, control, budget, varies}")
-    for field in ("name", "treatment", "control", "varies"):
+    for field in ("name", "treatment", "varies"):
         if not isinstance(c.get(field), str) or not c[field]:
             raise _fail(path, f"{key}.{field}", "missing (a string)")
+    control = c.get("control")
+    if isinstance(control, list):
+        if len(control) < 2 or not all(isinstance(f, str) and f for f in control):
+            raise _fail(path, f"{key}.control", "an eval file, or a list of two or more (the "
+                        "stronger of them is the control)")  # fmt: skip
+        if len(set(control)) != len(control):
+            raise _fail(path, f"{key}.control", "a file listed twice")
+    elif not isinstance(control, str) or not control:
+        raise _fail(path, f"{key}.control", "missing (an eval file, or a list of them)")
     if c["varies"] not in FACTORS:
         raise _fail(path, f"{key}.varies", f"{c['varies']!r}: expected one of {', '.join(FACTORS)}")
     budget = c.get("budget")
@@ -153,7 +172,7 @@ def validate(reg: Any, path: Path, *, need_rules: bool = True) -> dict[str, Any]
             if c["name"] in names:
                 raise _fail(path, f"comparisons.{kind}[{i}].name", f"{c['name']!r} twice")
             names.add(c["name"])
-            for f in (c["treatment"], c["control"]):
+            for f in (c["treatment"], *controls(c)):
                 if f not in targets:
                     raise _fail(path, f"comparisons.{kind}[{i}]", f"{f} is not in design.targets")
     a = reg.get("analysis")

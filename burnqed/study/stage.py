@@ -33,7 +33,7 @@ from burnqed.eval.stage import write_json
 from burnqed.provenance import git_state
 from burnqed.study import registration as registration_file
 from burnqed.study import stats
-from burnqed.study.analysis import analyse, draw_forest, per_seed, report_markdown
+from burnqed.study.analysis import analyse, draw_forest, per_seed, report_markdown, stronger_control
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ def _eval_files(reg: Mapping[str, Any]) -> list[str]:
     files = {
         f
         for c in [*comps["primary"], *(comps.get("secondary") or [])]
-        for f in (c["treatment"], c["control"])
+        for f in (c["treatment"], *registration_file.controls(c))
     }
     return sorted(files)
 
@@ -190,12 +190,22 @@ def report(
 
 
 def power(
-    registration: Path, development: Sequence[Path], *, target: float = 0.8
+    registration: Path,
+    development: Sequence[Path],
+    *,
+    target: float = 0.8,
+    at_seeds: int | None = None,
 ) -> dict[str, Any]:
     """Per primary comparison of the registration (a draft: no digests needed), its per-seed
     differences on the development runs (each directory one seed's run, holding the compared
     evals), their mean and standard deviation, and the seeds a one-sample t-test at α/m needs for
-    ``target`` power (:func:`burnqed.study.stats.seeds_needed`)."""
+    ``target`` power (:func:`burnqed.study.stats.seeds_needed`; None for a mean at or below 0),
+    planned with the larger of that standard deviation and the one a seed's benchmark sampling
+    alone gives (the mean McNemar variance, :func:`burnqed.study.stats.within_variance`): a few
+    seeds can agree by chance more closely than their benchmarks allow.
+    At the study's count — ``at_seeds``, else the largest needed — each comparison's power
+    (0 for a mean at or below 0: it cannot be confirmed) and the chance that every seed's
+    difference is positive (:func:`burnqed.study.stats.every_seed_positive`)."""
     reg = registration_file.load(registration, need_rules=False)
     alpha, primary = float(reg["analysis"]["alpha"]), reg["comparisons"]["primary"]
     if len(development) < 2:
@@ -211,30 +221,51 @@ def power(
                 "seed"
             )
             rows.append({**per_seed(c, r["evals"], seed), "directory": str(d)})
-        diffs = [x["difference"] for x in rows if x["difference"] is not None]
+        ok = [x for x in rows if x["difference"] is not None]
+        diffs = [x["difference"] for x in ok]
         mean = sum(diffs) / len(diffs)
         sd = math.sqrt(sum((x - mean) ** 2 for x in diffs) / (len(diffs) - 1))
+        # A seed's d carries its benchmark's sampling at least (McNemar's variance over its
+        # theorems): a spread between a few seeds below it is chance, and planning on it would
+        # promise power the study does not have.
+        within = sum(
+            float(stats.within_variance(x["gained"], x["lost"], x["theorems"])) for x in ok
+        ) / len(ok)
+        planned = math.sqrt(max(sd**2, within))
         out.append(
             {
                 "name": c["name"],
                 "per_seed": rows,
                 "mean": mean,
                 "sd": sd,
+                "within_sd": math.sqrt(within),
+                "sd_planned": planned,
                 "seeds_needed": stats.seeds_needed(
-                    mean, sd, alpha=alpha, comparisons=len(primary), power=target
+                    mean, planned, alpha=alpha, comparisons=len(primary), power=target
                 ),
             }
         )
     needed = [x["seeds_needed"] for x in out]
+    k = at_seeds if at_seeds is not None else (None if None in needed else max(needed))
+    if k is not None:
+        for x in out:
+            x["at_seeds"] = {
+                "seeds": k,
+                "power": stats.t_test_power(x["mean"], x["sd_planned"], k, alpha / len(primary))
+                if x["mean"] > 0
+                else 0.0,
+                "every_seed_positive": stats.every_seed_positive(x["mean"], x["sd_planned"], k),
+            }
     return {
         "method": f"two-sided one-sample t-test at α/m = {alpha:g}/{len(primary)} (Holm's worst "
         f"case), {100 * target:g} % power, per-seed differences normal with the development seeds' "
-        "mean and standard deviation",
+        "mean and the larger of their standard deviation and the benchmark sampling's",
         "development": [str(d) for d in development],
         "alpha": alpha,
         "power": target,
         "comparisons": out,
         "seeds": None if None in needed else max(needed),
+        "at_seeds": k,
     }
 
 
@@ -253,7 +284,7 @@ def variance(registration: Path, runs: Sequence[Path]) -> dict[str, Any]:
     for c in [*comps["primary"], *(comps.get("secondary") or [])]:
         rows = []
         for d, r in zip(runs, loaded, strict=True):
-            treat, control = r["evals"][c["treatment"]], r["evals"][c["control"]]
+            treat, control = r["evals"][c["treatment"]], r["evals"][stronger_control(c, r["evals"])]
             search = ((treat.get("provenance") or {}).get("seeds") or {}).get("seed")
             rows.append({**per_seed(c, r["evals"], search), "seed": _trained(treat, control),
                          "search_seed": search, "directory": str(d)})  # fmt: skip

@@ -275,6 +275,19 @@ def t_test_power(effect: float, sd: float, seeds: int, alpha: float) -> float:
     return float(np.trapezoid(f * tail, u) / np.trapezoid(f, u))
 
 
+def every_seed_positive(effect: float, sd: float, seeds: int) -> float:
+    """The chance that all ``seeds`` per-seed differences are positive when each is normal with mean
+    ``effect`` and standard deviation ``sd`` (independent seeds): ``Φ(effect/sd)^seeds`` — what a
+    registered ``every_seed_positive`` rule costs on top of the test.
+
+    >>> round(every_seed_positive(1.0, 1.0, 5), 3), every_seed_positive(-1.0, 0.0, 3)
+    (0.422, 0.0)
+    """
+    if sd <= 0:
+        return 1.0 if effect > 0 else 0.0
+    return float(normal_cdf(np.array(effect / sd)) ** seeds)
+
+
 def seeds_needed(
     effect: float,
     sd: float,
@@ -286,10 +299,15 @@ def seeds_needed(
 ) -> int | None:
     """The fewest seeds (≥ 2) whose two-sided one-sample t-test at ``alpha/comparisons`` (Holm's
     worst case: the smallest p meets α/m) reaches ``power`` for a mean per-seed difference
-    ``effect`` with seed-to-seed standard deviation ``sd``; None when ``max_seeds`` do not (no
-    effect)."""
+    ``effect`` with seed-to-seed standard deviation ``sd``; None when ``max_seeds`` do not, or when
+    ``effect`` is not positive: a study confirms a primary only with a positive pooled estimate, so
+    no number of seeds confirms an effect the development seeds put at or below 0.
+
+    >>> seeds_needed(-1.0, 1.0, alpha=0.05) is None, seeds_needed(1.0, 1.0, alpha=0.05) > 2
+    (True, True)
+    """
     level = alpha / comparisons
-    if effect == 0:
+    if effect <= 0:
         return None
     for k in range(2, max_seeds + 1):
         if t_test_power(effect, sd, k, level) >= power:

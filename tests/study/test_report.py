@@ -302,6 +302,31 @@ def test_power_from_development_runs(tmp_path, capsys):
     assert cli_main(["study", "power", str(path), *map(str, dirs)]) == 0
     out = capsys.readouterr().out
     assert f"seeds={p['seeds']}" in out and "seeds_needed=" in out
+    # At the study's count: power and the chance every seed is positive; a mean at or below 0 (the
+    # value comparison's third seed collapsed, so its mean is lower) can need no number of seeds.
+    at = learning["at_seeds"]
+    assert at["seeds"] == p["seeds"] and at["power"] >= 0.8 and 0 < at["every_seed_positive"] <= 1
+    assert cli_main(["study", "power", str(path), *map(str, dirs), "--seeds", "7"]) == 0
+    assert "power_at_7=" in capsys.readouterr().out
+    assert power(path, dirs, at_seeds=7)["comparisons"][0]["at_seeds"]["seeds"] == 7
+    assert cli_main(["study", "power", str(path), *map(str, dirs), "--seeds", "1"]) == 2
+    assert "--seeds 1" in capsys.readouterr().err
+
+
+def test_power_gives_no_count_for_an_effect_development_puts_below_zero(tmp_path):
+    """A primary confirms only with a positive pooled estimate: a negative development mean needs no
+    number of seeds (None), has power 0 at any count and a small chance of every seed positive."""
+    path, seeds = make_study(tmp_path / "repo")
+    dirs = [path.parent / "seeds" / f"seed_{s}" for s in seeds]
+    reg = regfile.load(path)
+    learning = reg["comparisons"]["primary"][0]
+    learning["treatment"], learning["control"] = learning["control"], learning["treatment"]
+    flipped = tmp_path / "flipped.yaml"
+    flipped.write_text(regfile.dump(reg), encoding="utf-8")
+    p = power(flipped, dirs, at_seeds=5)
+    first = p["comparisons"][0]
+    assert first["mean"] < 0 and first["seeds_needed"] is None and p["seeds"] is None
+    assert first["at_seeds"]["power"] == 0.0 and first["at_seeds"]["every_seed_positive"] < 0.01
 
 
 def test_a_seed_the_registration_did_not_choose_makes_it_exploratory(tmp_path):
@@ -312,3 +337,76 @@ def test_a_seed_the_registration_did_not_choose_makes_it_exploratory(tmp_path):
     bad = {c["check"]: c["detail"] for c in r["checks"] if not c["ok"]}
     assert r["label"] == "exploratory" and set(bad) == {"seeds"}
     assert "seed_1/results/iter_0/eval.json was made with seed" in bad["seeds"]
+
+
+def test_a_list_of_controls_takes_the_stronger_on_each_seed(tmp_path):
+    """control: [log-prob twin, depth twin] — per seed the twin that solves more at the control's
+    budget is the control, the last listed on a tie; the report and power name the one taken."""
+    reg = registration()
+    reg["design"]["targets"].append("results/iter_1/eval_depth_twin.json")
+    value = reg["comparisons"]["primary"][1]
+    value["control"] = ["results/iter_1/eval_no_ebm.json", "results/iter_1/eval_depth_twin.json"]
+    value["budget"] = 4
+    path, seeds = make_study(tmp_path / "repo", reg)
+    # The depth twins: stronger than the log-prob twin on seed 0 (14 > 12), weaker on seed 1 (10 <
+    # 15), tied on seed 2 (19 = 19, so the depth twin, listed last).
+    depth = [set(THEOREMS[:14]), set(THEOREMS[:10]), {f"t{i}" for i in range(1, 20)}]
+    for s, solved in zip(seeds, depth, strict=True):
+        f = path.parent / "seeds" / f"seed_{s}" / "results/iter_1/eval_depth_twin.json"
+        f.write_text(json.dumps(eval_json("iter_1 depth twin", "m1", "d1", solved, seed=s)))
+    r = report(path, root=tmp_path / "repo")
+    rows = {x["seed"]: x for x in r["comparisons"][1]["per_seed"]}
+    taken = [rows[s]["control"].rsplit("/", 1)[1] for s in seeds]
+    assert taken == ["eval_depth_twin.json", "eval_no_ebm.json", "eval_depth_twin.json"]
+    # seed 0: iter_1 solves t0–t15 against the depth twin's t0–t13
+    assert (rows[seeds[0]]["gained"], rows[seeds[0]]["lost"]) == (2, 0)
+    # seed 1: t2–t17 against the log-prob twin's t0–t14
+    assert (rows[seeds[1]]["gained"], rows[seeds[1]]["lost"]) == (3, 2)
+    assert r["label"] == "confirmatory", [c for c in r["checks"] if not c["ok"]]
+    md = (path.parent / "report.md").read_text()
+    assert "the stronger of results/iter_1/eval_no_ebm.json and" in md
+    dirs = [path.parent / "seeds" / f"seed_{s}" for s in seeds]
+    per = {x["seed"]: x for x in power(path, dirs)["comparisons"][1]["per_seed"]}
+    assert [per[s]["difference"] for s in seeds] == [rows[s]["difference"] for s in seeds]
+
+
+@pytest.mark.parametrize(
+    ("control", "message"),
+    [
+        (["results/iter_1/eval_no_ebm.json"], "two or more"),
+        (["results/iter_1/eval_no_ebm.json"] * 2, "listed twice"),
+        (["results/iter_1/eval_no_ebm.json", "x.json"], "x.json is not in design.targets"),
+        ([], "two or more"),
+    ],
+)
+def test_a_bad_list_of_controls_is_refused_naming_the_key(tmp_path, control, message):
+    reg = registration()
+    reg["comparisons"]["primary"][1]["control"] = control
+    path = tmp_path / "registration.yaml"
+    path.write_text(yaml.safe_dump(reg), encoding="utf-8")
+    with pytest.raises(InputError, match=message) as e:
+        regfile.load(path)
+    assert str(path) in str(e.value) and "comparisons.primary[1]" in str(e.value)
+
+
+def test_power_plans_on_no_less_spread_than_a_seeds_benchmark_gives(tmp_path):
+    """Seeds that agree more closely than their benchmarks' sampling allows (here: the same d on
+    every seed, sd 0) are planned with the McNemar standard deviation, not with 0."""
+    from burnqed.study import stats
+
+    path, seeds = make_study(tmp_path / "repo")
+    dirs = [path.parent / "seeds" / f"seed_{s}" for s in seeds]
+    for d in dirs:  # every seed: iter_1 solves t0-t15, iter_0 t0-t9 (+6/-0)
+        for f, solved in (("results/iter_0/eval.json", THEOREMS[:10]),
+                          ("results/iter_1/eval.json", THEOREMS[:16])):  # fmt: skip
+            e = json.loads((d / f).read_text())
+            e["per_theorem"] = [{"theorem": t, "evaluated": True,
+                                 "budget_at_proof": 1 if t in solved else None} for t in THEOREMS]  # fmt: skip
+            (d / f).write_text(json.dumps(e))
+    learning = power(path, dirs)["comparisons"][0]
+    assert learning["sd"] == 0.0
+    within = float(stats.within_variance(6, 0, 40)) ** 0.5
+    assert learning["within_sd"] == pytest.approx(within) and learning[
+        "sd_planned"
+    ] == pytest.approx(within)
+    assert learning["seeds_needed"] == stats.seeds_needed(6 / 40, within, alpha=0.05, comparisons=2)

@@ -204,3 +204,27 @@ def test_the_instruction_set_pin_is_a_checked_top_level_setting(tmp_path, params
     del bad["cpu_isa"]
     with pytest.raises(ConfigError, match=r"'cpu_isa' is a required property"):
         load_params(write(tmp_path, bad))
+
+
+@pytest.mark.parametrize(
+    "design", sorted((REPO / "config/designs").glob("*.yaml")), ids=lambda p: p.stem
+)
+def test_each_development_design_validates_and_trains_what_a_confirmation_run_trains(design):
+    """config/designs/<d>.yaml (docs/development.md) merges over the demo with the dev overlay or
+    without it; a development run of it trains what a confirmation run trains (only eval differs),
+    and it sets neither the seed nor the benchmark."""
+    demo = load_params(REPO / "params.yaml", [REPO / "config/demo.yaml", design])
+    dev = load_params(
+        REPO / "params.yaml", [REPO / "config/demo.yaml", REPO / "config/dev.yaml", design]
+    )
+    assert (dev["eval"]["benchmark"], demo["eval"]["benchmark"]) == (
+        "proplogic_dev",
+        "proplogic_test",
+    )
+    assert {k: v for k, v in dev.items() if k != "eval"} == {
+        k: v for k, v in demo.items() if k != "eval"
+    }
+    raw = yaml.safe_load(design.read_text(encoding="utf-8"))
+    assert not {"seed", "seeds", "eval"} & set(raw), (
+        "a design sets neither the seed nor the benchmark"
+    )
