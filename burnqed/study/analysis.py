@@ -181,8 +181,11 @@ def checks(
         if rec is None:
             problems.append(f"seed_{s}: no study_run.json (not run by `burnqed study run`)")
             continue
-        got = rec.get("rules") or {}
-        bad = sorted(r for r in set(registered) | set(got) if registered.get(r) != got.get(r))
+        every = [x.get("rules") or {} for x in rec.get("sessions") or []] or [
+            rec.get("rules") or {}
+        ]
+        bad = sorted({r for got in every for r in set(registered) | set(got)
+                      if registered.get(r) != got.get(r)})  # fmt: skip
         if bad:
             problems.append(
                 f"seed_{s}: digests differ from the registration's for {', '.join(bad)}"
@@ -354,7 +357,28 @@ def analyse(
         },
         "comparisons": comparisons,
         "looks": {"ledger": ledger_path, "per_seed": looks},
+        "cost": _cost(seeds),
     }
+
+
+def _cost(seeds: Mapping[int, Mapping[str, Any]]) -> dict[str, Any]:
+    """Wall seconds per seed (:func:`seed_cost`) and their median over the seeds that have one."""
+    per = {s: seed_cost(run.get("run")) for s, run in seeds.items()}
+    known = sorted(x for x in per.values() if x is not None)
+    median = None
+    if known:
+        m = len(known) // 2
+        median = known[m] if len(known) % 2 else (known[m - 1] + known[m]) / 2
+    return {"per_seed_wall_s": per, "median_wall_s": median, "seeds_timed": len(known)}
+
+
+def seed_cost(record: Mapping[str, Any] | None) -> float | None:
+    """A seed's wall time over every session that ran it (None when a session did not finish or
+    the record predates ``sessions``)."""
+    sessions = (record or {}).get("sessions") or []
+    if not sessions or any("wall_s" not in x for x in sessions):
+        return None
+    return sum(x["wall_s"] for x in sessions)
 
 
 def _pct(x: float | None) -> str:
@@ -435,6 +459,16 @@ def report_markdown(r: Mapping[str, Any]) -> str:
                 f"**{'confirmed' if c['confirmed'] else 'not confirmed'}**"
             )
         out.append("")
+    cost = r.get("cost") or {}
+    if cost.get("median_wall_s") is not None:
+        out += [
+            "## Cost",
+            "",
+            f"Median wall time of a seed: {cost['median_wall_s'] / 60:.1f} min over the "
+            f"{cost['seeds_timed']} seeds timed in every session that ran them (each seed's "
+            "`study_run.json`, `sessions`).",
+            "",
+        ]
     out += [
         "## Looks at the benchmark",
         "",

@@ -21,6 +21,7 @@ import json
 import logging
 import math
 import subprocess
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -113,17 +114,10 @@ def run(
         work.mkdir(parents=True, exist_ok=True)
         overlay = work / OVERLAY
         overlay.write_text(yaml.safe_dump(dict(design.get("overrides") or {})), encoding="utf-8")
-        write_json(
-            work / RUN_RECORD,
-            {
-                "seed": s,
-                "registration": str(registration),
-                "registration_commit": rc["commit"],
-                "rules": registration_file.design_digests(root, design, rules),
-                "git": git_state(),
-                "started_at": now(),
-            },
-        )
+        record = _run_record(work, s, registration, rc, registration_file.design_digests(
+            root, design, rules))  # fmt: skip
+        write_json(work / RUN_RECORD, record)
+        t0 = time.monotonic()
         argv = [
             registration_file.snakemake_command(),
             *design["targets"],
@@ -138,13 +132,38 @@ def run(
             *registration_file.configfile_args(root, design, overlay),
         ]
         log.info("study %s: seed %d (%d of %d) in %s", reg["study"], s, i, len(seeds), work)
-        with (work / "study_snakemake.log").open("w", encoding="utf-8") as logf:
+        with (work / "study_snakemake.log").open("a", encoding="utf-8") as logf:
             r = subprocess.run(argv, cwd=root, stdout=logf, stderr=subprocess.STDOUT)
+        record["sessions"][-1].update(
+            finished_at=now(), wall_s=round(time.monotonic() - t0, 1), returncode=r.returncode
+        )
+        write_json(work / RUN_RECORD, record)
         if r.returncode != 0:
             raise InputError(
                 f"seed {s}: snakemake exited {r.returncode} (log: {work / 'study_snakemake.log'})"
             )
     return report(registration, root=root, out=out, ledger=ledger)
+
+
+def _run_record(
+    work: Path, seed: int, registration: Path, rc: Mapping[str, Any], rules: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The seed's ``study_run.json`` for one more session of ``burnqed study run``: the first
+    session's start stays ``started_at``, ``rules`` and ``git`` are this session's, and
+    ``sessions`` lists every session — its digests, start, end, wall time and Snakemake's exit
+    status — so a seed finished across sessions keeps what each ran and what it cost."""
+    path = work / RUN_RECORD
+    old = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    session = {"rules": dict(rules), "git": git_state(), "started_at": now()}
+    return {
+        "seed": seed,
+        "registration": str(registration),
+        "registration_commit": rc["commit"],
+        "rules": dict(rules),
+        "git": session["git"],
+        "started_at": old.get("started_at") or session["started_at"],
+        "sessions": [*(old.get("sessions") or []), session],
+    }
 
 
 def report(

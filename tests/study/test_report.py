@@ -410,3 +410,38 @@ def test_power_plans_on_no_less_spread_than_a_seeds_benchmark_gives(tmp_path):
         "sd_planned"
     ] == pytest.approx(within)
     assert learning["seeds_needed"] == stats.seeds_needed(6 / 40, within, alpha=0.05, comparisons=2)
+
+
+def test_a_seed_run_over_sessions_keeps_each_sessions_digests_and_cost(tmp_path):
+    """study_run.json across `burnqed study run` sessions: the first start stays, every session's
+    digests and wall time are kept, a session with other digests makes the run exploratory, and the
+    report states the median cost of a seed."""
+    from burnqed.study.stage import _run_record
+
+    path, seeds = make_study(tmp_path / "repo")
+    work = path.parent / "seeds" / f"seed_{seeds[0]}"
+    (work / RUN_RECORD).unlink()
+    rc = {"commit": "c" * 40}
+    first = _run_record(work, seeds[0], path, rc, RULES)
+    first["sessions"][-1].update(finished_at=LOOKED, wall_s=600.0, returncode=1)
+    (work / RUN_RECORD).write_text(json.dumps(first))
+    second = _run_record(work, seeds[0], path, rc, RULES)
+    assert second["started_at"] == first["started_at"] and len(second["sessions"]) == 2
+    second["sessions"][-1].update(finished_at=LOOKED, wall_s=360.0, returncode=0)
+    (work / RUN_RECORD).write_text(json.dumps({**second, "started_at": LOOKED}))
+    for s in seeds[1:]:
+        rec = path.parent / "seeds" / f"seed_{s}" / RUN_RECORD
+        r = json.loads(rec.read_text())
+        rec.write_text(json.dumps({**r, "sessions": [{"rules": RULES, "wall_s": 900.0}]}))
+    r = report(path, root=tmp_path / "repo")
+    assert r["label"] == "confirmatory", [c for c in r["checks"] if not c["ok"]]
+    assert r["cost"]["per_seed_wall_s"][seeds[0]] == 960.0 and r["cost"]["median_wall_s"] == 900.0
+    assert (
+        "Median wall time of a seed: 15.0 min over the 3 seeds"
+        in (path.parent / "report.md").read_text()
+    )
+    # a session that ran other code is found even when the last one ran the registered code
+    second["sessions"][0]["rules"] = {**RULES, "eval": {"code": "other", "config": "c0f1"}}
+    (work / RUN_RECORD).write_text(json.dumps({**second, "started_at": LOOKED}))
+    bad = [c for c in report(path, root=tmp_path / "repo")["checks"] if not c["ok"]]
+    assert [c["check"] for c in bad] == ["digests"] and "eval" in bad[0]["detail"]

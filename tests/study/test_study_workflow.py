@@ -99,6 +99,12 @@ def test_a_registered_study_runs_three_seeds_and_reports_them(tmp_path):
             assert e["provenance"]["seeds"]["seed"] == s and e["look"]["seed"] == s
             benches.add(e["benchmark"]["sha256"])
     assert len(benches) == 3  # each seed its own benchmark draw
+    # each seed's record: one session with its wall time and Snakemake's status; the report's cost
+    for s in seeds:
+        rec = json.loads((reg.parent / "seeds" / f"seed_{s}" / "study_run.json").read_text())
+        (session,) = rec["sessions"]
+        assert session["returncode"] == 0 and session["wall_s"] > 0 and session["finished_at"]
+    assert r["cost"]["seeds_timed"] == 3 and r["cost"]["median_wall_s"] > 0
     primaries = [c for c in r["comparisons"] if c["kind"] == "primary"]
     assert len(primaries) == 2 and len(r["comparisons"]) == 3
     for c in r["comparisons"]:
