@@ -155,6 +155,9 @@ def _run_record(
     path = work / RUN_RECORD
     old = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
     session = {"rules": dict(rules), "git": git_state(), "started_at": now()}
+    earlier = old.get("sessions")
+    if earlier is None and old:  # a record from before sessions: its run, untimed
+        earlier = [{k: old[k] for k in ("rules", "git", "started_at") if k in old}]
     return {
         "seed": seed,
         "registration": str(registration),
@@ -162,7 +165,7 @@ def _run_record(
         "rules": dict(rules),
         "git": session["git"],
         "started_at": old.get("started_at") or session["started_at"],
-        "sessions": [*(old.get("sessions") or []), session],
+        "sessions": [*(earlier or []), session],
     }
 
 

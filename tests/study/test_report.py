@@ -416,6 +416,7 @@ def test_a_seed_run_over_sessions_keeps_each_sessions_digests_and_cost(tmp_path)
     """study_run.json across `burnqed study run` sessions: the first start stays, every session's
     digests and wall time are kept, a session with other digests makes the run exploratory, and the
     report states the median cost of a seed."""
+    from burnqed.study.analysis import seed_cost
     from burnqed.study.stage import _run_record
 
     path, seeds = make_study(tmp_path / "repo")
@@ -440,6 +441,13 @@ def test_a_seed_run_over_sessions_keeps_each_sessions_digests_and_cost(tmp_path)
         "Median wall time of a seed: 15.0 min over the 3 seeds"
         in (path.parent / "report.md").read_text()
     )
+    # a record from before sessions: that run is a session without a wall time (untimed)
+    legacy = {k: first[k] for k in ("seed", "rules", "git", "started_at")}
+    (work / RUN_RECORD).write_text(json.dumps(legacy))
+    resumed = _run_record(work, seeds[0], path, rc, RULES)
+    assert set(resumed["sessions"][0]) == {"rules", "git", "started_at"}
+    resumed["sessions"][-1]["wall_s"] = 2.0
+    assert seed_cost(resumed) is None and seed_cost(second) == 960.0
     # a session that ran other code is found even when the last one ran the registered code
     second["sessions"][0]["rules"] = {**RULES, "eval": {"code": "other", "config": "c0f1"}}
     (work / RUN_RECORD).write_text(json.dumps({**second, "started_at": LOOKED}))
