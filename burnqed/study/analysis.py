@@ -23,6 +23,7 @@ test was decided.  Anything else is **exploratory**, with the failed checks name
 from __future__ import annotations
 
 import logging
+import statistics
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -364,11 +365,8 @@ def analyse(
 def _cost(seeds: Mapping[int, Mapping[str, Any]]) -> dict[str, Any]:
     """Wall seconds per seed (:func:`seed_cost`) and their median over the seeds that have one."""
     per = {s: seed_cost(run.get("run")) for s, run in seeds.items()}
-    known = sorted(x for x in per.values() if x is not None)
-    median = None
-    if known:
-        m = len(known) // 2
-        median = known[m] if len(known) % 2 else (known[m - 1] + known[m]) / 2
+    known = [x for x in per.values() if x is not None]
+    median = statistics.median(known) if known else None
     return {"per_seed_wall_s": per, "median_wall_s": median, "seeds_timed": len(known)}
 
 

@@ -250,9 +250,7 @@ def power(
         # A seed's d carries its benchmark's sampling at least (McNemar's variance over its
         # theorems): a spread between a few seeds below it is chance, and planning on it would
         # promise power the study does not have.
-        within = sum(
-            float(stats.within_variance(x["gained"], x["lost"], x["theorems"])) for x in ok
-        ) / len(ok)
+        within = stats.mean_within_variance(ok)
         planned = math.sqrt(max(sd**2, within))
         out.append(
             {

@@ -72,7 +72,7 @@ def decompose(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     main = [next((r for r in rs if r.get("search_seed") == r["seed"]), rs[0])
             for rs in by_seed.values()]  # fmt: skip
     between = _var([d(r) for r in main])
-    within = sum(v(r) for r in main) / len(main)
+    within = stats.mean_within_variance(main)
     # search sampling: the pooled variance of d within seeds that reran their evals
     ss, df = 0.0, 0
     for rs in by_seed.values():
