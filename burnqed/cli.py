@@ -23,7 +23,7 @@ Example::
     burnqed doctor --configfile config/demo.yaml
     burnqed tree results/iter_0/eval --theorem KEY --out tree.html
     burnqed ledger add results/*/eval*.json
-    burnqed study report studies/learning/registration.yaml
+    burnqed study report studies/learning-d3/registration.yaml
 """
 
 from __future__ import annotations

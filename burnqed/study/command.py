@@ -3,11 +3,11 @@
 
 Example::
 
-    burnqed study power studies/learning/registration.yaml dev/seed_1 dev/seed_2 dev/seed_3
-    burnqed study register studies/learning/registration.yaml
-    burnqed study seeds studies/learning/registration.yaml
-    burnqed study run studies/learning/registration.yaml --cores 2
-    burnqed study report studies/learning/registration.yaml
+    burnqed study power studies/learning-d3/registration.yaml dev/seed_1 dev/seed_2 dev/seed_3
+    burnqed study register studies/learning-d3/registration.yaml
+    burnqed study seeds studies/learning-d3/registration.yaml
+    burnqed study run studies/learning-d3/registration.yaml --cores 2
+    burnqed study report studies/learning-d3/registration.yaml
 """
 
 from __future__ import annotations

@@ -38,11 +38,16 @@ keys from ``rules/*.smk``.
 The seeds (:func:`derive_seeds`) are a hash of the commit that first added the registration file,
 so nobody chose them after a look.
 
+A registration found wrong before its results were read is withdrawn, not edited: a
+``WITHDRAWN.md`` beside it says why, the file stays as committed (its seeds stay verifiable), and
+``burnqed study run`` and ``report`` refuse it (:func:`refuse_withdrawn`); a new registration, with
+its own commit and seeds, replaces it.
+
 Example::
 
-    burnqed study register studies/learning/registration.yaml   # writes design.rules
-    git add studies/learning/registration.yaml && git commit -m "Register the learning study"
-    burnqed study seeds studies/learning/registration.yaml
+    burnqed study register studies/learning-d3/registration.yaml   # writes design.rules
+    git add studies/learning-d3/registration.yaml && git commit -m "Register the learning study"
+    burnqed study seeds studies/learning-d3/registration.yaml
 """
 
 from __future__ import annotations
@@ -203,6 +208,19 @@ def load(path: Path, *, need_rules: bool = True) -> dict[str, Any]:
     except yaml.YAMLError as e:
         raise InputError(f"{path}: not YAML ({' '.join(str(e).split())})") from None
     return validate(reg, path, need_rules=need_rules)
+
+
+WITHDRAWN = "WITHDRAWN.md"
+
+
+def refuse_withdrawn(path: Path) -> None:
+    """:class:`InputError` when a ``WITHDRAWN.md`` sits beside the registration."""
+    note = Path(path).parent / WITHDRAWN
+    if note.is_file():
+        raise InputError(
+            f"{path}: withdrawn ({note}): its seeds are neither run nor reported; run the "
+            "registration that replaces it"
+        )
 
 
 HEADER = (

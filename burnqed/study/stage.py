@@ -10,9 +10,9 @@ development seeds' runs of the registered comparisons into the number of seeds t
 
 Example::
 
-    burnqed study run studies/learning/registration.yaml --cores 2
-    burnqed study report studies/learning/registration.yaml
-    burnqed study power studies/learning/registration.yaml dev/seed_1 dev/seed_2 dev/seed_3
+    burnqed study run studies/learning-d3/registration.yaml --cores 2
+    burnqed study report studies/learning-d3/registration.yaml
+    burnqed study power studies/learning-d3/registration.yaml dev/seed_1 dev/seed_2 dev/seed_3
 """
 
 from __future__ import annotations
@@ -49,6 +49,7 @@ def default_out(registration: Path) -> Path:
 
 def _registered(registration: Path, root: Path) -> tuple[dict, dict, list[int]]:
     reg = registration_file.load(registration)
+    registration_file.refuse_withdrawn(registration)
     rc = registration_file.first_commit(registration, root)
     if rc is None:
         raise InputError(
@@ -182,6 +183,7 @@ def report(
     from the seed directories under ``out``; returns the report."""
     root = Path(root)
     reg = registration_file.load(registration)
+    registration_file.refuse_withdrawn(registration)
     rc = registration_file.first_commit(registration, root)
     derived = registration_file.derive_seeds(rc["commit"], reg["analysis"]["seeds"]) if rc else []
     out = Path(out) if out is not None else default_out(registration)

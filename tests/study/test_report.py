@@ -255,6 +255,22 @@ def test_seeds_come_from_the_commit_and_report_needs_a_commit(tmp_path, capsys):
     assert "not committed" in capsys.readouterr().err
 
 
+def test_a_withdrawn_registration_is_neither_run_nor_reported(tmp_path, capsys):
+    path, _ = make_study(tmp_path / "repo")
+    root = tmp_path / "repo"
+    assert cli_main(["study", "report", str(path), "--root", str(root)]) == 0
+    capsys.readouterr()
+    written = (path.parent / "report.json").read_bytes()
+    (path.parent / "WITHDRAWN.md").write_text("froze the wrong design\n")
+    for verb in ("run", "report"):
+        assert cli_main(["study", verb, str(path), "--root", str(root)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert "withdrawn" in err and "WITHDRAWN.md" in err and len(err.splitlines()) == 1
+    # Its seeds stay verifiable; the report it had is not touched.
+    assert cli_main(["study", "seeds", str(path), "--root", str(root)]) == 0
+    assert (path.parent / "report.json").read_bytes() == written
+
+
 def test_register_refuses_a_design_it_cannot_digest(tmp_path, capsys):
     reg = registration()
     del reg["design"]["rules"]

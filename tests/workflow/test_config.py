@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import re
 from pathlib import Path
 
 import pytest
@@ -228,3 +229,26 @@ def test_each_development_design_validates_and_trains_what_a_confirmation_run_tr
     assert not {"seed", "seeds", "eval"} & set(raw), (
         "a design sets neither the seed nor the benchmark"
     )
+
+
+@pytest.mark.parametrize(
+    "registration",
+    [
+        p
+        for p in sorted(REPO.glob("studies/*/registration.yaml"))
+        if not (p.parent / "WITHDRAWN.md").is_file()
+    ],
+    ids=lambda p: p.parent.name,
+)
+def test_a_live_registration_freezes_the_design_its_text_names(registration):
+    """The first learning registration named design D3 but froze config/designs/d2.yaml
+    (studies/learning/WITHDRAWN.md): the design a registration's description names is the one
+    file of config/designs/ its configfiles list."""
+    reg = yaml.safe_load(registration.read_text(encoding="utf-8"))
+    named = set(re.findall(r"\bdesign (D\d+)\b", reg["description"]))
+    frozen = {
+        Path(f).stem.upper()
+        for f in reg["design"]["configfiles"]
+        if f.startswith("config/designs/")
+    }
+    assert len(named) <= 1 and named == frozen, (registration, named, frozen)
