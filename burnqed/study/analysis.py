@@ -17,7 +17,10 @@ was committed, unchanged since, before the first result; each seed directory is 
 registration's seeds and its evals carry that seed; each seed ran with the registered per-rule
 digests (its ``study_run.json``); no look at any of those seeds is in the ledger but the study's
 own, made after the registration; every compared eval is on a confirmation benchmark; every paired
-test was decided.  Anything else is **exploratory**, with the failed checks named.
+test was decided.  Anything else is **exploratory**, with the failed checks named.  A study whose
+seeds are some of the registered ones, every check passing, is **partial** (k of n seeds: a run
+still going, or one stopped): its figures are shown, labelled partial, and its decision is
+undecided — a primary is decided on the registered number of seeds only.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from burnqed.study import stats
 
 log = logging.getLogger(__name__)
 
-CONFIRMATORY, EXPLORATORY = "confirmatory", "exploratory"
+CONFIRMATORY, EXPLORATORY, PARTIAL = "confirmatory", "exploratory", "partial"
 SEED_COLUMNS = [
     "seed",
     "control",
@@ -160,9 +163,10 @@ def checks(
 
     found_seeds, derived = sorted(seeds), sorted(derived_seeds)
     problems = []
-    if derived != found_seeds:
+    if not set(found_seeds) <= set(derived):
         problems.append(
-            f"seed directories {found_seeds} are not the registration's seeds {derived}"
+            f"seed directories {sorted(set(found_seeds) - set(derived))} are not among the "
+            f"registration's seeds {derived}"
         )
     for s, run in seeds.items():
         for path, e in run["evals"].items():
@@ -172,7 +176,8 @@ def checks(
     add(
         "seeds",
         problems,
-        f"{len(found_seeds)} seeds {found_seeds}, derived from the registration's commit",
+        f"{len(found_seeds)} of the {len(derived)} seeds derived from the registration's commit: "
+        f"{found_seeds}",
     )
 
     problems = []
@@ -270,8 +275,10 @@ def analyse(
     registration_commit: Mapping[str, Any] | None,
     ledger: Sequence[Mapping[str, Any]],
     ledger_path: str | None = None,
+    unfinished: Sequence[int] = (),
 ) -> dict[str, Any]:
-    """``report.json``'s content (module docstring)."""
+    """``report.json``'s content (module docstring).  ``unfinished``: registered seeds whose
+    directory exists but lacks a compared eval (still running, or stopped)."""
     a = reg["analysis"]
     alpha, test = float(a["alpha"]), a["test"]
     primary = list(reg["comparisons"]["primary"])
@@ -326,7 +333,13 @@ def analyse(
             "detail": "; ".join(undecided) or "every paired test decided",
         }
     )
-    label = CONFIRMATORY if all(x["ok"] for x in found) else EXPLORATORY
+    done = len(set(seeds) & set(derived_seeds))
+    partial = (
+        None
+        if set(derived_seeds) <= set(seeds)
+        else {"seeds": done, "registered": len(derived_seeds), "unfinished": sorted(unfinished)}
+    )
+    label = (PARTIAL if partial else CONFIRMATORY) if all(x["ok"] for x in found) else EXPLORATORY
     looks = []
     own = [r for s in seeds.values() for e in s["evals"].values() for r in looks_in(e)]
     for s in sorted(seeds):
@@ -340,6 +353,13 @@ def analyse(
             }
         )
     met = all(c["confirmed"] for c in prim)
+    if partial:
+        for c in prim:
+            c["confirmed"] = None  # decided on the registered number of seeds only
+        verdict = f"undecided (partial: {done} of {len(derived_seeds)} registered seeds"
+        verdict += ", exploratory)" if label == EXPLORATORY else ")"
+    else:
+        verdict = ("met" if met else "not met") + f" ({label})"
     return {
         "kind": "burnqed study report",
         "study": reg["study"],
@@ -351,10 +371,11 @@ def analyse(
         "seeds": sorted(seeds),
         "registered_seeds": list(derived_seeds),
         "registration_commit": registration_commit,
+        "partial": partial,
         "decision": {
             **(a.get("decision") or {}),
-            "primaries_confirmed": met,
-            "verdict": ("met" if met else "not met") + f" ({label})",
+            "primaries_confirmed": None if partial else met,
+            "verdict": verdict,
         },
         "comparisons": comparisons,
         "looks": {"ledger": ledger_path, "per_seed": looks},
@@ -401,6 +422,21 @@ def report_markdown(r: Mapping[str, Any]) -> str:
         f"Seeds {r['seeds']} (registered: {r['registered_seeds']}); α = {r['alpha']:g}; the "
         f"deciding seed-level test: {r['test_description']}.",
         "",
+        *(
+            [
+                f"**Partial**: {r['partial']['seeds']} of the {r['partial']['registered']} "
+                "registered seeds have finished"
+                + (
+                    f" (unfinished: {r['partial']['unfinished']})"
+                    if r["partial"]["unfinished"]
+                    else ""
+                )
+                + "; the figures below are interim and nothing is decided on them.",
+                "",
+            ]
+            if r.get("partial")
+            else []
+        ),
         "## Checks against the registration",
         "",
         markdown_table(
@@ -452,10 +488,8 @@ def report_markdown(r: Mapping[str, Any]) -> str:
             f"{p['sign_agreement']['all_by_chance']})",
         ]
         if c["kind"] == "primary":
-            out.append(
-                f"- Holm-adjusted p = {format_p(c['holm_p'])}: "
-                f"**{'confirmed' if c['confirmed'] else 'not confirmed'}**"
-            )
+            said = {True: "confirmed", False: "not confirmed", None: "undecided (partial)"}
+            out.append(f"- Holm-adjusted p = {format_p(c['holm_p'])}: **{said[c['confirmed']]}**")
         out.append("")
     cost = r.get("cost") or {}
     if cost.get("median_wall_s") is not None:

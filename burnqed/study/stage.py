@@ -190,7 +190,16 @@ def report(
     dirs = seed_directories(out)
     if not dirs:
         raise InputError(f"{out}: no seed_<s> directory (run `burnqed study run` first)")
-    seeds = {s: load_seed(d, reg) for s, d in dirs.items()}
+    # A registered seed whose directory lacks a compared eval is still running (or stopped): the
+    # report is partial without it.  Any other seed directory must be whole.
+    unfinished = [
+        s
+        for s, d in dirs.items()
+        if s in derived and not all((d / f).is_file() for f in _eval_files(reg))
+    ]
+    seeds = {s: load_seed(d, reg) for s, d in dirs.items() if s not in unfinished}
+    if not seeds:
+        raise InputError(f"{out}: no seed has finished yet (unfinished: {unfinished})")
     r = analyse(
         reg,
         seeds,
@@ -198,6 +207,7 @@ def report(
         registration_commit=rc,
         ledger=read_ledger(Path(root) / ledger),
         ledger_path=str(ledger),
+        unfinished=unfinished,
     )
     report_dir = Path(report_dir) if report_dir is not None else Path(registration).parent
     write_json(report_dir / "report.json", r)

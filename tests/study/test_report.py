@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -353,6 +354,35 @@ def test_a_seed_the_registration_did_not_choose_makes_it_exploratory(tmp_path):
     bad = {c["check"]: c["detail"] for c in r["checks"] if not c["ok"]}
     assert r["label"] == "exploratory" and set(bad) == {"seeds"}
     assert "seed_1/results/iter_0/eval.json was made with seed" in bad["seeds"]
+
+
+def test_a_study_with_some_registered_seeds_is_partial_and_decides_nothing(tmp_path):
+    """Two of three seeds finished, the third still running (its directory lacks an eval): the
+    report is labelled partial, shows the two, names the third, and decides no primary."""
+    path, seeds = make_study(tmp_path / "repo")
+    (path.parent / "seeds" / f"seed_{seeds[2]}" / "results/iter_1/eval.json").unlink()
+    r = report(path, root=tmp_path / "repo")
+    assert r["label"] == "partial" and all(c["ok"] for c in r["checks"]), r["checks"]
+    assert r["seeds"] == sorted(seeds[:2])
+    assert r["partial"] == {"seeds": 2, "registered": 3, "unfinished": [seeds[2]]}
+    assert r["decision"]["primaries_confirmed"] is None
+    assert r["decision"]["verdict"] == "undecided (partial: 2 of 3 registered seeds)"
+    assert all(c["confirmed"] is None for c in r["comparisons"] if c["kind"] == "primary")
+    md = (path.parent / "report.md").read_text()
+    assert "PARTIAL" in md and f"(unfinished: [{seeds[2]}])" in md
+    assert md.count("**undecided (partial)**") == 2
+    # A failed check still makes it exploratory, and the verdict says partial too.
+    (path.parent / "seeds" / f"seed_{seeds[0]}").rename(path.parent / "seeds" / "seed_1")
+    r = report(path, root=tmp_path / "repo")
+    assert r["label"] == "exploratory"
+    assert r["decision"]["verdict"] == "undecided (partial: 1 of 3 registered seeds, exploratory)"
+    # No seed finished: one line, nothing written over.
+    (path.parent / "seeds" / f"seed_{seeds[1]}" / "results/iter_0/eval.json").unlink()
+    shutil.rmtree(path.parent / "seeds" / "seed_1")
+    before = (path.parent / "report.json").read_bytes()
+    with pytest.raises(InputError, match="no seed has finished yet"):
+        report(path, root=tmp_path / "repo")
+    assert (path.parent / "report.json").read_bytes() == before
 
 
 def test_a_list_of_controls_takes_the_stronger_on_each_seed(tmp_path):
