@@ -5,7 +5,8 @@
 - ``docs/budget_curves.png``: the README's figure, drawn from the summary alone
   (:func:`burnqed.report.summary.draw`), so it cannot show other numbers than the summary;
 - the blocks between ``<!-- generated: NAME -->`` and ``<!-- end generated -->`` in README.md and
-  docs/*.md (:data:`BLOCKS`: the solve-rate table, the value-model table and its goal);
+  docs/*.md (:data:`BLOCKS`: the solve-rate table, the value-model table and its goal; and
+  ``study:NAME``, a committed study report's headline, :func:`study_headline`);
 - ``docs/configuration.md``: every knob of ``params.yaml`` by stage, from the schema's descriptions
   and the file's own comments (:func:`configuration_markdown`), with the demo overlay's value.
 
@@ -201,6 +202,97 @@ def read_runs(docs: Path) -> list[dict[str, Any]]:
     return runs
 
 
+# Committed study reports (`burnqed study report`): studies/<name>/report.json is the block
+# `study:<name>` (a withdrawn registration's study has none).
+STUDIES = "studies"
+
+
+def study_reports(root: Path) -> dict[str, dict[str, Any]]:
+    """``{name: report.json}`` of every study under ``root/studies`` with a committed report and
+    no ``WITHDRAWN.md``."""
+    out = {}
+    for f in sorted((Path(root) / STUDIES).glob("*/report.json")):
+        if not (f.parent / "WITHDRAWN.md").is_file():
+            out[f.parent.name] = json.loads(f.read_text(encoding="utf-8"))
+    return out
+
+
+def _points(x: float | None) -> str:
+    return "–" if x is None else f"{100 * x:+.2f}"
+
+
+def _short(control: str) -> str:
+    """``results/iter_1/eval_depth_twin.json`` → ``depth twin``."""
+    stem = Path(control).stem.removeprefix("eval").strip("_")
+    return stem.replace("_", " ") or Path(control).parent.name
+
+
+def study_headline(r: Mapping[str, Any], name: str) -> str:
+    """A study report (``burnqed study report``'s JSON) as the README's headline: its label,
+    registration and decision; per primary the pooled difference with its interval, p, Holm p and
+    the seeds that agree; then one row a seed with each primary's gained/lost and difference (the
+    control taken, where the registration lists several)."""
+    prim = [c for c in r["comparisons"] if c["kind"] == "primary"]
+    rc = r.get("registration_commit") or {}
+    part = r.get("partial")
+    lines = [
+        f"**{r['label'].upper()}** — study `{name}` "
+        f"([report](studies/{name}/report.md), registration committed in "
+        f"{(rc.get('commit') or '–')[:7]} on {(rc.get('date') or '–')[:10]}): "
+        + (
+            f"{part['seeds']} of {part['registered']} registered seeds finished, interim"
+            if part
+            else f"{len(r['seeds'])} seeds"
+        )
+        + f"; α {r['alpha']:g}, Holm over the {len(prim)} primaries, {r['test_description']}. "
+        f"Decision: **{r['decision']['verdict']}**.",
+        "",
+    ]
+    said = {True: "confirmed", False: "not confirmed", None: "undecided"}
+    rows = []
+    for c in prim:
+        p = c["pooled"]
+        t = p.get("t_test") if p["decides"] == "t" else p.get("hartung_knapp")
+        interval = "–" if not t else f"[{_points(t['low'])}, {_points(t['high'])}]"
+        rows.append([
+            c["name"], f"{_points(p['estimate'])} {interval}",
+            "–" if p["p_value"] is None else format_p(p["p_value"]),
+            "–" if c.get("holm_p") is None else format_p(c["holm_p"]),
+            f"{sum(1 for x in c['per_seed'] if (x['difference'] or 0) > 0)} of {p['seeds']}",
+            said[c.get("confirmed")],
+        ])  # fmt: skip
+    level = prim[0]["pooled"]["level"] if prim else 1 - r["alpha"]
+    lines += [
+        markdown_table(
+            [
+                "primary",
+                f"pooled difference, points [{100 * level:.1f} % interval]",
+                "p",
+                "Holm p",
+                "seeds positive",
+                "result",
+            ],
+            rows,
+        ),
+        "",
+    ]
+    by_seed: dict[int, list[str]] = {s: [] for s in r["seeds"]}
+    for c in prim:
+        listed = isinstance(c["control"], list)
+        for x in c["per_seed"]:
+            by_seed[x["seed"]].append(
+                f"{_short(x['control']) + ': ' if listed else ''}+{x['gained']}/−{x['lost']}, "
+                f"d {_points(x['difference'])}"
+            )
+    lines.append(
+        markdown_table(
+            ["seed", *[c["name"] for c in prim]],
+            [[str(s), *cells] for s, cells in sorted(by_seed.items())],
+        )
+    )
+    return "\n".join(lines) + "\n"
+
+
 # Generated blocks of all the published runs.
 RUN_BLOCKS: dict[str, Callable[[Sequence[Mapping[str, Any]]], str]] = {
     "seeds-table": seeds_table,
@@ -359,6 +451,16 @@ def configuration_markdown(root: Path) -> str:
 # --------------------------------------------------------------------------------------------
 
 
+def current_blocks(
+    root: Path, summary: Mapping[str, Any], published: Sequence[Mapping[str, Any]]
+) -> dict[str, str]:
+    """Every generated block's text: the summary's, the published runs', the studies'."""
+    blocks = {name: make(summary) for name, make in BLOCKS.items()}
+    blocks.update({name: make(published) for name, make in RUN_BLOCKS.items()})
+    blocks.update({f"study:{n}": study_headline(r, n) for n, r in study_reports(root).items()})
+    return blocks
+
+
 def doc_files(root: Path) -> list[Path]:
     """README.md and every docs/*.md: the pages the checks cover."""
     return [Path(root) / "README.md", *sorted((Path(root) / "docs").glob("*.md"))]
@@ -397,8 +499,7 @@ def refresh(root: Path, results: Path | None = None, runs: Sequence[Path] = ()) 
     written.append(docs / SEED_FIGURE)
     (docs / CONFIGURATION).write_text(configuration_markdown(root), encoding="utf-8")
     written.append(docs / CONFIGURATION)
-    blocks = {name: make(summary) for name, make in BLOCKS.items()}
-    blocks.update({name: make(published) for name, make in RUN_BLOCKS.items()})
+    blocks = current_blocks(root, summary, published)
     for page in doc_files(root):
         text = page.read_text(encoding="utf-8")
         new_text = replace_blocks(text, blocks)

@@ -18,6 +18,7 @@ import yaml
 from burnqed.cli import main as cli_main
 from burnqed.config import InputError
 from burnqed.eval.ledger import look_record, read_ledger, write_ledger
+from burnqed.report.docs import study_headline, study_reports
 from burnqed.study import registration as regfile
 from burnqed.study.stage import RUN_RECORD, power, report
 
@@ -383,6 +384,36 @@ def test_a_study_with_some_registered_seeds_is_partial_and_decides_nothing(tmp_p
     with pytest.raises(InputError, match="no seed has finished yet"):
         report(path, root=tmp_path / "repo")
     assert (path.parent / "report.json").read_bytes() == before
+
+
+def test_a_committed_report_is_the_readmes_headline_block(tmp_path):
+    """``burnqed report docs`` renders studies/<name>/report.json into the block study:<name>:
+    label, registration, decision, each primary pooled, one row a seed — and none for a withdrawn
+    registration."""
+    path, seeds = make_study(tmp_path / "repo")
+    root = tmp_path / "repo"
+    r = report(path, root=root)
+    text = study_headline(r, "synthetic")
+    assert text.startswith("**CONFIRMATORY** — study `synthetic` ([report](studies/synthetic/")
+    assert f"Decision: **{r['decision']['verdict']}**" in text
+    learning = r["comparisons"][0]
+    first = {x["seed"]: x for x in learning["per_seed"]}[seeds[0]]
+    assert f"| {seeds[0]} | +{first['gained']}/−{first['lost']}, d +15.00 |" in text
+    assert f"| {learning['name']} | {100 * learning['pooled']['estimate']:+.2f} [" in text
+    assert all(f"\n| {s} |" in text for s in seeds)
+    assert study_reports(root) == {
+        "synthetic": json.loads((path.parent / "report.json").read_text())
+    }
+    (path.parent / "WITHDRAWN.md").write_text("wrong design\n")
+    assert study_reports(root) == {}
+    # Interim: says so, decides nothing.
+    (path.parent / "WITHDRAWN.md").unlink()
+    shutil.rmtree(path.parent / "seeds" / f"seed_{seeds[2]}")
+    text = study_headline(report(path, root=root), "synthetic")
+    assert text.startswith("**PARTIAL**") and "2 of 3 registered seeds finished, interim" in text
+    assert text.count("| undecided |") == len(r["comparisons"]) - len(
+        [c for c in r["comparisons"] if c["kind"] == "secondary"]
+    )
 
 
 def test_a_list_of_controls_takes_the_stronger_on_each_seed(tmp_path):

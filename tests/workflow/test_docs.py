@@ -28,13 +28,14 @@ from burnqed.eval.paired import format_p
 from burnqed.report.docs import (
     BLOCK_RE,
     BLOCKS,
-    RUN_BLOCKS,
     configuration_markdown,
+    current_blocks,
     doc_files,
     draw_runs,
     read_runs,
     replace_blocks,
     seed_row,
+    study_reports,
 )
 from burnqed.report.summary import SUMMARY_KEYS, draw
 from tests.workflow.conftest import REPO
@@ -315,8 +316,7 @@ def test_the_summary_has_every_key():
 
 
 def test_generated_blocks_are_current():
-    blocks = {name: make(SUMMARY) for name, make in BLOCKS.items()}
-    blocks.update({name: make(read_runs(DOCS)) for name, make in RUN_BLOCKS.items()})
+    blocks = current_blocks(REPO, SUMMARY, read_runs(DOCS))
     seen = set()
     for page in doc_files(REPO):
         text = page.read_text(encoding="utf-8")
@@ -325,6 +325,8 @@ def test_generated_blocks_are_current():
             f"{page.relative_to(REPO)}: a generated block is stale: run `burnqed report docs`"
         )
     assert "solve-table" in seen
+    # Every committed study report is a block somewhere (the README's headline).
+    assert {f"study:{n}" for n in study_reports(REPO)} <= seen
 
 
 def test_configuration_page_is_current_and_names_every_knob():
