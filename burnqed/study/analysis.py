@@ -384,20 +384,32 @@ def analyse(
 
 
 def _cost(seeds: Mapping[int, Mapping[str, Any]]) -> dict[str, Any]:
-    """Wall seconds per seed (:func:`seed_cost`) and their median over the seeds that have one."""
+    """Wall seconds per seed (:func:`seed_cost`), their median over the seeds that have one, and
+    the most seeds any session ran at once."""
     per = {s: seed_cost(run.get("run")) for s, run in seeds.items()}
     known = [x for x in per.values() if x is not None]
     median = statistics.median(known) if known else None
-    return {"per_seed_wall_s": per, "median_wall_s": median, "seeds_timed": len(known)}
+    parallel = max(
+        (x.get("parallel", 1) for run in seeds.values()
+         for x in (run.get("run") or {}).get("sessions") or []),
+        default=1,
+    )  # fmt: skip
+    return {
+        "per_seed_wall_s": per,
+        "median_wall_s": median,
+        "seeds_timed": len(known),
+        "parallel": parallel,
+    }
 
 
 def seed_cost(record: Mapping[str, Any] | None) -> float | None:
-    """A seed's wall time over every session that ran it (None when a session did not finish or
-    the record predates ``sessions``)."""
+    """A seed's wall time over every session that ran it, each session's over the seeds it ran at
+    once (``parallel``: K seeds sharing the cores for w seconds cost w/K each) — None when a
+    session did not finish or the record predates ``sessions``."""
     sessions = (record or {}).get("sessions") or []
     if not sessions or any("wall_s" not in x for x in sessions):
         return None
-    return sum(x["wall_s"] for x in sessions)
+    return sum(x["wall_s"] / x.get("parallel", 1) for x in sessions)
 
 
 def _pct(x: float | None) -> str:
@@ -498,7 +510,13 @@ def report_markdown(r: Mapping[str, Any]) -> str:
             "",
             f"Median wall time of a seed: {cost['median_wall_s'] / 60:.1f} min over the "
             f"{cost['seeds_timed']} seeds timed in every session that ran them (each seed's "
-            "`study_run.json`, `sessions`).",
+            "`study_run.json`, `sessions`)"
+            + (
+                f"; up to {cost['parallel']} seeds ran at once, each charged its wall time over "
+                "the seeds sharing the cores."
+                if cost.get("parallel", 1) > 1
+                else "."
+            ),
             "",
         ]
     out += [

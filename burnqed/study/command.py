@@ -66,7 +66,15 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         )
         q.add_argument("--ledger", type=Path, default=Path("ledger/looks.jsonl"), metavar="JSONL")
         if name == "run":
-            q.add_argument("--cores", type=int, default=2)
+            q.add_argument("--cores", type=int, default=2, help="each seed's snakemake --cores")
+            q.add_argument(
+                "--parallel",
+                type=int,
+                default=1,
+                metavar="K",
+                help="seeds run at once, each its own snakemake with --cores (default: "
+                "%(default)s); their jobs fill the cores one seed leaves idle (docs/performance.md)",
+            )
             q.add_argument(
                 "--snakemake-arg",
                 dest="snakemake_args",
@@ -155,6 +163,7 @@ def main_run(args: argparse.Namespace) -> int:
         root=args.root,
         out=args.out,
         cores=args.cores,
+        parallel=args.parallel,
         snakemake_args=args.snakemake_args,
         ledger=args.ledger,
     )

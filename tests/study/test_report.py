@@ -530,3 +530,78 @@ def test_a_seed_run_over_sessions_keeps_each_sessions_digests_and_cost(tmp_path)
     (work / RUN_RECORD).write_text(json.dumps({**second, "started_at": LOOKED}))
     bad = [c for c in report(path, root=tmp_path / "repo")["checks"] if not c["ok"]]
     assert [c["check"] for c in bad] == ["digests"] and "eval" in bad[0]["detail"]
+
+
+FAKE_SNAKEMAKE = """#!{python}
+# A stand-in for snakemake in `burnqed study run`'s tests: builds a seed's evals from a stash,
+# notes when it ran and its OpenMP wait policy, and fails for the seed named in FAIL_SEED.
+import json, os, shutil, sys, time
+argv = sys.argv[1:]
+work = argv[argv.index("--directory") + 1]
+seed = argv[argv.index("--config") + 1].removeprefix("seed=")
+start = time.time()
+time.sleep(0.5)
+with open(os.path.join(work, "fake.json"), "w") as f:
+    json.dump({{"start": start, "end": time.time(),
+               "omp": os.environ.get("OMP_WAIT_POLICY")}}, f)
+if seed == os.environ.get("FAIL_SEED"):
+    sys.exit(3)
+shutil.copytree(os.path.join(work, "stash"), os.path.join(work, "results"))
+"""
+
+
+def fake_snakemake(tmp_path, monkeypatch, path, seeds):
+    """``burnqed study run`` over the synthetic study with :data:`FAKE_SNAKEMAKE`: each seed's
+    results moved to a stash the fake restores."""
+    import sys
+
+    from burnqed.study import stage
+
+    exe = tmp_path / "snakemake"
+    exe.write_text(FAKE_SNAKEMAKE.format(python=sys.executable))
+    exe.chmod(0o755)
+    monkeypatch.setattr(regfile, "snakemake_command", lambda: str(exe))
+    monkeypatch.setattr(regfile, "design_digests", lambda root, design, rules: RULES)
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    for s in seeds:
+        work = path.parent / "seeds" / f"seed_{s}"
+        (work / "results").rename(work / "stash")
+        (work / RUN_RECORD).unlink()
+    return stage
+
+
+def test_a_study_runs_its_seeds_k_at_a_time_and_charges_each_its_share(tmp_path, monkeypatch):
+    """--parallel 2: two seeds' runs overlap, each with OMP_WAIT_POLICY=PASSIVE; each session
+    records it, the report charges a seed half its wall time and stays confirmatory."""
+    path, seeds = make_study(tmp_path / "repo")
+    stage = fake_snakemake(tmp_path, monkeypatch, path, seeds)
+    r = stage.run(path, root=tmp_path / "repo", parallel=2)
+    assert r["label"] == "confirmatory", [c for c in r["checks"] if not c["ok"]]
+    ran = {s: json.loads((path.parent / "seeds" / f"seed_{s}" / "fake.json").read_text())
+           for s in seeds}  # fmt: skip
+    assert all(x["omp"] == "PASSIVE" for x in ran.values())
+    first, second = ran[seeds[0]], ran[seeds[1]]
+    assert second["start"] < first["end"]  # the first two at once
+    for s in seeds:
+        (session,) = json.loads((path.parent / "seeds" / f"seed_{s}" / RUN_RECORD).read_text())[
+            "sessions"
+        ]
+        assert session["parallel"] == 2 and session["returncode"] == 0
+        assert r["cost"]["per_seed_wall_s"][s] == pytest.approx(session["wall_s"] / 2)
+    assert r["cost"]["parallel"] == 2
+    assert "up to 2 seeds ran at once" in (path.parent / "report.md").read_text()
+
+
+def test_after_a_failed_seed_no_new_seed_starts_and_the_failure_is_named(tmp_path, monkeypatch):
+    path, seeds = make_study(tmp_path / "repo")
+    stage = fake_snakemake(tmp_path, monkeypatch, path, seeds)
+    monkeypatch.setenv("FAIL_SEED", str(seeds[0]))
+    with pytest.raises(InputError, match=rf"seed {seeds[0]}: snakemake exited 3 \(log: "):
+        stage.run(path, root=tmp_path / "repo")
+    assert not (path.parent / "seeds" / f"seed_{seeds[1]}" / "fake.json").exists()
+    # One at a time, the default: the policy is left as the environment has it.
+    monkeypatch.delenv("FAIL_SEED")
+    stage.run(path, root=tmp_path / "repo")
+    omp = [json.loads((path.parent / "seeds" / f"seed_{s}" / "fake.json").read_text())["omp"]
+           for s in seeds]  # fmt: skip
+    assert omp == [None, None, None]
