@@ -230,7 +230,7 @@ def _short(control: str) -> str:
 def study_headline(r: Mapping[str, Any], name: str) -> str:
     """A study report (``burnqed study report``'s JSON) as the README's headline: its label,
     registration and decision; per primary the pooled difference with its interval, p, Holm p and
-    the seeds that agree; then one row a seed with each primary's gained/lost and difference (the
+    the seeds whose difference is positive; then one row a seed with each primary's gained/lost and difference (the
     control taken, where the registration lists several)."""
     prim = [c for c in r["comparisons"] if c["kind"] == "primary"]
     rc = r.get("registration_commit") or {}
@@ -274,6 +274,11 @@ def study_headline(r: Mapping[str, Any], name: str) -> str:
             ],
             rows,
         ),
+        "",
+    ]
+    lines += [
+        "Per seed, each with its own theorems, benchmark and models: theorems gained/lost against "
+        "the control, and d = their difference over the paired theorems, in points.",
         "",
     ]
     by_seed: dict[int, list[str]] = {s: [] for s in r["seeds"]}

@@ -1,9 +1,10 @@
 """A registered study of a tiny design, for real (``pytest -m slow``): `burnqed study register`,
-the commit, `burnqed study run` — three seeds, each a Snakemake run in its own directory — and the
-report: per-seed and pooled figures, Holm, sign agreement, labelled confirmatory; its looks go
-into the ledger and the study stays confirmatory.  The three seeds cost 4.8–5.2 CPU-minutes (user
-+ sys, the base model most of each seed): about 4 minutes on 2 idle cores; measured on the shared
-2-core machine, 9.0 minutes of wall at a load average of ~5, 14.5 at ~10."""
+the commit, `burnqed study run` — three seeds, two at a time (``--parallel 2``), each a Snakemake
+run in its own directory — and the report: per-seed and pooled figures, Holm, sign agreement,
+labelled confirmatory; its looks go into the ledger and the study stays confirmatory.  The three
+seeds cost 4.8–5.2 CPU-minutes (user + sys, the base model most of each seed): about 4 minutes on
+2 idle cores one at a time; measured on the shared 2-core machine, 9.0 minutes of wall at a load
+average of ~5, 14.5 at ~10."""
 
 from __future__ import annotations
 
@@ -84,7 +85,9 @@ def test_a_registered_study_runs_three_seeds_and_reports_them(tmp_path):
     assert len(seeds) == 3
 
     start = time.monotonic()
-    out = burnqed(repo, "study", "run", "studies/tiny/registration.yaml", "--cores", "2").stdout
+    # Two seeds at once, each Snakemake with 2 cores (the third when one ends).
+    out = burnqed(repo, "study", "run", "studies/tiny/registration.yaml", "--cores", "2",
+                  "--parallel", "2").stdout  # fmt: skip
     print(f"study_wall_s={time.monotonic() - start:.0f}")
     assert "study tiny: confirmatory" in out
 
@@ -104,6 +107,8 @@ def test_a_registered_study_runs_three_seeds_and_reports_them(tmp_path):
         rec = json.loads((reg.parent / "seeds" / f"seed_{s}" / "study_run.json").read_text())
         (session,) = rec["sessions"]
         assert session["returncode"] == 0 and session["wall_s"] > 0 and session["finished_at"]
+        assert session["parallel"] == 2
+        assert r["cost"]["per_seed_wall_s"][str(s)] == session["wall_s"] / 2
     assert r["cost"]["seeds_timed"] == 3 and r["cost"]["median_wall_s"] > 0
     primaries = [c for c in r["comparisons"] if c["kind"] == "primary"]
     assert len(primaries) == 2 and len(r["comparisons"]) == 3
