@@ -21,6 +21,7 @@ import json
 import logging
 import math
 import os
+import socket
 import subprocess
 import threading
 import time
@@ -129,16 +130,17 @@ def run(
         """Run seed ``s``; its failure's text, or None."""
         if stop.is_set():
             return None
+        try:
+            return run_seed(i, s)
+        except InputError as e:
+            stop.set()
+            return str(e)
+
+    def run_seed(i: int, s: int) -> str | None:
         work = (out / f"seed_{s}").resolve()
         work.mkdir(parents=True, exist_ok=True)
         overlay = work / OVERLAY
         overlay.write_text(yaml.safe_dump(dict(design.get("overrides") or {})), encoding="utf-8")
-        # The checkout's digests when this seed starts (an edit mid-study shows in its record).
-        digests = registration_file.design_digests(root, design, sorted(design["rules"]))
-        record = _run_record(work, s, registration, rc, digests)
-        record["sessions"][-1]["parallel"] = parallel
-        write_json(work / RUN_RECORD, record)
-        t0 = time.monotonic()
         argv = [
             registration_file.snakemake_command(),
             *design["targets"],
@@ -152,6 +154,13 @@ def run(
             "--configfile",
             *registration_file.configfile_args(root, design, overlay),
         ]
+        _unlock_if_stale(work, s, argv, root)
+        # The checkout's digests when this seed starts (an edit mid-study shows in its record).
+        digests = registration_file.design_digests(root, design, sorted(design["rules"]))
+        record = _run_record(work, s, registration, rc, digests)
+        record["sessions"][-1]["parallel"] = parallel
+        write_json(work / RUN_RECORD, record)
+        t0 = time.monotonic()
         log.info("study %s: seed %d (%d of %d) in %s", reg["study"], s, i, len(seeds), work)
         with (work / "study_snakemake.log").open("a", encoding="utf-8") as logf:
             r = subprocess.run(argv, cwd=root, stdout=logf, stderr=subprocess.STDOUT, env=env)
@@ -173,6 +182,45 @@ def run(
     return report(registration, root=root, out=out, ledger=ledger)
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _unlock_if_stale(work: Path, seed: int, argv: Sequence[str], root: Path) -> None:
+    """Before a seed's session: when its last session never finished (killed: the machine went,
+    the command was stopped) its Snakemake left a lock, and the next run would refuse the
+    directory.  The lock is released (``snakemake --unlock``, Snakemake's own way) when that
+    session's process is gone; :class:`InputError` when it still runs on this host, or ran on
+    another (it cannot be checked from here)."""
+    path = work / RUN_RECORD
+    locks = work / ".snakemake" / "locks"
+    if not path.is_file() or not (locks.is_dir() and any(locks.iterdir())):
+        return
+    last = (json.loads(path.read_text(encoding="utf-8")).get("sessions") or [{}])[-1]
+    if "finished_at" in last:
+        return
+    pid, host = last.get("pid"), last.get("host")
+    if host is not None and host != socket.gethostname():
+        raise InputError(
+            f"seed {seed}: its last session ran on {host} and did not finish; if it is not "
+            f"running there, remove {locks} and run again"
+        )
+    if pid is not None and pid != os.getpid() and _alive(pid):
+        raise InputError(
+            f"seed {seed}: `burnqed study run` (pid {pid}) is still running it; stop it or wait"
+        )
+    log.info("seed %d: its last session ended unfinished; releasing its Snakemake lock", seed)
+    r = subprocess.run([*argv, "--unlock"], cwd=root, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise InputError(f"seed {seed}: snakemake --unlock failed: {r.stderr.strip()[-500:]}")
+
+
 def _run_record(
     work: Path, seed: int, registration: Path, rc: Mapping[str, Any], rules: Mapping[str, Any]
 ) -> dict[str, Any]:
@@ -182,7 +230,13 @@ def _run_record(
     status — so a seed finished across sessions keeps what each ran and what it cost."""
     path = work / RUN_RECORD
     old = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
-    session = {"rules": dict(rules), "git": git_state(), "started_at": now()}
+    session = {
+        "rules": dict(rules),
+        "git": git_state(),
+        "started_at": now(),
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+    }
     earlier = old.get("sessions")
     if earlier is None and old:  # a record from before sessions: its run, untimed
         earlier = [{k: old[k] for k in ("rules", "git", "started_at") if k in old}]

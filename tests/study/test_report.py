@@ -539,6 +539,10 @@ import json, os, shutil, sys, time
 argv = sys.argv[1:]
 work = argv[argv.index("--directory") + 1]
 seed = argv[argv.index("--config") + 1].removeprefix("seed=")
+if "--unlock" in argv:
+    shutil.rmtree(os.path.join(work, ".snakemake", "locks"))
+    open(os.path.join(work, "unlocked"), "w").close()
+    sys.exit(0)
 start = time.time()
 time.sleep(0.5)
 with open(os.path.join(work, "fake.json"), "w") as f:
@@ -605,3 +609,37 @@ def test_after_a_failed_seed_no_new_seed_starts_and_the_failure_is_named(tmp_pat
     omp = [json.loads((path.parent / "seeds" / f"seed_{s}" / "fake.json").read_text())["omp"]
            for s in seeds]  # fmt: skip
     assert omp == [None, None, None]
+
+
+def test_a_seed_left_locked_by_a_killed_session_is_unlocked_unless_its_process_lives(
+    tmp_path, monkeypatch
+):
+    """A session killed mid-run leaves Snakemake's lock: the next session releases it with
+    ``snakemake --unlock`` when that session's process is gone, and refuses, naming it, when the
+    process still runs here or ran on another host."""
+    import socket
+
+    path, seeds = make_study(tmp_path / "repo")
+    stage = fake_snakemake(tmp_path, monkeypatch, path, seeds)
+    work = path.parent / "seeds" / f"seed_{seeds[0]}"
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    for pid, host, refused in [
+        (os.getppid(), socket.gethostname(), "is still running it"),
+        (dead.pid, "another-host", "ran on another-host and did not finish"),
+        (dead.pid, socket.gethostname(), None),
+    ]:
+        (work / ".snakemake/locks").mkdir(parents=True, exist_ok=True)
+        (work / ".snakemake/locks/0.input.lock").write_text("")
+        (work / RUN_RECORD).write_text(json.dumps({"seed": seeds[0], "sessions": [
+            {"rules": RULES, "started_at": LOOKED, "pid": pid, "host": host}]}))  # fmt: skip
+        if refused:
+            with pytest.raises(InputError, match=f"seed {seeds[0]}: .*{refused}"):
+                stage.run(path, root=tmp_path / "repo")
+            assert not (work / "unlocked").exists()
+            assert not (path.parent / "seeds" / f"seed_{seeds[1]}" / "fake.json").exists()
+        else:
+            assert stage.run(path, root=tmp_path / "repo")["label"] == "confirmatory"
+            assert (work / "unlocked").exists() and not (work / ".snakemake/locks").exists()
+            sessions = json.loads((work / RUN_RECORD).read_text())["sessions"]
+            assert sessions[-1]["pid"] == os.getpid() and sessions[-1]["returncode"] == 0
