@@ -20,7 +20,7 @@ from pathlib import Path
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "study",
-        help="pre-registered multi-seed studies: register, seeds, run, report, power",
+        help="pre-registered multi-seed studies: register, seeds, run, status, report, power",
         description="A study runs a frozen design on seeds its registration's commit decides and "
         "pools each registered comparison with the seed as the replicate.",
     )
@@ -50,6 +50,16 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     registration(s)
     s.add_argument("--ledger", type=Path, default=Path("ledger/looks.jsonl"), metavar="JSONL")
     s.set_defaults(func=main_seeds)
+
+    t = sub.add_parser(
+        "status",
+        help="which seeds have finished, are running or stopped; cost and time left",
+        description="Reads each seed's study_run.json and whether its compared evals exist, "
+        "never their contents: a running study stays unread.",
+    )
+    registration(t)
+    t.add_argument("--out", type=Path, default=None, metavar="DIR", help="the seeds' directory")
+    t.set_defaults(func=main_status)
 
     for name, helptext in (
         ("run", "run every seed in its own directory, then the report"),
@@ -168,6 +178,22 @@ def main_run(args: argparse.Namespace) -> int:
         ledger=args.ledger,
     )
     print(f"study {r['study']}: {r['label']}; decision {r['decision']['verdict']}")
+    return 0
+
+
+def main_status(args: argparse.Namespace) -> int:
+    from burnqed.study.stage import status
+
+    st = status(args.registration, root=args.root, out=args.out)
+    for r in st["seeds"]:
+        cost = "" if r["cost_s"] is None else f", {r['cost_s']:.0f} s"
+        print(f"seed {r['seed']}: {r['state']} (sessions: {r['sessions']}{cost})")
+    median, left = st["median_seed_s"], st["left_s"]
+    print(
+        f"study {st['study']}: {st['finished']} of {st['registered']} seeds finished"
+        + ("" if median is None else f"; a seed {median / 60:.1f} min (median)")
+        + ("" if left is None or not left else f"; ≈ {left / 3600:.1f} h left at that rate")
+    )
     return 0
 
 

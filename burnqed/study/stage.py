@@ -22,6 +22,7 @@ import logging
 import math
 import os
 import socket
+import statistics
 import subprocess
 import threading
 import time
@@ -38,7 +39,14 @@ from burnqed.eval.stage import write_json
 from burnqed.provenance import git_state
 from burnqed.study import registration as registration_file
 from burnqed.study import stats
-from burnqed.study.analysis import analyse, draw_forest, per_seed, report_markdown, stronger_control
+from burnqed.study.analysis import (
+    analyse,
+    draw_forest,
+    per_seed,
+    report_markdown,
+    seed_cost,
+    stronger_control,
+)
 
 log = logging.getLogger(__name__)
 
@@ -180,6 +188,53 @@ def run(
     if failed:
         raise InputError("; ".join(failed))
     return report(registration, root=root, out=out, ledger=ledger)
+
+
+def status(registration: Path, *, root: Path = Path("."), out: Path | None = None) -> dict:
+    """Where a study stands, from its seeds' ``study_run.json`` and which compared evals exist —
+    never their contents (a running study stays unread): per registered seed its state
+    (``finished``, ``running``, ``stopped``, ``failed``, ``not started``; ``unfinished`` for a
+    session that recorded no process to check), sessions and cost
+    (:func:`burnqed.study.analysis.seed_cost`); the median cost of a finished seed and what the
+    seeds left would take at it."""
+    root = Path(root)
+    reg, _, seeds = _registered(registration, root)
+    out = Path(out) if out is not None else default_out(registration)
+    rows = []
+    for s in seeds:
+        work = out / f"seed_{s}"
+        path = work / RUN_RECORD
+        rec = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+        sessions = (rec or {}).get("sessions") or []
+        last = sessions[-1] if sessions else {}
+        if rec is None:
+            state = "not started"
+        elif "finished_at" not in last:
+            same = last.get("host") in (None, socket.gethostname())
+            pid = last.get("pid")
+            if pid is None:  # a session from before pids were recorded: cannot tell
+                state = "unfinished"
+            else:
+                state = "running" if same and _alive(pid) else "stopped"
+        elif last.get("returncode") != 0:
+            state = "failed"
+        else:
+            whole = all((work / f).is_file() for f in _eval_files(reg))
+            state = "finished" if whole else "stopped"
+        rows.append(
+            {"seed": s, "state": state, "sessions": len(sessions), "cost_s": seed_cost(rec)}
+        )
+    done = [r["cost_s"] for r in rows if r["state"] == "finished" and r["cost_s"] is not None]
+    median = statistics.median(done) if done else None
+    left = sum(r["state"] != "finished" for r in rows)
+    return {
+        "study": reg["study"],
+        "seeds": rows,
+        "finished": sum(r["state"] == "finished" for r in rows),
+        "registered": len(seeds),
+        "median_seed_s": median,
+        "left_s": None if median is None else left * median,
+    }
 
 
 def _alive(pid: int) -> bool:

@@ -643,3 +643,41 @@ def test_a_seed_left_locked_by_a_killed_session_is_unlocked_unless_its_process_l
             assert (work / "unlocked").exists() and not (work / ".snakemake/locks").exists()
             sessions = json.loads((work / RUN_RECORD).read_text())["sessions"]
             assert sessions[-1]["pid"] == os.getpid() and sessions[-1]["returncode"] == 0
+
+
+def test_status_says_where_each_seed_stands_without_reading_an_eval(tmp_path, monkeypatch, capsys):
+    """`burnqed study status`: finished / running / stopped / failed / not started, from each
+    seed's study_run.json and which evals exist — an eval it cannot parse is never opened."""
+    import socket
+
+    path, seeds = make_study(tmp_path / "repo")
+    stage = fake_snakemake(tmp_path, monkeypatch, path, seeds)
+    stage.run(path, root=tmp_path / "repo")
+    seeds_dir = path.parent / "seeds"
+    for s in seeds:  # unreadable evals: status must not open them
+        for f in (seeds_dir / f"seed_{s}" / "results").rglob("*.json"):
+            f.write_text("not json")
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+
+    def session(s, **kw):
+        rec = seeds_dir / f"seed_{s}" / RUN_RECORD
+        r = json.loads(rec.read_text())
+        r["sessions"].append({"rules": RULES, "host": socket.gethostname(), **kw})
+        rec.write_text(json.dumps(r))
+
+    st = stage.status(path, root=tmp_path / "repo")
+    assert [r["state"] for r in st["seeds"]] == ["finished"] * 3 and st["left_s"] == 0
+    session(seeds[0], pid=os.getpid())
+    session(seeds[1], pid=dead.pid)
+    st = stage.status(path, root=tmp_path / "repo")
+    assert [r["state"] for r in st["seeds"]] == ["running", "stopped", "finished"]
+    session(seeds[1], pid=dead.pid, finished_at=LOOKED, wall_s=5.0, returncode=1)
+    shutil.rmtree(seeds_dir / f"seed_{seeds[2]}")
+    st = stage.status(path, root=tmp_path / "repo")
+    assert [r["state"] for r in st["seeds"]] == ["running", "failed", "not started"]
+    assert st["finished"] == 0 and st["median_seed_s"] is None
+    assert cli_main(["study", "status", str(path), "--root", str(tmp_path / "repo")]) == 0
+    out = capsys.readouterr().out
+    assert f"seed {seeds[2]}: not started (sessions: 0)" in out
+    assert "study synthetic: 0 of 3 seeds finished" in out
