@@ -4,13 +4,15 @@
 ``snakemake <targets> --directory <out>/seed_<s> --configfile <design.configfiles…> <overlay>
 --config seed=<s>``, where the overlay holds ``design.overrides`` — after writing the seed's
 ``study_run.json`` (the per-rule digests of the checkout that runs it, its git state, when it
-started), then :func:`report`.  :func:`report` reads every ``seed_*`` directory under ``out`` and
+started), ``parallel`` seeds at a time, then :func:`report`; :func:`status` says where each seed
+stands without reading a result.  :func:`report` reads every ``seed_*`` directory under ``out`` and
 writes ``report.json``, ``report.md`` and ``forest.png`` (:mod:`burnqed.study.analysis`).  :func:`power` turns
 development seeds' runs of the registered comparisons into the number of seeds the study needs.
 
 Example::
 
-    burnqed study run studies/learning-d3/registration.yaml --cores 2
+    burnqed study run studies/learning-d3/registration.yaml --cores 2 --parallel 2
+    burnqed study status studies/learning-d3/registration.yaml   # while it runs, from another shell
     burnqed study report studies/learning-d3/registration.yaml
     burnqed study power studies/learning-d3/registration.yaml dev/seed_1 dev/seed_2 dev/seed_3
 """
