@@ -676,6 +676,12 @@ def test_status_says_where_each_seed_stands_without_reading_an_eval(tmp_path, mo
     shutil.rmtree(seeds_dir / f"seed_{seeds[2]}")
     st = stage.status(path, root=tmp_path / "repo")
     assert [r["state"] for r in st["seeds"]] == ["running", "failed", "not started"]
+    # A session on another host cannot be checked from here: neither running nor stopped.
+    rec = seeds_dir / f"seed_{seeds[0]}" / RUN_RECORD
+    r0 = json.loads(rec.read_text())
+    r0["sessions"][-1]["host"] = "another-host"
+    rec.write_text(json.dumps(r0))
+    assert stage.status(path, root=tmp_path / "repo")["seeds"][0]["state"] == "unfinished"
     assert st["finished"] == 0 and st["median_seed_s"] is None
     assert cli_main(["study", "status", str(path), "--root", str(tmp_path / "repo")]) == 0
     out = capsys.readouterr().out
