@@ -73,6 +73,24 @@ def _registered(registration: Path, root: Path) -> tuple[dict, dict, list[int]]:
     return reg, rc, registration_file.derive_seeds(rc["commit"], reg["analysis"]["seeds"])
 
 
+def _refuse_other_digests(
+    registration: Path, root: Path, design: Mapping[str, Any], rc: Mapping[str, Any]
+) -> None:
+    """:class:`InputError` when this checkout's digests differ from the registered design's: a
+    seed run with other code or config makes the report exploratory (the ``digests`` check), so
+    the study stops before its first seed rather than after hours of compute.  (Each seed still
+    records the digests it started with: an edit mid-study shows there.)"""
+    registered = design["rules"]
+    here = registration_file.design_digests(root, design, sorted(registered))
+    bad = sorted(r for r in registered if here.get(r) != registered[r])
+    if bad:
+        raise InputError(
+            f"{registration}: this checkout's code or config differs from the registered "
+            f"design's for {', '.join(bad)}: run the study from its registration's commit "
+            f"(git checkout {rc['commit'][:12]}), or register the changed design (new seeds)"
+        )
+
+
 def _eval_files(reg: Mapping[str, Any]) -> list[str]:
     comps = reg["comparisons"]
     files = {
@@ -136,6 +154,7 @@ def run(
     reg, rc, seeds = _registered(registration, root)
     out = Path(out) if out is not None else default_out(registration)
     design = reg["design"]
+    _refuse_other_digests(registration, root, design, rc)
     env = None
     if parallel > 1 and "OMP_WAIT_POLICY" not in os.environ:
         env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE"}
