@@ -36,6 +36,7 @@ from burnqed.eval.ledger import designs_seen, looks_in, role_of
 from burnqed.eval.paired import UNDECIDED, format_p, paired_test, solved_at
 from burnqed.eval.table import markdown_table
 from burnqed.study import stats
+from burnqed.study.registration import differing_rules
 
 log = logging.getLogger(__name__)
 
@@ -190,8 +191,7 @@ def checks(
         every = [x.get("rules") or {} for x in rec.get("sessions") or []] or [
             rec.get("rules") or {}
         ]
-        bad = sorted({r for got in every for r in set(registered) | set(got)
-                      if registered.get(r) != got.get(r)})  # fmt: skip
+        bad = sorted({r for got in every for r in differing_rules(registered, got)})
         if bad:
             problems.append(
                 f"seed_{s}: digests differ from the registration's for {', '.join(bad)}"

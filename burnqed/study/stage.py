@@ -82,7 +82,7 @@ def _refuse_other_digests(
     records the digests it started with: an edit mid-study shows there.)"""
     registered = design["rules"]
     here = registration_file.design_digests(root, design, sorted(registered))
-    bad = sorted(r for r in registered if here.get(r) != registered[r])
+    bad = registration_file.differing_rules(registered, here)
     if bad:
         raise InputError(
             f"{registration}: this checkout's code or config differs from the registered "
