@@ -534,7 +534,8 @@ def test_a_seed_run_over_sessions_keeps_each_sessions_digests_and_cost(tmp_path)
 
 FAKE_SNAKEMAKE = """#!{python}
 # A stand-in for snakemake in `burnqed study run`'s tests: builds a seed's evals from a stash,
-# notes when it ran and its OpenMP wait policy, and fails for the seed named in FAIL_SEED.
+# notes when it ran and its OpenMP wait policy, fails for the seed named in FAIL_SEED and stops
+# on a training guard, as a joint-training job prints it, for the seed named in ABORT_SEED.
 import json, os, shutil, sys, time
 argv = sys.argv[1:]
 work = argv[argv.index("--directory") + 1]
@@ -550,7 +551,11 @@ with open(os.path.join(work, "fake.json"), "w") as f:
                "omp": os.environ.get("OMP_WAIT_POLICY")}}, f)
 if seed == os.environ.get("FAIL_SEED"):
     sys.exit(3)
-shutil.copytree(os.path.join(work, "stash"), os.path.join(work, "results"))
+if seed == os.environ.get("ABORT_SEED"):
+    print("Traceback (most recent call last):")
+    print("burnqed.train.joint.JointTrainingError: joint step 50: held-out probe_accuracy fell")
+    sys.exit(1)
+shutil.copytree(os.path.join(work, "stash"), os.path.join(work, "results"), dirs_exist_ok=True)
 """
 
 
@@ -609,6 +614,49 @@ def test_after_a_failed_seed_no_new_seed_starts_and_the_failure_is_named(tmp_pat
     omp = [json.loads((path.parent / "seeds" / f"seed_{s}" / "fake.json").read_text())["omp"]
            for s in seeds]  # fmt: skip
     assert omp == [None, None, None]
+
+
+def test_a_seed_the_design_stops_is_aborted_and_the_others_go_on(tmp_path, monkeypatch, capsys):
+    """A training guard's error in a seed's log makes it *aborted*: recorded with its reason,
+    never rerun, the other seeds run on; an infrastructure failure still stops the study.  A seed
+    whose failed session predates abort records is recognised from its log."""
+    path, seeds = make_study(tmp_path / "repo")
+    stage = fake_snakemake(tmp_path, monkeypatch, path, seeds)
+    monkeypatch.setenv("ABORT_SEED", str(seeds[0]))
+    stage.run(path, root=tmp_path / "repo")
+    work = path.parent / "seeds" / f"seed_{seeds[0]}"
+    rec = json.loads((work / RUN_RECORD).read_text())
+    assert rec["aborted"]["error"] == "burnqed.train.joint.JointTrainingError"
+    assert rec["aborted"]["reason"].startswith("joint step 50: held-out probe_accuracy")
+    assert rec["sessions"][-1]["returncode"] == 1
+    for s in seeds[1:]:  # the others ran
+        assert (path.parent / "seeds" / f"seed_{s}" / "fake.json").exists()
+    (work / "fake.json").unlink()
+    monkeypatch.delenv("ABORT_SEED")
+    stage.run(path, root=tmp_path / "repo")
+    assert not (work / "fake.json").exists()  # not run again
+    assert len(json.loads((work / RUN_RECORD).read_text())["sessions"]) == 1
+    st = stage.status(path, root=tmp_path / "repo")
+    assert [r["state"] for r in st["seeds"]] == ["aborted", "finished", "finished"]
+    assert st["aborted"] == 1 and st["left_s"] == 0
+    assert cli_main(["study", "status", str(path), "--root", str(tmp_path / "repo")]) == 0
+    out = capsys.readouterr().out
+    assert f"seed {seeds[0]}: aborted (sessions: 1, " in out and "probe_accuracy fell" in out
+    assert "2 of 3 seeds finished, 1 aborted by the design;" in out
+    # A record written before aborts were recorded: the failed session's log says it.
+    del rec["aborted"]
+    del rec["sessions"][-1]["log_offset"]
+    (work / RUN_RECORD).write_text(json.dumps(rec))
+    stage.run(path, root=tmp_path / "repo")
+    assert not (work / "fake.json").exists()
+    assert (
+        json.loads((work / RUN_RECORD).read_text())["aborted"]["at"]
+        == rec["sessions"][-1]["finished_at"]
+    )
+    # An error that is not a design stop is infrastructure: the study stops, naming it.
+    monkeypatch.setenv("FAIL_SEED", str(seeds[1]))
+    with pytest.raises(InputError, match=rf"seed {seeds[1]}: snakemake exited 3"):
+        stage.run(path, root=tmp_path / "repo")
 
 
 def test_a_seed_left_locked_by_a_killed_session_is_unlocked_unless_its_process_lives(
