@@ -37,7 +37,7 @@ from typing import Any
 import yaml
 
 from burnqed.config import InputError
-from burnqed.eval.ledger import LEDGER, now, read_ledger
+from burnqed.eval.ledger import LEDGER, looks_in, now, read_ledger
 from burnqed.eval.stage import write_json
 from burnqed.provenance import git_state
 from burnqed.study import registration as registration_file
@@ -110,7 +110,20 @@ def load_seed(directory: Path, reg: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "evals": evals,
         "run": json.loads(rec.read_text(encoding="utf-8")) if rec.is_file() else None,
+        "looks": own_looks(directory),
     }
+
+
+def own_looks(directory: Path) -> list[dict[str, Any]]:
+    """The look records of every eval a seed's directory holds (``results/*/eval*.json``: the
+    compared ones and the rest, the baseline's too) — the study's own looks at its benchmark."""
+    looks = []
+    for p in sorted(Path(directory).glob("results/*/eval*.json")):
+        try:
+            looks += looks_in(json.loads(p.read_text(encoding="utf-8")))
+        except (OSError, json.JSONDecodeError) as e:
+            raise InputError(f"{p}: not a readable eval JSON ({e})") from None
+    return looks
 
 
 def design_stop(log_text: str) -> dict[str, str] | None:
@@ -125,6 +138,11 @@ def design_stop(log_text: str) -> dict[str, str] | None:
 def aborted(record: Mapping[str, Any] | None) -> dict[str, Any] | None:
     """A seed's abort (``study_run.json``'s ``aborted``: error, reason, when), or None."""
     return (record or {}).get("aborted")
+
+
+def _record(directory: Path) -> dict[str, Any] | None:
+    path = Path(directory) / RUN_RECORD
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
 
 
 def seed_directories(out: Path) -> dict[int, Path]:
@@ -410,8 +428,18 @@ def report(
         raise InputError(f"{out}: no seed_<s> directory (run `burnqed study run` first)")
     # A registered seed whose directory lacks a compared eval is still running (or stopped): the
     # report is partial without it.  Any other seed directory must be whole.
-    unfinished = [s for s, d in dirs.items() if s in derived and not has_evals(d, reg)]
-    seeds = {s: load_seed(d, reg) for s, d in dirs.items() if s not in unfinished}
+    records = {s: _record(d) for s, d in dirs.items()}
+    stopped = {
+        s: {"abort": aborted(records[s]), "run": records[s], "looks": own_looks(d)}
+        for s, d in dirs.items()
+        if aborted(records[s]) is not None
+    }
+    unfinished = [
+        s for s, d in dirs.items() if s in derived and s not in stopped and not has_evals(d, reg)
+    ]
+    seeds = {
+        s: load_seed(d, reg) for s, d in dirs.items() if s not in unfinished and s not in stopped
+    }
     if not seeds:
         raise InputError(f"{out}: no seed has finished yet (unfinished: {unfinished})")
     r = analyse(
@@ -422,6 +450,7 @@ def report(
         ledger=read_ledger(Path(root) / ledger),
         ledger_path=str(ledger),
         unfinished=unfinished,
+        aborted=stopped,
     )
     report_dir = Path(report_dir) if report_dir is not None else Path(registration).parent
     write_json(report_dir / "report.json", r)

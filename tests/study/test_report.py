@@ -160,6 +160,54 @@ def test_a_run_that_matches_its_registration_is_confirmatory(tmp_path):
     assert [x["designs"] for x in r["looks"]["per_seed"]] == [3, 3, 3]
 
 
+def test_an_aborted_seed_is_named_counts_not_positive_and_has_a_sensitivity_analysis(tmp_path):
+    """A seed the design stopped (study_run.json's ``aborted``) leaves the study whole, not
+    partial: named with its reason; pooled tests on the finished seeds, "every seed positive"
+    false, and the t-test with it at d = 0 beside them (Holm over the primaries); its own evals'
+    looks (the baseline's too), in the ledger, keep the seeds fresh; the headline names it."""
+    root = tmp_path / "repo"
+    reg = registration()
+    reg["analysis"]["decision"]["every_seed_positive"] = True
+    path, seeds = make_study(root, reg)
+    stopped = path.parent / "seeds" / f"seed_{seeds[1]}"
+    shutil.rmtree(stopped / "results" / "iter_1")
+    base = eval_json("baseline", "m00", None, {"t1"}, seed=seeds[1])
+    (stopped / "results/baseline").mkdir()
+    (stopped / "results/baseline/eval.json").write_text(json.dumps(base))
+    reason = "joint step 50: held-out probe_accuracy fell to 0.529, below its red line 0.6"
+    (stopped / RUN_RECORD).write_text(json.dumps({
+        "seed": seeds[1], "rules": RULES, "started_at": LOOKED,
+        "sessions": [{"rules": RULES, "started_at": LOOKED, "wall_s": 9.0, "returncode": 1}],
+        "aborted": {"error": "burnqed.train.joint.JointTrainingError", "reason": reason,
+                    "at": LOOKED}}))  # fmt: skip
+    looks = [json.loads(f.read_text())["look"] for f in (path.parent / "seeds").rglob("eval*.json")]
+    write_ledger(root / "ledger/looks.jsonl", looks)
+    r = report(path, root=root)
+    assert r["label"] == "confirmatory", [c for c in r["checks"] if not c["ok"]]
+    assert r["partial"] is None and r["seeds"] == sorted({seeds[0], seeds[2]})
+    assert r["aborted"] == [{"seed": seeds[1], "error": "burnqed.train.joint.JointTrainingError",
+                             "reason": reason, "at": LOOKED}]  # fmt: skip
+    learning, value = r["comparisons"]
+    d = [x["difference"] for x in learning["per_seed"]]
+    assert learning["pooled"]["seeds"] == 2 and all(x > 0 for x in d)
+    assert not learning["pooled"]["every_seed_positive"]  # the aborted seed is not positive
+    sens = learning["sensitivity"]
+    assert sens["seeds"] == 3 and sens["aborted_at_zero"] == 1
+    assert sens["estimate"] == pytest.approx(sum(d) / 3)
+    raw = sorted([learning["sensitivity"]["p_value"], value["sensitivity"]["p_value"]])
+    assert min(learning["sensitivity"]["holm_p"], value["sensitivity"]["holm_p"]) == (
+        pytest.approx(2 * raw[0])
+    )
+    assert not learning["confirmed"] and r["decision"]["verdict"] == "not met (confirmatory)"
+    md = (path.parent / "report.md").read_text()
+    assert "**Aborted by the design** (1 of the 3 registered seeds)" in md
+    assert f"- seed {seeds[1]}: {reason} (`burnqed.train.joint.JointTrainingError`)" in md
+    assert "- sensitivity, the 1 aborted seed(s) at d = 0 (one-sample t-test over 3 seeds)" in md
+    text = study_headline(r, "synthetic")
+    assert f"| {seeds[1]} | aborted: {reason} | aborted |" in text
+    assert "1 seed aborted by the design" in text and "of 3 |" in text
+
+
 def test_a_digest_mismatch_makes_it_exploratory(tmp_path):
     path, seeds = make_study(tmp_path / "repo")
     rec = path.parent / "seeds" / f"seed_{seeds[1]}" / RUN_RECORD
