@@ -303,6 +303,12 @@ def test_seeds_come_from_the_commit_and_report_needs_a_commit(tmp_path, capsys):
     loose.write_text(path.read_text())
     assert cli_main(["study", "run", str(loose), "--root", str(root)]) == 2
     assert "not committed" in capsys.readouterr().err
+    # A registration outside the --root checkout: one line naming both.
+    (tmp_path / "other").mkdir()
+    assert cli_main(["study", "status", str(path), "--root", str(tmp_path / "other")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith(f"{path}: not inside the checkout {tmp_path / 'other'} (--root); give the "
+                        "registration of that checkout") and "\n" not in err  # fmt: skip
 
 
 def test_a_withdrawn_registration_is_neither_run_nor_reported(tmp_path, capsys):
