@@ -4,13 +4,15 @@
 ``snakemake <targets> --directory <out>/seed_<s> --configfile <design.configfiles…> <overlay>
 --config seed=<s>``, where the overlay holds ``design.overrides`` — after writing the seed's
 ``study_run.json`` (the per-rule digests of the checkout that runs it, its git state, when it
-started), then :func:`report`.  :func:`report` reads every ``seed_*`` directory under ``out`` and
+started), ``parallel`` seeds at a time, then :func:`report`; :func:`status` says where each seed
+stands without reading a result.  :func:`report` reads every ``seed_*`` directory under ``out`` and
 writes ``report.json``, ``report.md`` and ``forest.png`` (:mod:`burnqed.study.analysis`).  :func:`power` turns
 development seeds' runs of the registered comparisons into the number of seeds the study needs.
 
 Example::
 
-    burnqed study run studies/learning-d3/registration.yaml --cores 2
+    burnqed study run studies/learning-d3/registration.yaml --cores 2 --parallel 2
+    burnqed study status studies/learning-d3/registration.yaml   # while it runs, from another shell
     burnqed study report studies/learning-d3/registration.yaml
     burnqed study power studies/learning-d3/registration.yaml dev/seed_1 dev/seed_2 dev/seed_3
 """
@@ -71,6 +73,24 @@ def _registered(registration: Path, root: Path) -> tuple[dict, dict, list[int]]:
     return reg, rc, registration_file.derive_seeds(rc["commit"], reg["analysis"]["seeds"])
 
 
+def _refuse_other_digests(
+    registration: Path, root: Path, design: Mapping[str, Any], rc: Mapping[str, Any]
+) -> None:
+    """:class:`InputError` when this checkout's digests differ from the registered design's: a
+    seed run with other code or config makes the report exploratory (the ``digests`` check), so
+    the study stops before its first seed rather than after hours of compute.  (Each seed still
+    records the digests it started with: an edit mid-study shows there.)"""
+    registered = design["rules"]
+    here = registration_file.design_digests(root, design, sorted(registered))
+    bad = sorted(r for r in registered if here.get(r) != registered[r])
+    if bad:
+        raise InputError(
+            f"{registration}: this checkout's code or config differs from the registered "
+            f"design's for {', '.join(bad)}: run the study from its registration's commit "
+            f"(git checkout {rc['commit'][:12]}), or register the changed design (new seeds)"
+        )
+
+
 def _eval_files(reg: Mapping[str, Any]) -> list[str]:
     comps = reg["comparisons"]
     files = {
@@ -79,6 +99,11 @@ def _eval_files(reg: Mapping[str, Any]) -> list[str]:
         for f in (c["treatment"], *registration_file.controls(c))
     }
     return sorted(files)
+
+
+def has_evals(directory: Path, reg: Mapping[str, Any]) -> bool:
+    """Whether a seed's directory holds every eval the registration compares (not read)."""
+    return all((Path(directory) / f).is_file() for f in _eval_files(reg))
 
 
 def load_seed(directory: Path, reg: Mapping[str, Any]) -> dict[str, Any]:
@@ -129,6 +154,7 @@ def run(
     reg, rc, seeds = _registered(registration, root)
     out = Path(out) if out is not None else default_out(registration)
     design = reg["design"]
+    _refuse_other_digests(registration, root, design, rc)
     env = None
     if parallel > 1 and "OMP_WAIT_POLICY" not in os.environ:
         env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE"}
@@ -193,8 +219,8 @@ def run(
 def status(registration: Path, *, root: Path = Path("."), out: Path | None = None) -> dict:
     """Where a study stands, from its seeds' ``study_run.json`` and which compared evals exist —
     never their contents (a running study stays unread): per registered seed its state
-    (``finished``, ``running``, ``stopped``, ``failed``, ``not started``; ``unfinished`` for a
-    session that recorded no process to check), sessions and cost
+    (``finished``, ``running``, ``stopped``, ``failed``, ``not started``; ``unfinished`` for an
+    unended session whose process cannot be checked from here, :func:`_unended`), sessions and cost
     (:func:`burnqed.study.analysis.seed_cost`); the median cost of a finished seed and what the
     seeds left would take at it."""
     root = Path(root)
@@ -210,17 +236,11 @@ def status(registration: Path, *, root: Path = Path("."), out: Path | None = Non
         if rec is None:
             state = "not started"
         elif "finished_at" not in last:
-            same = last.get("host") in (None, socket.gethostname())
-            pid = last.get("pid")
-            if pid is None:  # a session from before pids were recorded: cannot tell
-                state = "unfinished"
-            else:
-                state = "running" if same and _alive(pid) else "stopped"
+            state = {"running": "running", "gone": "stopped"}.get(_unended(last), "unfinished")
         elif last.get("returncode") != 0:
             state = "failed"
         else:
-            whole = all((work / f).is_file() for f in _eval_files(reg))
-            state = "finished" if whole else "stopped"
+            state = "finished" if has_evals(work, reg) else "stopped"
         rows.append(
             {"seed": s, "state": state, "sessions": len(sessions), "cost_s": seed_cost(rec)}
         )
@@ -247,6 +267,18 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def _unended(last: Mapping[str, Any]) -> str:
+    """Of a session with no end recorded: ``running`` (its process lives, on this host), ``gone``
+    (it does not), ``elsewhere`` (it ran on another host: not checkable from here) or ``unknown``
+    (it recorded no process: a session from before pids were kept)."""
+    host, pid = last.get("host"), last.get("pid")
+    if host is not None and host != socket.gethostname():
+        return "elsewhere"
+    if pid is None:
+        return "unknown"
+    return "running" if _alive(pid) else "gone"
+
+
 def _unlock_if_stale(work: Path, seed: int, argv: Sequence[str], root: Path) -> None:
     """Before a seed's session: when its last session never finished (killed: the machine went,
     the command was stopped) its Snakemake left a lock, and the next run would refuse the
@@ -260,15 +292,18 @@ def _unlock_if_stale(work: Path, seed: int, argv: Sequence[str], root: Path) -> 
     last = (json.loads(path.read_text(encoding="utf-8")).get("sessions") or [{}])[-1]
     if "finished_at" in last:
         return
-    pid, host = last.get("pid"), last.get("host")
-    if host is not None and host != socket.gethostname():
+    state = _unended(last)
+    if state == "running" and last["pid"] == os.getpid():
+        state = "gone"  # this process ended that session itself (a second `run` in one process)
+    if state == "elsewhere":
         raise InputError(
-            f"seed {seed}: its last session ran on {host} and did not finish; if it is not "
-            f"running there, remove {locks} and run again"
+            f"seed {seed}: its last session ran on {last['host']} and did not finish; if it is "
+            f"not running there, remove {locks} and run again"
         )
-    if pid is not None and pid != os.getpid() and _alive(pid):
+    if state == "running":
         raise InputError(
-            f"seed {seed}: `burnqed study run` (pid {pid}) is still running it; stop it or wait"
+            f"seed {seed}: `burnqed study run` (pid {last['pid']}) is still running it; stop it "
+            "or wait"
         )
     log.info("seed %d: its last session ended unfinished; releasing its Snakemake lock", seed)
     r = subprocess.run([*argv, "--unlock"], cwd=root, capture_output=True, text=True)
@@ -328,11 +363,7 @@ def report(
         raise InputError(f"{out}: no seed_<s> directory (run `burnqed study run` first)")
     # A registered seed whose directory lacks a compared eval is still running (or stopped): the
     # report is partial without it.  Any other seed directory must be whole.
-    unfinished = [
-        s
-        for s, d in dirs.items()
-        if s in derived and not all((d / f).is_file() for f in _eval_files(reg))
-    ]
+    unfinished = [s for s, d in dirs.items() if s in derived and not has_evals(d, reg)]
     seeds = {s: load_seed(d, reg) for s, d in dirs.items() if s not in unfinished}
     if not seeds:
         raise InputError(f"{out}: no seed has finished yet (unfinished: {unfinished})")

@@ -611,6 +611,25 @@ def test_after_a_failed_seed_no_new_seed_starts_and_the_failure_is_named(tmp_pat
     assert omp == [None, None, None]
 
 
+def test_a_checkout_with_other_digests_runs_no_seed_and_names_the_rules(tmp_path, monkeypatch):
+    """A checkout whose code or config differs from the registered design's would make the
+    report exploratory: the study stops before its first seed, naming the rules and the commit
+    to run it from."""
+    path, seeds = make_study(tmp_path / "repo")
+    stage = fake_snakemake(tmp_path, monkeypatch, path, seeds)
+    other = {**RULES, "sft": {"code": "0the", "config": "5f71"}}
+    monkeypatch.setattr(regfile, "design_digests", lambda root, design, rules: other)
+    rc = regfile.first_commit(path, tmp_path / "repo")
+    with pytest.raises(
+        InputError,
+        match=rf"differs from the registered design's for sft: .*git checkout {rc['commit'][:12]}",
+    ):
+        stage.run(path, root=tmp_path / "repo")
+    for s in seeds:
+        work = path.parent / "seeds" / f"seed_{s}"
+        assert not (work / "fake.json").exists() and not (work / RUN_RECORD).exists()
+
+
 def test_a_seed_left_locked_by_a_killed_session_is_unlocked_unless_its_process_lives(
     tmp_path, monkeypatch
 ):
@@ -676,6 +695,12 @@ def test_status_says_where_each_seed_stands_without_reading_an_eval(tmp_path, mo
     shutil.rmtree(seeds_dir / f"seed_{seeds[2]}")
     st = stage.status(path, root=tmp_path / "repo")
     assert [r["state"] for r in st["seeds"]] == ["running", "failed", "not started"]
+    # A session on another host cannot be checked from here: neither running nor stopped.
+    rec = seeds_dir / f"seed_{seeds[0]}" / RUN_RECORD
+    r0 = json.loads(rec.read_text())
+    r0["sessions"][-1]["host"] = "another-host"
+    rec.write_text(json.dumps(r0))
+    assert stage.status(path, root=tmp_path / "repo")["seeds"][0]["state"] == "unfinished"
     assert st["finished"] == 0 and st["median_seed_s"] is None
     assert cli_main(["study", "status", str(path), "--root", str(tmp_path / "repo")]) == 0
     out = capsys.readouterr().out
