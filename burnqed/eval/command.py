@@ -1,5 +1,5 @@
 """``burnqed eval``, ``burnqed compare``, ``burnqed summary``: evaluation by hand (the same ``run``
-functions the Snakemake rules call); ``burnqed ledger add``: the ledger of looks.
+functions the Snakemake rules call); ``burnqed ledger add`` / ``show``: the ledger of looks.
 
 Example::
 
@@ -118,6 +118,20 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "confirmation benchmark without a look block is refused without it)",
     )
     a.set_defaults(func=main_ledger_add)
+    sh = led_sub.add_parser(
+        "show",
+        help="the looks of a time window, run by run",
+        description="The ledger's looks from --since to --until (ISO 8601; Z, an offset or none "
+        "for UTC), one table row a run (commit, seed, benchmark): its times, looks and distinct "
+        "designs.",
+    )
+    sh.add_argument("--since", default=None, metavar="TIME", help="from this time (inclusive)")
+    sh.add_argument("--until", default=None, metavar="TIME", help="to this time (exclusive)")
+    sh.add_argument(
+        "--ledger", type=Path, default=Path("ledger/looks.jsonl"), metavar="JSONL",
+        help="the ledger file (default: %(default)s)",
+    )  # fmt: skip
+    sh.set_defaults(func=main_ledger_show)
 
     s = subparsers.add_parser(
         "summary",
@@ -214,6 +228,15 @@ def main_ledger_add(args: argparse.Namespace) -> int:
     counts = add(args.ledger, args.files, looked_at=args.looked_at)
     print(f"{args.ledger}: {counts['read']} looks read, {counts['before']} records before, "
           f"{counts['after']} after")  # fmt: skip
+    return 0
+
+
+def main_ledger_show(args: argparse.Namespace) -> int:
+    from burnqed.eval.ledger import parse_time, read_ledger, window_markdown
+
+    since = parse_time(args.since, "--since") if args.since else None
+    until = parse_time(args.until, "--until") if args.until else None
+    print(window_markdown(read_ledger(args.ledger), since, until), end="")
     return 0
 
 

@@ -11,7 +11,9 @@ and the git commit (the ledger adds the eval's label).  The eval stage (:mod:`bu
 looks.  Its ``looked_at`` is clock time (:data:`burnqed.eval.stage.CLOCK_FIELDS`).
 
 ``burnqed ledger add FILES…`` merges looks into a tracked file, ``ledger/looks.jsonl``, after the
-jobs: no job writes a tracked file while another runs.  The merge is idempotent, commutative and
+jobs: no job writes a tracked file while another runs.  ``burnqed ledger show --since T --until T``
+lists the looks of a time window run by run (:func:`window_markdown`): what a claim such as "no
+test look while the design was developed" rests on.  The merge is idempotent, commutative and
 associative: two records of the same look (everything but ``looked_at``, ``label`` and
 ``git_commit`` equal) are one, and the earliest wins; the file is sorted, one JSON object per line
 with sorted keys, so the same looks give the same bytes.  :func:`designs_seen` counts the distinct
@@ -305,3 +307,91 @@ def looks_markdown(s: Mapping[str, Any] | None) -> list[str]:
         "have looked at is no longer held out from them (docs/confirmation.md).",
         "",
     ]
+
+
+# --------------------------------------------------------------------------------------------
+# A window of time
+
+
+def parse_time(text: str, what: str) -> datetime:
+    """An ISO 8601 time (``Z`` or an offset; none: UTC); :class:`InputError` naming ``what``."""
+    try:
+        t = datetime.fromisoformat(text)
+    except ValueError:
+        raise InputError(
+            f"{what}: {text!r} is not an ISO 8601 time (e.g. 2026-11-27T21:12:06Z)"
+        ) from None
+    return t if t.tzinfo is not None else t.replace(tzinfo=UTC)
+
+
+def in_window(
+    records: Iterable[Mapping[str, Any]],
+    since: datetime | None = None,
+    until: datetime | None = None,
+) -> list[dict[str, Any]]:
+    """The records looked at from ``since`` (inclusive) to ``until`` (exclusive); None: open."""
+    out = []
+    for r in records:
+        t = parse_time(str(r.get("looked_at")), "looked_at")
+        if (since is None or t >= since) and (until is None or t < until):
+            out.append(dict(r))
+    return out
+
+
+def runs_of(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Looks grouped by the run that made them — commit, seed and benchmark — each with its first
+    and last time, its looks, its distinct designs and its labels; in order of the first time.
+
+    >>> r = lambda t, m: {"looked_at": t, "git_commit": "c0ffee", "seed": 0, "label": "iter_1",
+    ...     "benchmark": {"name": "proplogic", "split": "test"}, "design": {"model": m}}
+    >>> [(x["first"], x["last"], x["looks"], x["designs"]) for x in runs_of(
+    ...     [r("2026-01-01T10:05:00+00:00", "b"), r("2026-01-01T10:00:00+00:00", "a")])]
+    [('2026-01-01T10:00:00+00:00', '2026-01-01T10:05:00+00:00', 2, 2)]
+    """
+    groups: dict[tuple, list[Mapping[str, Any]]] = {}
+    for r in records:
+        b = r.get("benchmark") or {}
+        key = (str(r.get("git_commit")), r.get("seed"), f"{b.get('name')}_{b.get('split')}")
+        groups.setdefault(key, []).append(r)
+    out = []
+    for (commit, seed, bench), rs in groups.items():
+        times = sorted(str(r.get("looked_at")) for r in rs)
+        out.append({
+            "commit": commit, "seed": seed, "benchmark": bench,
+            "first": times[0], "last": times[-1], "looks": len(rs),
+            "designs": len({_canonical(r.get("design")) for r in rs}),
+            "labels": sorted({str(r.get("label")) for r in rs}),
+        })  # fmt: skip
+    return sorted(out, key=lambda x: (x["first"], x["commit"], str(x["seed"])))
+
+
+def window_markdown(
+    records: Sequence[Mapping[str, Any]], since: datetime | None, until: datetime | None
+) -> str:
+    """The looks of a window as markdown: a sentence, then one table row a run (:func:`runs_of`)."""
+    span = (
+        f"from {since.isoformat() if since else 'the first record'} "
+        f"to {until.isoformat() if until else 'the last'}"
+    )
+    looks = in_window(records, since, until)
+    if not looks:
+        return f"No look at a confirmation benchmark in the ledger {span}.\n"
+    runs = runs_of(looks)
+    seeds = sorted({str(x["seed"]) for x in runs}, key=lambda s: (len(s), s))
+    lines = [
+        f"**{len(looks)}** looks at confirmation benchmarks in the ledger {span}, by "
+        f"{len(runs)} runs (commit, seed, benchmark); seeds {', '.join(seeds)}.",
+        "",
+        "| looked at (UTC) | commit | seed | benchmark | looks | designs |",
+        "|---|---|---|---|---|---|",
+    ]
+    for x in runs:
+        first, last = (parse_time(x[k], k).astimezone(UTC) for k in ("first", "last"))
+        when = f"{first:%Y-%m-%d %H:%M}"
+        if f"{last:%Y-%m-%d %H:%M}" != when:
+            when += f"–{last:%H:%M}" if first.date() == last.date() else f"–{last:%Y-%m-%d %H:%M}"
+        lines.append(
+            f"| {when} | {x['commit'][:8]} | {x['seed']} | {x['benchmark']} | {x['looks']} "
+            f"| {x['designs']} |"
+        )
+    return "\n".join(lines) + "\n"

@@ -5,8 +5,10 @@
 - ``docs/budget_curves.png``: the README's figure, drawn from the summary alone
   (:func:`burnqed.report.summary.draw`), so it cannot show other numbers than the summary;
 - the blocks between ``<!-- generated: NAME -->`` and ``<!-- end generated -->`` in README.md and
-  docs/*.md (:data:`BLOCKS`: the solve-rate table, the value-model table and its goal; and
-  ``study:NAME``, a committed study report's headline, :func:`study_headline`);
+  docs/*.md (:data:`BLOCKS`: the solve-rate table, the value-model table and its goal;
+  ``study:NAME``, a committed study report's headline, :func:`study_headline`; and
+  ``ledger:SINCE..UNTIL``, the tracked ledger's looks in that window, run by run,
+  :func:`burnqed.eval.ledger.window_markdown`);
 - ``docs/configuration.md``: every knob of ``params.yaml`` by stage, from the schema's descriptions
   and the file's own comments (:func:`configuration_markdown`), with the demo overlay's value.
 
@@ -31,12 +33,14 @@ from typing import Any
 
 import yaml
 
+from burnqed.config import InputError
 from burnqed.eval.configs import (
     goal_table,
     prediction_text,
     span_text,
     weight_text,
 )
+from burnqed.eval.ledger import LEDGER, parse_time, read_ledger, window_markdown
 from burnqed.eval.paired import format_p
 from burnqed.eval.table import markdown_table, pct
 from burnqed.report.summary import draw
@@ -47,6 +51,7 @@ SUMMARY, FIGURE, CONFIGURATION = "summary.json", "budget_curves.png", "configura
 # Other seeds' runs of the demo, published beside seed 0's (docs/summary.json), each exploratory:
 # docs/runs/seed_<seed>.json, and their solve rates side by side in SEED_FIGURE.
 RUNS, SEED_FIGURE = "runs", "seed_curves.png"
+LEDGER_BLOCK = "ledger:"
 BLOCK_RE = re.compile(r"(<!-- generated: (\S+) -->\n)(.*?)(<!-- end generated -->)", re.S)
 
 
@@ -463,7 +468,31 @@ def current_blocks(
     blocks = {name: make(summary) for name, make in BLOCKS.items()}
     blocks.update({name: make(published) for name, make in RUN_BLOCKS.items()})
     blocks.update({f"study:{n}": study_headline(r, n) for n, r in study_reports(root).items()})
+    blocks.update(ledger_blocks(root))
     return blocks
+
+
+def ledger_blocks(root: Path) -> dict[str, str]:
+    """``ledger:SINCE..UNTIL`` for each such block the pages hold: the tracked ledger's looks in
+    that window (ISO 8601 times; either side empty: open)."""
+    names = {
+        m.group(2)
+        for page in doc_files(root)
+        for m in BLOCK_RE.finditer(page.read_text(encoding="utf-8"))
+        if m.group(2).startswith(LEDGER_BLOCK)
+    }
+    records = read_ledger(Path(root) / LEDGER) if names else []
+    out = {}
+    for name in names:
+        since, sep, until = name.removeprefix(LEDGER_BLOCK).partition("..")
+        if not sep:
+            raise InputError(f"generated block {name!r}: not {LEDGER_BLOCK}SINCE..UNTIL")
+        out[name] = window_markdown(
+            records,
+            parse_time(since, f"block {name}") if since else None,
+            parse_time(until, f"block {name}") if until else None,
+        )
+    return out
 
 
 def doc_files(root: Path) -> list[Path]:

@@ -139,6 +139,38 @@ def test_ledger_add_refuses_bad_input_in_one_line_and_writes_nothing(tmp_path, c
         read_ledger(ledger)
 
 
+def test_ledger_show_lists_a_windows_looks_run_by_run(tmp_path, capsys):
+    """`burnqed ledger show --since --until`: the window's looks (since inclusive, until
+    exclusive), one row a run (commit, seed, benchmark) with its times, looks and designs; a bad
+    time is one line naming the flag."""
+    ledger = tmp_path / "looks.jsonl"
+    files = []
+    for i, (seed, ebm, at) in enumerate([(0, "e1", "2026-01-02T03:00:00+00:00"),
+                                         (0, "e2", "2026-01-02T03:30:00+00:00"),
+                                         (1, "e1", "2026-01-02T04:00:00+00:00"),
+                                         (1, "e3", "2026-01-03T00:00:00+00:00")]):  # fmt: skip
+        e = fake_eval("iter_1", "m1", ebm=ebm, seed=seed)
+        e["look"]["looked_at"] = at
+        files.append(str(write(tmp_path / f"e{i}.json", e)))
+    assert cli_main(["ledger", "add", *files, "--ledger", str(ledger)]) == 0
+    capsys.readouterr()
+    argv = ["ledger", "show", "--ledger", str(ledger), "--since", "2026-01-02T03:00:00Z"]
+    assert cli_main([*argv, "--until", "2026-01-02T04:00"]) == 0  # no offset: UTC
+    out = capsys.readouterr().out
+    assert out.startswith("**2** looks at confirmation benchmarks in the ledger from "
+                          "2026-01-02T03:00:00+00:00 to 2026-01-02T04:00:00+00:00, by 1 runs")  # fmt: skip
+    assert "| 2026-01-02 03:00–03:30 | c0ffee | 0 | proplogic_test | 2 | 2 |" in out
+    assert "| 1 |" not in out  # the look at 04:00 is outside: until is exclusive
+    assert cli_main(argv) == 0  # open-ended: both seeds, the second run over two days
+    out = capsys.readouterr().out
+    assert "| 2026-01-02 04:00–2026-01-03 00:00 | c0ffee | 1 | proplogic_test | 2 | 2 |" in out
+    assert cli_main([*argv, "--until", "2026-01-02T03:00:00Z"]) == 0
+    assert capsys.readouterr().out.startswith("No look at a confirmation benchmark in the ledger")
+    assert cli_main([*argv, "--until", "yesterday"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--until: 'yesterday' is not an ISO 8601 time" in err and len(err.splitlines()) == 1
+
+
 def test_compare_md_prints_the_designs_that_looked(tmp_path):
     ledger = tmp_path / "ledger" / "looks.jsonl"
     earlier = write(tmp_path / "old/iter_1/eval.json", fake_eval("iter_1", "m1", ebm="old"))

@@ -72,6 +72,7 @@ SAMPLES = {
     "SEED": "3",
     "FILE": "results/iter_0/eval.json",
     "RUN_DIR": ".",
+    "TIME": "2026-11-27T21:12:06Z",
 }
 _PLACEHOLDER = re.compile(r"^([A-Z][A-Z_]*)(?:\.\.\.|…)?$")
 
