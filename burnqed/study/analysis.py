@@ -429,7 +429,8 @@ def report_markdown(r: Mapping[str, Any]) -> str:
     out = [
         f"# Study {r['study']} — **{r['label'].upper()}**",
         "",
-        f"Decision: **{r['decision']['verdict']}** — {r['decision'].get('rule', '')}",
+        f"Decision: **{r['decision']['verdict']}**.  The registered rule: "
+        f"{r['decision'].get('rule', '')}",
         "",
         f"Seeds {r['seeds']} (registered: {r['registered_seeds']}); α = {r['alpha']:g}; the "
         f"deciding seed-level test: {r['test_description']}.",

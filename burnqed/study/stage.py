@@ -86,8 +86,10 @@ def _refuse_other_digests(
     if bad:
         raise InputError(
             f"{registration}: this checkout's code or config differs from the registered "
-            f"design's for {', '.join(bad)}: run the study from its registration's commit "
-            f"(git checkout {rc['commit'][:12]}), or register the changed design (new seeds)"
+            f"design's for {', '.join(bad)}: run the study from a commit that computes the "
+            f"registered digests — its registration's (git checkout {rc['commit'][:12]}) or the "
+            "one its seeds ran from (git.commit in their study_run.json) — or register the "
+            "changed design (new seeds)"
         )
 
 
