@@ -263,7 +263,8 @@ def study_headline(r: Mapping[str, Any], name: str) -> str:
             c["name"], f"{_points(p['estimate'])} {interval}",
             "–" if p["p_value"] is None else format_p(p["p_value"]),
             "–" if c.get("holm_p") is None else format_p(c["holm_p"]),
-            f"{sum(1 for x in c['per_seed'] if (x['difference'] or 0) > 0)} of {p['seeds']}",
+            f"{sum(1 for x in c['per_seed'] if (x['difference'] or 0) > 0)} of "
+            f"{p['seeds'] + len(r.get('aborted') or [])}",
             said[c.get("confirmed")],
         ])  # fmt: skip
     level = prim[0]["pooled"]["level"] if prim else 1 - r["alpha"]
@@ -294,13 +295,35 @@ def study_headline(r: Mapping[str, Any], name: str) -> str:
                 f"{_short(x['control']) + ': ' if listed else ''}+{x['gained']}/−{x['lost']}, "
                 f"d {_points(x['difference'])}"
             )
+    for x in r.get("aborted") or []:
+        by_seed[x["seed"]] = [f"aborted: {x['reason']}"] + ["aborted"] * (len(prim) - 1)
     lines.append(
         markdown_table(
             ["seed", *[c["name"] for c in prim]],
             [[str(s), *cells] for s, cells in sorted(by_seed.items())],
         )
     )
+    if r.get("aborted"):
+        lines += ["", _aborted_note(r, prim)]
     return "\n".join(lines) + "\n"
+
+
+def _aborted_note(r: Mapping[str, Any], prim: Sequence[Mapping[str, Any]]) -> str:
+    """The headline's sentence on aborted seeds: how they count, and the sensitivity analysis."""
+    n = len(r["aborted"])
+    sens = [
+        f"{c['name']} {_points(c['sensitivity']['estimate'])}, Holm p "
+        f"{format_p(c['sensitivity']['holm_p'])}"
+        for c in prim
+        if c.get("sensitivity") and "holm_p" in c["sensitivity"]
+    ]
+    return (
+        f"{n} seed{'s' if n > 1 else ''} aborted by the design (a training guard stopped "
+        "iteration 1): not positive for either primary; the pooled figures above are on the "
+        "seeds that finished"
+        + (f"; with the aborted seeds at d = 0: {'; '.join(sens)}" if sens else "")
+        + "."
+    )
 
 
 # Generated blocks of all the published runs.

@@ -21,6 +21,14 @@ test was decided.  Anything else is **exploratory**, with the failed checks name
 seeds are some of the registered ones, every check passing, is **partial** (k of n seeds: a run
 still going, or one stopped): its figures are shown, labelled partial, and its decision is
 undecided — a primary is decided on the registered number of seeds only.
+
+A seed the design itself stopped (a training guard; ``study_run.json``'s ``aborted``, recorded by
+:func:`burnqed.study.stage.run`) is *aborted*: it counts as run, so it does not make a study
+partial; the report names it and its reason; it is **not positive** for every comparison (so a
+registered "every seed positive" fails); the pooled tests are computed on the seeds that finished,
+and beside them a sensitivity analysis — the one-sample t-test, Holm over the primaries, with each
+aborted seed at d = 0 (the handling the learning study fixed before its results were read:
+studies/learning-d3/RUN.md).
 """
 
 from __future__ import annotations
@@ -36,6 +44,7 @@ from burnqed.eval.ledger import designs_seen, looks_in, role_of
 from burnqed.eval.paired import UNDECIDED, format_p, paired_test, solved_at
 from burnqed.eval.table import markdown_table
 from burnqed.study import stats
+from burnqed.study.registration import differing_rules
 
 log = logging.getLogger(__name__)
 
@@ -190,8 +199,7 @@ def checks(
         every = [x.get("rules") or {} for x in rec.get("sessions") or []] or [
             rec.get("rules") or {}
         ]
-        bad = sorted({r for got in every for r in set(registered) | set(got)
-                      if registered.get(r) != got.get(r)})  # fmt: skip
+        bad = sorted({r for got in every for r in differing_rules(registered, got)})
         if bad:
             problems.append(
                 f"seed_{s}: digests differ from the registration's for {', '.join(bad)}"
@@ -202,7 +210,7 @@ def checks(
         f"every seed ran the registered code and config ({len(registered)} rules)",
     )
 
-    own = [r for run in seeds.values() for e in run["evals"].values() for r in looks_in(e)]
+    own = [r for run in seeds.values() for r in _own_looks(run)]
     problems = []
     first_result = min((r["looked_at"] for r in own if r.get("looked_at")), default=None)
     started = [run["run"].get("started_at") for run in seeds.values() if run.get("run")]
@@ -247,6 +255,14 @@ def checks(
     return out
 
 
+def _own_looks(run: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A seed directory's own looks: every eval it holds (``looks``, when its loader read them
+    all: the baseline's too), else the compared ones."""
+    if "looks" in run:
+        return list(run["looks"])
+    return [r for e in run["evals"].values() for r in looks_in(e)]
+
+
 def _before(a: str, b: str) -> bool:
     """ISO 8601 ``a`` no later than ``b`` (both with offsets; both to the second: a run started in
     the second its registration was committed read that commit)."""
@@ -276,9 +292,13 @@ def analyse(
     ledger: Sequence[Mapping[str, Any]],
     ledger_path: str | None = None,
     unfinished: Sequence[int] = (),
+    aborted: Mapping[int, Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """``report.json``'s content (module docstring).  ``unfinished``: registered seeds whose
-    directory exists but lacks a compared eval (still running, or stopped)."""
+    directory exists but lacks a compared eval (still running, or stopped).  ``aborted``: per seed
+    the design stopped, ``{"abort": study_run.json's aborted, "run": study_run.json, "looks":
+    the looks of the evals it made}``."""
+    aborted = dict(aborted or {})
     a = reg["analysis"]
     alpha, test = float(a["alpha"]), a["test"]
     primary = list(reg["comparisons"]["primary"])
@@ -291,18 +311,33 @@ def analyse(
     ):
         for c in items:
             rows = [per_seed(c, seeds[s]["evals"], s) for s in sorted(seeds)]
+            pool = pooled(rows, test=test, level=level)
+            if aborted:
+                pool["every_seed_positive"] = False  # an aborted seed is not positive
             comparisons.append(
                 {
                     **c,
                     "kind": kind,
                     "per_seed": rows,
-                    "pooled": pooled(rows, test=test, level=level),
+                    "pooled": pool,
+                    **(
+                        {"sensitivity": _sensitivity(rows, len(aborted), level=level)}
+                        if aborted
+                        else {}
+                    ),
                 }
             )
     prim = [c for c in comparisons if c["kind"] == "primary"]
     adjusted = stats.holm(
         [c["pooled"]["p_value"] if c["pooled"]["p_value"] is not None else 1.0 for c in prim]
     )
+    if aborted:
+        sens = stats.holm(
+            [(c["sensitivity"]["p_value"] if c["sensitivity"] else None) or 1.0 for c in prim]
+        )
+        for c, p in zip(prim, sens, strict=True):
+            if c["sensitivity"]:
+                c["sensitivity"]["holm_p"] = p
     every_seed = bool((a.get("decision") or {}).get("every_seed_positive"))
     for c, p in zip(prim, adjusted, strict=True):
         est = c["pooled"]["estimate"]
@@ -319,9 +354,11 @@ def analyse(
         for r in c["per_seed"]
         if r["verdict"] == UNDECIDED
     ]
+    stopped = {s: {"evals": {}, "run": x.get("run"), "looks": x.get("looks") or []}
+               for s, x in aborted.items()}  # fmt: skip
     found = checks(
         reg,
-        seeds,
+        {**seeds, **stopped},
         derived_seeds=derived_seeds,
         registration_commit=registration_commit,
         ledger=ledger,
@@ -333,15 +370,15 @@ def analyse(
             "detail": "; ".join(undecided) or "every paired test decided",
         }
     )
-    done = len(set(seeds) & set(derived_seeds))
+    done = len((set(seeds) | set(aborted)) & set(derived_seeds))
     partial = (
         None
-        if set(derived_seeds) <= set(seeds)
+        if set(derived_seeds) <= set(seeds) | set(aborted)
         else {"seeds": done, "registered": len(derived_seeds), "unfinished": sorted(unfinished)}
     )
     label = (PARTIAL if partial else CONFIRMATORY) if all(x["ok"] for x in found) else EXPLORATORY
     looks = []
-    own = [r for s in seeds.values() for e in s["evals"].values() for r in looks_in(e)]
+    own = [r for s in seeds.values() for r in _own_looks(s)]
     for s in sorted(seeds):
         e = seeds[s]["evals"][primary[0]["treatment"]]
         sha = (e.get("benchmark") or {}).get("sha256")
@@ -369,6 +406,10 @@ def analyse(
         "test": test,
         "test_description": stats.TESTS[test],
         "seeds": sorted(seeds),
+        "aborted": [
+            {"seed": s, **{k: x["abort"].get(k) for k in ("error", "reason", "at")}}
+            for s, x in sorted(aborted.items())
+        ],
         "registered_seeds": list(derived_seeds),
         "registration_commit": registration_commit,
         "partial": partial,
@@ -381,6 +422,14 @@ def analyse(
         "looks": {"ledger": ledger_path, "per_seed": looks},
         "cost": _cost(seeds),
     }
+
+
+def _sensitivity(rows: Sequence[Mapping[str, Any]], aborted: int, *, level: float) -> dict | None:
+    """The one-sample t-test at ``level`` over the finished seeds' differences and ``aborted``
+    seeds at d = 0 (None below 2 seeds)."""
+    d = [r["difference"] for r in rows if r["difference"] is not None] + [0.0] * aborted
+    t = stats.t_test(d, level=level)
+    return None if t is None else {**t, "aborted_at_zero": aborted}
 
 
 def _cost(seeds: Mapping[int, Mapping[str, Any]]) -> dict[str, Any]:
@@ -450,6 +499,20 @@ def report_markdown(r: Mapping[str, Any]) -> str:
             if r.get("partial")
             else []
         ),
+        *(
+            [
+                f"**Aborted by the design** ({len(r['aborted'])} of the "
+                f"{len(r['registered_seeds'])} registered seeds): a training guard stopped the "
+                "seed, so it has no iteration-1 result.  Each counts as not positive for every "
+                "comparison; the pooled tests below are on the seeds that finished, with a "
+                "sensitivity analysis that puts each aborted seed at d = 0.",
+                "",
+                *[f"- seed {x['seed']}: {x['reason']} (`{x['error']}`)" for x in r["aborted"]],
+                "",
+            ]
+            if r.get("aborted")
+            else []
+        ),
         "## Checks against the registration",
         "",
         markdown_table(
@@ -500,6 +563,18 @@ def report_markdown(r: Mapping[str, Any]) -> str:
             f"{p['sign_agreement']['seeds']} seeds have the pooled sign (all by chance: "
             f"{p['sign_agreement']['all_by_chance']})",
         ]
+        if r.get("aborted"):
+            out.append(
+                f"- every seed positive: no ({len(r['aborted'])} aborted, counted not positive)"
+            )
+            sens = c.get("sensitivity")
+            out.append(
+                f"- sensitivity, the {len(r['aborted'])} aborted seed(s) at d = 0 (one-sample "
+                f"t-test over {sens['seeds']} seeds): {_interval(sens)}"
+                + (f", Holm-adjusted p = {format_p(sens['holm_p'])}" if "holm_p" in sens else "")
+                if sens
+                else "- sensitivity with the aborted seeds at d = 0: fewer than 2 seeds"
+            )
         if c["kind"] == "primary":
             said = {True: "confirmed", False: "not confirmed", None: "undecided (partial)"}
             out.append(f"- Holm-adjusted p = {format_p(c['holm_p'])}: **{said[c['confirmed']]}**")
@@ -553,6 +628,7 @@ def draw_forest(r: Mapping[str, Any], out: Path) -> None:
         p = c["pooled"]
         rows = [(f"seed {x['seed']} (+{x['gained']}/−{x['lost']})", x["difference"], None, None)
                 for x in c["per_seed"]]  # fmt: skip
+        rows += [(f"seed {x['seed']} (aborted)", None, None, None) for x in r.get("aborted") or []]
         order = ["t_test", "hartung_knapp"]
         if p["decides"] == "hartung-knapp":
             order.reverse()

@@ -187,10 +187,12 @@ def main_status(args: argparse.Namespace) -> int:
     st = status(args.registration, root=args.root, out=args.out)
     for r in st["seeds"]:
         cost = "" if r["cost_s"] is None else f", {r['cost_s']:.0f} s"
-        print(f"seed {r['seed']}: {r['state']} (sessions: {r['sessions']}{cost})")
+        why = f": {r['aborted']}" if r.get("aborted") else ""
+        print(f"seed {r['seed']}: {r['state']} (sessions: {r['sessions']}{cost}){why}")
     median, left = st["median_seed_s"], st["left_s"]
     print(
         f"study {st['study']}: {st['finished']} of {st['registered']} seeds finished"
+        + (f", {st['aborted']} aborted by the design" if st["aborted"] else "")
         + ("" if median is None else f"; a seed {median / 60:.1f} min (median)")
         + ("" if left is None or not left else f"; ≈ {left / 3600:.1f} h left at that rate")
     )

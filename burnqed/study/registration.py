@@ -322,6 +322,16 @@ def rule_digests(
     return out
 
 
+def differing_rules(registered: Mapping[str, Any], got: Mapping[str, Any]) -> list[str]:
+    """The rules whose digests differ between ``registered`` and ``got`` (a rule in only one of
+    them differs).
+
+    >>> differing_rules({"a": 1, "b": 2}, {"a": 1, "b": 3, "c": 4})
+    ['b', 'c']
+    """
+    return sorted(r for r in set(registered) | set(got) if registered.get(r) != got.get(r))
+
+
 def snakemake_command() -> str:
     """The ``snakemake`` beside this Python (a virtualenv's), else the one on PATH."""
     beside = Path(sys.executable).parent / "snakemake"

@@ -23,6 +23,7 @@ import json
 import logging
 import math
 import os
+import re
 import socket
 import statistics
 import subprocess
@@ -36,7 +37,7 @@ from typing import Any
 import yaml
 
 from burnqed.config import InputError
-from burnqed.eval.ledger import LEDGER, now, read_ledger
+from burnqed.eval.ledger import LEDGER, looks_in, now, read_ledger
 from burnqed.eval.stage import write_json
 from burnqed.provenance import git_state
 from burnqed.study import registration as registration_file
@@ -54,6 +55,13 @@ log = logging.getLogger(__name__)
 
 RUN_RECORD = "study_run.json"
 OVERLAY = "study_overrides.yaml"
+SNAKEMAKE_LOG = "study_snakemake.log"
+
+# Errors by which the design itself stops a seed: a training guard (deterministic: a rerun stops
+# again).  Such a seed is *aborted* — recorded, not rerun, and reported as the registration's
+# abort rule says (studies/<study>/RUN.md); any other failure is infrastructure and is rerun.
+DESIGN_STOPS = ("burnqed.train.joint.JointTrainingError",)
+_ERROR_LINE = re.compile(r"^(burnqed(?:\.\w+)+Error): (.+)$", re.M)
 
 
 def default_out(registration: Path) -> Path:
@@ -82,7 +90,7 @@ def _refuse_other_digests(
     records the digests it started with: an edit mid-study shows there.)"""
     registered = design["rules"]
     here = registration_file.design_digests(root, design, sorted(registered))
-    bad = sorted(r for r in registered if here.get(r) != registered[r])
+    bad = registration_file.differing_rules(registered, here)
     if bad:
         raise InputError(
             f"{registration}: this checkout's code or config differs from the registered "
@@ -122,7 +130,39 @@ def load_seed(directory: Path, reg: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "evals": evals,
         "run": json.loads(rec.read_text(encoding="utf-8")) if rec.is_file() else None,
+        "looks": own_looks(directory),
     }
+
+
+def own_looks(directory: Path) -> list[dict[str, Any]]:
+    """The look records of every eval a seed's directory holds (``results/*/eval*.json``: the
+    compared ones and the rest, the baseline's too) — the study's own looks at its benchmark."""
+    looks = []
+    for p in sorted(Path(directory).glob("results/*/eval*.json")):
+        try:
+            looks += looks_in(json.loads(p.read_text(encoding="utf-8")))
+        except (OSError, json.JSONDecodeError) as e:
+            raise InputError(f"{p}: not a readable eval JSON ({e})") from None
+    return looks
+
+
+def design_stop(log_text: str) -> dict[str, str] | None:
+    """The first :data:`DESIGN_STOPS` error a seed's Snakemake log shows (``{"error", "reason"}``),
+    or None: the traceback's last line, as Python prints it, in the failed job's output."""
+    for m in _ERROR_LINE.finditer(log_text):
+        if m.group(1) in DESIGN_STOPS:
+            return {"error": m.group(1), "reason": m.group(2).strip()}
+    return None
+
+
+def aborted(record: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """A seed's abort (``study_run.json``'s ``aborted``: error, reason, when), or None."""
+    return (record or {}).get("aborted")
+
+
+def _record(directory: Path) -> dict[str, Any] | None:
+    path = Path(directory) / RUN_RECORD
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
 
 
 def seed_directories(out: Path) -> dict[int, Path]:
@@ -148,8 +188,10 @@ def run(
     returns it.  With ``parallel`` > 1 the seeds' jobs share the cores: each seed's snakemake
     runs with ``OMP_WAIT_POLICY=PASSIVE`` unless the environment sets a policy (a waiting OpenMP
     thread sleeps instead of spinning on a core another seed's job needs; how a thread waits never
-    changes how the work is split, so the bytes are the same).  After a seed fails no new seed
-    starts; the running ones finish, then :class:`InputError` names every failed seed."""
+    changes how the work is split, so the bytes are the same).  A seed the design stops
+    (:data:`DESIGN_STOPS`) is recorded as aborted in its ``study_run.json`` and never rerun; the
+    others go on.  After any other failure no new seed starts; the running ones finish, then
+    :class:`InputError` names every failed seed."""
     if parallel < 1:
         raise InputError(f"--parallel {parallel}: at least 1")
     root = Path(root)
@@ -175,6 +217,8 @@ def run(
     def run_seed(i: int, s: int) -> str | None:
         work = (out / f"seed_{s}").resolve()
         work.mkdir(parents=True, exist_ok=True)
+        if _abort_recorded(work, s):
+            return None
         overlay = work / OVERLAY
         overlay.write_text(yaml.safe_dump(dict(design.get("overrides") or {})), encoding="utf-8")
         argv = [
@@ -198,17 +242,27 @@ def run(
         write_json(work / RUN_RECORD, record)
         t0 = time.monotonic()
         log.info("study %s: seed %d (%d of %d) in %s", reg["study"], s, i, len(seeds), work)
-        with (work / "study_snakemake.log").open("a", encoding="utf-8") as logf:
+        logpath = work / SNAKEMAKE_LOG
+        offset = logpath.stat().st_size if logpath.is_file() else 0
+        record["sessions"][-1]["log_offset"] = offset
+        with logpath.open("a", encoding="utf-8") as logf:
             r = subprocess.run(argv, cwd=root, stdout=logf, stderr=subprocess.STDOUT, env=env)
         record["sessions"][-1].update(
             finished_at=now(), wall_s=round(time.monotonic() - t0, 1), returncode=r.returncode
         )
+        if r.returncode != 0:
+            with logpath.open(encoding="utf-8", errors="replace") as f:
+                f.seek(offset)
+                stopped = design_stop(f.read())
+            if stopped is not None:
+                record["aborted"] = {**stopped, "at": now()}
+                write_json(work / RUN_RECORD, record)
+                log.warning("seed %d: aborted by the design: %s", s, stopped["reason"])
+                return None
         write_json(work / RUN_RECORD, record)
         if r.returncode != 0:
             stop.set()
-            return (
-                f"seed {s}: snakemake exited {r.returncode} (log: {work / 'study_snakemake.log'})"
-            )
+            return f"seed {s}: snakemake exited {r.returncode} (log: {logpath})"
         return None
 
     with ThreadPoolExecutor(max_workers=parallel) as pool:
@@ -221,7 +275,7 @@ def run(
 def status(registration: Path, *, root: Path = Path("."), out: Path | None = None) -> dict:
     """Where a study stands, from its seeds' ``study_run.json`` and which compared evals exist —
     never their contents (a running study stays unread): per registered seed its state
-    (``finished``, ``running``, ``stopped``, ``failed``, ``not started``; ``unfinished`` for an
+    (``finished``, ``aborted``, ``running``, ``stopped``, ``failed``, ``not started``; ``unfinished`` for an
     unended session whose process cannot be checked from here, :func:`_unended`), sessions and cost
     (:func:`burnqed.study.analysis.seed_cost`); the median cost of a finished seed and what the
     seeds left would take at it."""
@@ -237,22 +291,26 @@ def status(registration: Path, *, root: Path = Path("."), out: Path | None = Non
         last = sessions[-1] if sessions else {}
         if rec is None:
             state = "not started"
+        elif aborted(rec) is not None:
+            state = "aborted"
         elif "finished_at" not in last:
             state = {"running": "running", "gone": "stopped"}.get(_unended(last), "unfinished")
         elif last.get("returncode") != 0:
             state = "failed"
         else:
             state = "finished" if has_evals(work, reg) else "stopped"
-        rows.append(
-            {"seed": s, "state": state, "sessions": len(sessions), "cost_s": seed_cost(rec)}
-        )
+        row = {"seed": s, "state": state, "sessions": len(sessions), "cost_s": seed_cost(rec)}
+        if state == "aborted":
+            row["aborted"] = aborted(rec)["reason"]
+        rows.append(row)
     done = [r["cost_s"] for r in rows if r["state"] == "finished" and r["cost_s"] is not None]
     median = statistics.median(done) if done else None
-    left = sum(r["state"] != "finished" for r in rows)
+    left = sum(r["state"] not in ("finished", "aborted") for r in rows)
     return {
         "study": reg["study"],
         "seeds": rows,
         "finished": sum(r["state"] == "finished" for r in rows),
+        "aborted": sum(r["state"] == "aborted" for r in rows),
         "registered": len(seeds),
         "median_seed_s": median,
         "left_s": None if median is None else left * median,
@@ -313,6 +371,31 @@ def _unlock_if_stale(work: Path, seed: int, argv: Sequence[str], root: Path) -> 
         raise InputError(f"seed {seed}: snakemake --unlock failed: {r.stderr.strip()[-500:]}")
 
 
+def _abort_recorded(work: Path, seed: int) -> bool:
+    """Whether the seed is aborted (:func:`aborted`), so not run again.  A seed whose last session
+    failed on a design stop before the runner recorded aborts (its log shows it; sessions without a
+    ``log_offset`` read the whole log) is recorded as aborted now, dated by that session's end."""
+    path = work / RUN_RECORD
+    if not path.is_file():
+        return False
+    record = json.loads(path.read_text(encoding="utf-8"))
+    if aborted(record) is None:
+        last = (record.get("sessions") or [{}])[-1]
+        logpath = work / SNAKEMAKE_LOG
+        if last.get("returncode") in (None, 0) or not logpath.is_file():
+            return False
+        with logpath.open(encoding="utf-8", errors="replace") as f:
+            f.seek(last.get("log_offset", 0))
+            stopped = design_stop(f.read())
+        if stopped is None:
+            return False
+        record["aborted"] = {**stopped, "at": last.get("finished_at")}
+        write_json(path, record)
+    log.warning("seed %d: aborted by the design (%s); not run again", seed,
+                record["aborted"]["reason"])  # fmt: skip
+    return True
+
+
 def _run_record(
     work: Path, seed: int, registration: Path, rc: Mapping[str, Any], rules: Mapping[str, Any]
 ) -> dict[str, Any]:
@@ -340,6 +423,7 @@ def _run_record(
         "git": session["git"],
         "started_at": old.get("started_at") or session["started_at"],
         "sessions": [*(earlier or []), session],
+        **({"aborted": old["aborted"]} if "aborted" in old else {}),
     }
 
 
@@ -365,8 +449,18 @@ def report(
         raise InputError(f"{out}: no seed_<s> directory (run `burnqed study run` first)")
     # A registered seed whose directory lacks a compared eval is still running (or stopped): the
     # report is partial without it.  Any other seed directory must be whole.
-    unfinished = [s for s, d in dirs.items() if s in derived and not has_evals(d, reg)]
-    seeds = {s: load_seed(d, reg) for s, d in dirs.items() if s not in unfinished}
+    records = {s: _record(d) for s, d in dirs.items()}
+    stopped = {
+        s: {"abort": aborted(records[s]), "run": records[s], "looks": own_looks(d)}
+        for s, d in dirs.items()
+        if aborted(records[s]) is not None
+    }
+    unfinished = [
+        s for s, d in dirs.items() if s in derived and s not in stopped and not has_evals(d, reg)
+    ]
+    seeds = {
+        s: load_seed(d, reg) for s, d in dirs.items() if s not in unfinished and s not in stopped
+    }
     if not seeds:
         raise InputError(f"{out}: no seed has finished yet (unfinished: {unfinished})")
     r = analyse(
@@ -377,6 +471,7 @@ def report(
         ledger=read_ledger(Path(root) / ledger),
         ledger_path=str(ledger),
         unfinished=unfinished,
+        aborted=stopped,
     )
     report_dir = Path(report_dir) if report_dir is not None else Path(registration).parent
     write_json(report_dir / "report.json", r)

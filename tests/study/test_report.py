@@ -160,6 +160,54 @@ def test_a_run_that_matches_its_registration_is_confirmatory(tmp_path):
     assert [x["designs"] for x in r["looks"]["per_seed"]] == [3, 3, 3]
 
 
+def test_an_aborted_seed_is_named_counts_not_positive_and_has_a_sensitivity_analysis(tmp_path):
+    """A seed the design stopped (study_run.json's ``aborted``) leaves the study whole, not
+    partial: named with its reason; pooled tests on the finished seeds, "every seed positive"
+    false, and the t-test with it at d = 0 beside them (Holm over the primaries); its own evals'
+    looks (the baseline's too), in the ledger, keep the seeds fresh; the headline names it."""
+    root = tmp_path / "repo"
+    reg = registration()
+    reg["analysis"]["decision"]["every_seed_positive"] = True
+    path, seeds = make_study(root, reg)
+    stopped = path.parent / "seeds" / f"seed_{seeds[1]}"
+    shutil.rmtree(stopped / "results" / "iter_1")
+    base = eval_json("baseline", "m00", None, {"t1"}, seed=seeds[1])
+    (stopped / "results/baseline").mkdir()
+    (stopped / "results/baseline/eval.json").write_text(json.dumps(base))
+    reason = "joint step 50: held-out probe_accuracy fell to 0.529, below its red line 0.6"
+    (stopped / RUN_RECORD).write_text(json.dumps({
+        "seed": seeds[1], "rules": RULES, "started_at": LOOKED,
+        "sessions": [{"rules": RULES, "started_at": LOOKED, "wall_s": 9.0, "returncode": 1}],
+        "aborted": {"error": "burnqed.train.joint.JointTrainingError", "reason": reason,
+                    "at": LOOKED}}))  # fmt: skip
+    looks = [json.loads(f.read_text())["look"] for f in (path.parent / "seeds").rglob("eval*.json")]
+    write_ledger(root / "ledger/looks.jsonl", looks)
+    r = report(path, root=root)
+    assert r["label"] == "confirmatory", [c for c in r["checks"] if not c["ok"]]
+    assert r["partial"] is None and r["seeds"] == sorted({seeds[0], seeds[2]})
+    assert r["aborted"] == [{"seed": seeds[1], "error": "burnqed.train.joint.JointTrainingError",
+                             "reason": reason, "at": LOOKED}]  # fmt: skip
+    learning, value = r["comparisons"]
+    d = [x["difference"] for x in learning["per_seed"]]
+    assert learning["pooled"]["seeds"] == 2 and all(x > 0 for x in d)
+    assert not learning["pooled"]["every_seed_positive"]  # the aborted seed is not positive
+    sens = learning["sensitivity"]
+    assert sens["seeds"] == 3 and sens["aborted_at_zero"] == 1
+    assert sens["estimate"] == pytest.approx(sum(d) / 3)
+    raw = sorted([learning["sensitivity"]["p_value"], value["sensitivity"]["p_value"]])
+    assert min(learning["sensitivity"]["holm_p"], value["sensitivity"]["holm_p"]) == (
+        pytest.approx(2 * raw[0])
+    )
+    assert not learning["confirmed"] and r["decision"]["verdict"] == "not met (confirmatory)"
+    md = (path.parent / "report.md").read_text()
+    assert "**Aborted by the design** (1 of the 3 registered seeds)" in md
+    assert f"- seed {seeds[1]}: {reason} (`burnqed.train.joint.JointTrainingError`)" in md
+    assert "- sensitivity, the 1 aborted seed(s) at d = 0 (one-sample t-test over 3 seeds)" in md
+    text = study_headline(r, "synthetic")
+    assert f"| {seeds[1]} | aborted: {reason} | aborted |" in text
+    assert "1 seed aborted by the design" in text and "of 3 |" in text
+
+
 def test_a_digest_mismatch_makes_it_exploratory(tmp_path):
     path, seeds = make_study(tmp_path / "repo")
     rec = path.parent / "seeds" / f"seed_{seeds[1]}" / RUN_RECORD
@@ -534,7 +582,8 @@ def test_a_seed_run_over_sessions_keeps_each_sessions_digests_and_cost(tmp_path)
 
 FAKE_SNAKEMAKE = """#!{python}
 # A stand-in for snakemake in `burnqed study run`'s tests: builds a seed's evals from a stash,
-# notes when it ran and its OpenMP wait policy, and fails for the seed named in FAIL_SEED.
+# notes when it ran and its OpenMP wait policy, fails for the seed named in FAIL_SEED and stops
+# on a training guard, as a joint-training job prints it, for the seed named in ABORT_SEED.
 import json, os, shutil, sys, time
 argv = sys.argv[1:]
 work = argv[argv.index("--directory") + 1]
@@ -550,7 +599,11 @@ with open(os.path.join(work, "fake.json"), "w") as f:
                "omp": os.environ.get("OMP_WAIT_POLICY")}}, f)
 if seed == os.environ.get("FAIL_SEED"):
     sys.exit(3)
-shutil.copytree(os.path.join(work, "stash"), os.path.join(work, "results"))
+if seed == os.environ.get("ABORT_SEED"):
+    print("Traceback (most recent call last):")
+    print("burnqed.train.joint.JointTrainingError: joint step 50: held-out probe_accuracy fell")
+    sys.exit(1)
+shutil.copytree(os.path.join(work, "stash"), os.path.join(work, "results"), dirs_exist_ok=True)
 """
 
 
@@ -628,6 +681,49 @@ def test_a_checkout_with_other_digests_runs_no_seed_and_names_the_rules(tmp_path
     for s in seeds:
         work = path.parent / "seeds" / f"seed_{s}"
         assert not (work / "fake.json").exists() and not (work / RUN_RECORD).exists()
+
+
+def test_a_seed_the_design_stops_is_aborted_and_the_others_go_on(tmp_path, monkeypatch, capsys):
+    """A training guard's error in a seed's log makes it *aborted*: recorded with its reason,
+    never rerun, the other seeds run on; an infrastructure failure still stops the study.  A seed
+    whose failed session predates abort records is recognised from its log."""
+    path, seeds = make_study(tmp_path / "repo")
+    stage = fake_snakemake(tmp_path, monkeypatch, path, seeds)
+    monkeypatch.setenv("ABORT_SEED", str(seeds[0]))
+    stage.run(path, root=tmp_path / "repo")
+    work = path.parent / "seeds" / f"seed_{seeds[0]}"
+    rec = json.loads((work / RUN_RECORD).read_text())
+    assert rec["aborted"]["error"] == "burnqed.train.joint.JointTrainingError"
+    assert rec["aborted"]["reason"].startswith("joint step 50: held-out probe_accuracy")
+    assert rec["sessions"][-1]["returncode"] == 1
+    for s in seeds[1:]:  # the others ran
+        assert (path.parent / "seeds" / f"seed_{s}" / "fake.json").exists()
+    (work / "fake.json").unlink()
+    monkeypatch.delenv("ABORT_SEED")
+    stage.run(path, root=tmp_path / "repo")
+    assert not (work / "fake.json").exists()  # not run again
+    assert len(json.loads((work / RUN_RECORD).read_text())["sessions"]) == 1
+    st = stage.status(path, root=tmp_path / "repo")
+    assert [r["state"] for r in st["seeds"]] == ["aborted", "finished", "finished"]
+    assert st["aborted"] == 1 and st["left_s"] == 0
+    assert cli_main(["study", "status", str(path), "--root", str(tmp_path / "repo")]) == 0
+    out = capsys.readouterr().out
+    assert f"seed {seeds[0]}: aborted (sessions: 1, " in out and "probe_accuracy fell" in out
+    assert "2 of 3 seeds finished, 1 aborted by the design;" in out
+    # A record written before aborts were recorded: the failed session's log says it.
+    del rec["aborted"]
+    del rec["sessions"][-1]["log_offset"]
+    (work / RUN_RECORD).write_text(json.dumps(rec))
+    stage.run(path, root=tmp_path / "repo")
+    assert not (work / "fake.json").exists()
+    assert (
+        json.loads((work / RUN_RECORD).read_text())["aborted"]["at"]
+        == rec["sessions"][-1]["finished_at"]
+    )
+    # An error that is not a design stop is infrastructure: the study stops, naming it.
+    monkeypatch.setenv("FAIL_SEED", str(seeds[1]))
+    with pytest.raises(InputError, match=rf"seed {seeds[1]}: snakemake exited 3"):
+        stage.run(path, root=tmp_path / "repo")
 
 
 def test_a_seed_left_locked_by_a_killed_session_is_unlocked_unless_its_process_lives(
