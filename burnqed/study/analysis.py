@@ -473,6 +473,19 @@ def _interval(r: Mapping[str, Any] | None) -> str:
     )
 
 
+def _unconfirmed(c: Mapping[str, Any], r: Mapping[str, Any]) -> list[str]:
+    """Which of the registered conditions a primary that is not confirmed fails."""
+    p, alpha = c["pooled"], r["alpha"]
+    why = []
+    if c.get("holm_p") is None or c["holm_p"] >= alpha:
+        why.append(f"Holm-adjusted p not below α = {alpha:g}")
+    if p["estimate"] is None or p["estimate"] <= 0:
+        why.append("pooled estimate not positive")
+    if (r["decision"] or {}).get("every_seed_positive") and not p["every_seed_positive"]:
+        why.append("not positive on every seed, as registered")
+    return why
+
+
 def report_markdown(r: Mapping[str, Any]) -> str:
     """``report.md``: label and checks, the decision, per-seed and pooled tables, the looks."""
     out = [
@@ -561,12 +574,17 @@ def report_markdown(r: Mapping[str, Any]) -> str:
             f"{format_p(p['stratified']['p_value'])}",
             f"- sign agreement (not a gate): {p['sign_agreement']['agree']} of "
             f"{p['sign_agreement']['seeds']} seeds have the pooled sign (all by chance: "
-            f"{p['sign_agreement']['all_by_chance']})",
+            f"{format_p(p['sign_agreement']['all_by_chance'])})",
         ]
+        n_aborted = len(r.get("aborted") or [])
+        positive = sum(1 for x in c["per_seed"] if (x["difference"] or 0) > 0)
+        out.append(
+            f"- every seed positive: {'yes' if p['every_seed_positive'] else 'no'} ({positive} of "
+            f"{len(c['per_seed'])} finished seeds positive"
+            + (f"; {n_aborted} aborted, counted not positive" if n_aborted else "")
+            + ")"
+        )
         if r.get("aborted"):
-            out.append(
-                f"- every seed positive: no ({len(r['aborted'])} aborted, counted not positive)"
-            )
             sens = c.get("sensitivity")
             out.append(
                 f"- sensitivity, the {len(r['aborted'])} aborted seed(s) at d = 0 (one-sample "
@@ -577,7 +595,11 @@ def report_markdown(r: Mapping[str, Any]) -> str:
             )
         if c["kind"] == "primary":
             said = {True: "confirmed", False: "not confirmed", None: "undecided (partial)"}
-            out.append(f"- Holm-adjusted p = {format_p(c['holm_p'])}: **{said[c['confirmed']]}**")
+            why = _unconfirmed(c, r) if c["confirmed"] is False else []
+            out.append(
+                f"- Holm-adjusted p = {format_p(c['holm_p'])}: **{said[c['confirmed']]}**"
+                + (f" ({'; '.join(why)})" if why else "")
+            )
         out.append("")
     cost = r.get("cost") or {}
     if cost.get("median_wall_s") is not None:
@@ -622,8 +644,10 @@ def draw_forest(r: Mapping[str, Any], out: Path) -> None:
     import matplotlib.pyplot as plt
 
     comps = r["comparisons"]
-    fig, axes = plt.subplots(len(comps), 1, figsize=(7, 1.2 + 1.1 * len(comps) * 1.6),
-                             squeeze=False)  # fmt: skip
+    # A row a seed (finished or aborted) and one a pooled test, each tall enough for its label.
+    heights = [len(c["per_seed"]) + len(r.get("aborted") or []) + 2 for c in comps]
+    fig, axes = plt.subplots(len(comps), 1, figsize=(7, 0.6 + sum(1.0 + 0.17 * h for h in heights)),
+                             squeeze=False, height_ratios=heights)  # fmt: skip
     for ax, c in zip(axes[:, 0], comps, strict=True):
         p = c["pooled"]
         rows = [(f"seed {x['seed']} (+{x['gained']}/−{x['lost']})", x["difference"], None, None)
@@ -652,6 +676,6 @@ def draw_forest(r: Mapping[str, Any], out: Path) -> None:
         ax.set_title(f"{c['kind']}: {c['name']} ({100 * p['level']:.1f} % intervals)", fontsize=9)
         ax.set_xlabel("treatment − control, solve-rate points", fontsize=8)
     fig.suptitle(f"Study {r['study']} ({r['label']})", fontsize=10)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.4 / fig.get_figheight()))  # the title's own strip
     fig.savefig(out, dpi=100)
     plt.close(fig)

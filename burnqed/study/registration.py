@@ -415,8 +415,15 @@ def _git(root: Path, *args: str) -> subprocess.CompletedProcess:
 
 
 def first_commit(path: Path, root: Path) -> dict[str, str] | None:
-    """``{"commit", "date"}`` of the first commit that added ``path`` (None: never committed)."""
-    rel = Path(path).resolve().relative_to(Path(root).resolve())
+    """``{"commit", "date"}`` of the first commit that added ``path`` (None: never committed);
+    :class:`InputError` when ``path`` is not inside the checkout ``root``."""
+    try:
+        rel = Path(path).resolve().relative_to(Path(root).resolve())
+    except ValueError:
+        raise InputError(
+            f"{path}: not inside the checkout {root} (--root); give the registration of that "
+            "checkout"
+        ) from None
     r = _git(root, "log", "--diff-filter=A", "--format=%H %cI", "--", rel.as_posix())
     lines = r.stdout.decode().split("\n") if r.returncode == 0 else []
     lines = [x for x in lines if x.strip()]

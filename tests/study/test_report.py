@@ -203,6 +203,9 @@ def test_an_aborted_seed_is_named_counts_not_positive_and_has_a_sensitivity_anal
     assert "**Aborted by the design** (1 of the 3 registered seeds)" in md
     assert f"- seed {seeds[1]}: {reason} (`burnqed.train.joint.JointTrainingError`)" in md
     assert "- sensitivity, the 1 aborted seed(s) at d = 0 (one-sample t-test over 3 seeds)" in md
+    assert "- every seed positive: no (2 of 2 finished seeds positive; 1 aborted, counted" in md
+    assert "not positive on every seed, as registered)" in md
+    assert "(all by chance: 0.500)" in md
     text = study_headline(r, "synthetic")
     assert f"| {seeds[1]} | aborted: {reason} | aborted |" in text
     assert "1 seed aborted by the design" in text and "of 3 |" in text
@@ -303,6 +306,12 @@ def test_seeds_come_from_the_commit_and_report_needs_a_commit(tmp_path, capsys):
     loose.write_text(path.read_text())
     assert cli_main(["study", "run", str(loose), "--root", str(root)]) == 2
     assert "not committed" in capsys.readouterr().err
+    # A registration outside the --root checkout: one line naming both.
+    (tmp_path / "other").mkdir()
+    assert cli_main(["study", "status", str(path), "--root", str(tmp_path / "other")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith(f"{path}: not inside the checkout {tmp_path / 'other'} (--root); give the "
+                        "registration of that checkout") and "\n" not in err  # fmt: skip
 
 
 def test_a_withdrawn_registration_is_neither_run_nor_reported(tmp_path, capsys):
