@@ -248,6 +248,12 @@ def study_headline(r: Mapping[str, Any], name: str) -> str:
             f"{part['seeds']} of {part['registered']} registered seeds finished, interim"
             if part
             else f"{len(r['seeds'])} seeds"
+            + (
+                f" finished and {len(r['aborted'])} aborted of {len(r['registered_seeds'])} "
+                "registered"
+                if r.get("aborted")
+                else ""
+            )
         )
         + f"; α {r['alpha']:g}, Holm over the {len(prim)} primaries, {r['test_description']}. "
         f"Decision: **{r['decision']['verdict']}**.",
@@ -296,7 +302,9 @@ def study_headline(r: Mapping[str, Any], name: str) -> str:
                 f"d {_points(x['difference'])}"
             )
     for x in r.get("aborted") or []:
-        by_seed[x["seed"]] = [f"aborted: {x['reason']}"] + ["aborted"] * (len(prim) - 1)
+        where = str(x.get("reason") or "").split(":")[0]  # e.g. "joint step 50"
+        error = str(x.get("error") or "").rsplit(".", 1)[-1]
+        by_seed[x["seed"]] = [f"aborted ({error}, {where})"] + ["aborted"] * (len(prim) - 1)
     lines.append(
         markdown_table(
             ["seed", *[c["name"] for c in prim]],

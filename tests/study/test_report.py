@@ -207,7 +207,8 @@ def test_an_aborted_seed_is_named_counts_not_positive_and_has_a_sensitivity_anal
     assert "not positive on every seed, as registered)" in md
     assert "(all by chance: 0.500)" in md
     text = study_headline(r, "synthetic")
-    assert f"| {seeds[1]} | aborted: {reason} | aborted |" in text
+    assert f"| {seeds[1]} | aborted (JointTrainingError, joint step 50) | aborted |" in text
+    assert ": 2 seeds finished and 1 aborted of 3 registered;" in text
     assert "1 seed aborted by the design" in text and "of 3 |" in text
 
 
