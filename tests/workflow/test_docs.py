@@ -165,14 +165,7 @@ CLAIMS = [
     ("docs/value-model.md", "each is one seed's {evidence} run"),
     ("docs/value-model.md", "its features rank the on-path node first more often than the log-prob ({F_sd_value} against {F_sd_logprob})"),
     ("docs/value-model.md", "its live replay equals its live eval on {agree} of {agree_exact} theorems"),
-    ("README.md", "These figures are **{evidence}**: one seed (0)"),
-    ("README.md", "Baseline → iteration 0 gains {step0_g} theorems and loses {step0_l} (p = {step0_p}), and iteration 0 → 1 gains {step1_g} and loses {step1_l} (p = {step1_p})"),
-    ("README.md", "iteration 1 gains {step2_g} and loses {step2_l} (p = {step2_p}), so the learning check **{verdict}s**"),
-    ("README.md", "it changes {C_changed} % of C's decisions"),
-    ("README.md", "With it iteration 1 solves {C_with} %, without a value {C_without} %, and with a fitted depth term and open-goal count in place of the energy {C_depth} %; against the stronger of the two, the {C_twin} twin, C gains {C_sg} and loses {C_sl} (p = {C_sp}, Holm {C_sholm}: {C_verdict}), so the value model's goal is **{goal}**"),
-    ("README.md", "C's head ranks the proof-path state first in {C_rank1} of its groups against chance {chance}"),
-    ("README.md", "A three-feature value gains {F_g} theorems and loses {F_l} against the same policy without a value (p = {F_p}) and, against C, {FC_g} and {FC_l} (p = {FC_p}: {FC_verdict})"),
-    ("README.md", "one seed, {evidence} (`docs/runs/`)"),
+    ("docs/demo.md", "one seed, {evidence} (`docs/runs/`)"),
     ("README.md", "evaluates each on {theorems} held-out deeper theorems"),
     ("docs/demo.md", "({wall} wall, {jobs} jobs, {mem_gb} GB peak memory"),
     ("docs/demo.md", "Its figures are **{evidence}** — one seed"),
@@ -306,9 +299,10 @@ def test_a_changed_summary_breaks_the_claims_and_the_table():
     moved["learning"]["steps"][0]["gained"] += 1
     moved["evals"]["iter_1"]["rates"]["4"] = 0.5
     changed = figures(moved)
-    readme = _flat(_page("README.md"))
-    assert _flat(CLAIMS[0][1].format(**changed)) not in readme
-    assert BLOCKS["solve-table"](moved) not in _page("README.md")
+    (page, claim), *_ = [c for c in CLAIMS if "{step0_g}" in c[1]]
+    assert _flat(claim.format(**figures(SUMMARY))) in _flat(_page(page))
+    assert _flat(claim.format(**changed)) not in _flat(_page(page))
+    assert BLOCKS["solve-table"](moved) not in _page("docs/demo.md")
 
 
 def test_the_summary_has_every_key():
