@@ -313,6 +313,19 @@ def study_headline(r: Mapping[str, Any], name: str) -> str:
     )
     if r.get("aborted"):
         lines += ["", _aborted_note(r, prim)]
+    cost = r.get("cost") or {}
+    if cost.get("median_wall_s") is not None:
+        lines += [
+            "",
+            f"A seed cost {cost['median_wall_s'] / 60:.1f} min of wall time (median of "
+            f"{cost['seeds_timed']} timed"
+            + (
+                f"; {cost['parallel']} seeds at a time, each charged its share"
+                if cost.get("parallel", 1) > 1
+                else ""
+            )
+            + ").",
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -480,7 +493,7 @@ def configuration_markdown(root: Path) -> str:
         "key, wrong type or out-of-range value fails naming the key). Overlays in `config/` change "
         "only what differs (`config/demo.yaml` for the CPU demo, `config/a100-7b.yaml` for one 80 GB "
         "GPU). Machine settings (cores, GPUs, memory) live in the rules and `workflow/profiles/`. "
-        "Each rule receives only its own section (README, How it works). Each entry: the key, its "
+        "Each rule receives only its own section (docs/architecture.md, The stages). Each entry: the key, its "
         "default, the demo's value where the demo overlay changes it, its type and range, the "
         "schema's description and params.yaml's comment.",
         "",
