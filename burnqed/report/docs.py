@@ -269,8 +269,7 @@ def study_headline(r: Mapping[str, Any], name: str) -> str:
             c["name"], f"{_points(p['estimate'])} {interval}",
             "–" if p["p_value"] is None else format_p(p["p_value"]),
             "–" if c.get("holm_p") is None else format_p(c["holm_p"]),
-            f"{sum(1 for x in c['per_seed'] if (x['difference'] or 0) > 0)} of "
-            f"{p['seeds'] + len(r.get('aborted') or [])}",
+            f"{p['positive']} of {p['seeds'] + len(r.get('aborted') or [])}",
             said[c.get("confirmed")],
         ])  # fmt: skip
     level = prim[0]["pooled"]["level"] if prim else 1 - r["alpha"]

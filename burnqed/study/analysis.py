@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from burnqed.data.benchmarks import CONFIRMATION
-from burnqed.eval.ledger import designs_seen, looks_in, role_of
+from burnqed.eval.ledger import designs_seen, role_of
 from burnqed.eval.paired import UNDECIDED, format_p, paired_test, solved_at
 from burnqed.eval.table import markdown_table
 from burnqed.study import stats
@@ -120,8 +120,12 @@ def per_seed(c: Mapping[str, Any], evals: Mapping[str, Mapping[str, Any]], seed:
     }
 
 
-def pooled(rows: Sequence[Mapping[str, Any]], *, test: str, level: float) -> dict[str, Any]:
-    """Both seed-level tests at ``level``, the fixed-effect count test and sign agreement."""
+def pooled(
+    rows: Sequence[Mapping[str, Any]], *, test: str, level: float, aborted: int = 0
+) -> dict[str, Any]:
+    """Both seed-level tests at ``level``, the fixed-effect count test and sign agreement; how
+    many seeds are positive, and whether every seed is (never with ``aborted`` seeds: an aborted
+    seed is not positive)."""
     ok = [r for r in rows if r["difference"] is not None]
     b, c, n = ([r[k] for r in ok] for k in ("gained", "lost", "theorems"))
     d = [r["difference"] for r in ok]
@@ -138,7 +142,8 @@ def pooled(rows: Sequence[Mapping[str, Any]], *, test: str, level: float) -> dic
         "p_value": deciding["p_value"] if deciding else None,
         "stratified": stats.stratified_count_test(b, c),
         "sign_agreement": stats.sign_agreement(d, deciding["estimate"] if deciding else 0.0),
-        "every_seed_positive": bool(d) and all(x > 0 for x in d),
+        "positive": sum(1 for x in d if x > 0),
+        "every_seed_positive": bool(d) and all(x > 0 for x in d) and not aborted,
     }
 
 
@@ -152,7 +157,7 @@ def checks(
 ) -> list[dict[str, Any]]:
     """The checks that make a run confirmatory (module docstring), each ``{check, ok, detail}``.
     ``seeds``: per seed directory found, ``{"evals": {path: eval JSON}, "run": study_run.json or
-    None}``."""
+    None, "looks": the looks of every eval it holds}`` (:func:`burnqed.study.stage.load_seed`)."""
     out = []
 
     def add(name: str, problems: list[str], fine: str) -> None:
@@ -210,7 +215,7 @@ def checks(
         f"every seed ran the registered code and config ({len(registered)} rules)",
     )
 
-    own = [r for run in seeds.values() for r in _own_looks(run)]
+    own = [r for run in seeds.values() for r in run["looks"]]
     problems = []
     first_result = min((r["looked_at"] for r in own if r.get("looked_at")), default=None)
     started = [run["run"].get("started_at") for run in seeds.values() if run.get("run")]
@@ -253,14 +258,6 @@ def checks(
                 )
     add("confirmation benchmark", problems, "every compared eval is on a confirmation benchmark")
     return out
-
-
-def _own_looks(run: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """A seed directory's own looks: every eval it holds (``looks``, when its loader read them
-    all: the baseline's too), else the compared ones."""
-    if "looks" in run:
-        return list(run["looks"])
-    return [r for e in run["evals"].values() for r in looks_in(e)]
 
 
 def _before(a: str, b: str) -> bool:
@@ -311,15 +308,12 @@ def analyse(
     ):
         for c in items:
             rows = [per_seed(c, seeds[s]["evals"], s) for s in sorted(seeds)]
-            pool = pooled(rows, test=test, level=level)
-            if aborted:
-                pool["every_seed_positive"] = False  # an aborted seed is not positive
             comparisons.append(
                 {
                     **c,
                     "kind": kind,
                     "per_seed": rows,
-                    "pooled": pool,
+                    "pooled": pooled(rows, test=test, level=level, aborted=len(aborted)),
                     **(
                         {"sensitivity": _sensitivity(rows, len(aborted), level=level)}
                         if aborted
@@ -378,7 +372,7 @@ def analyse(
     )
     label = (PARTIAL if partial else CONFIRMATORY) if all(x["ok"] for x in found) else EXPLORATORY
     looks = []
-    own = [r for s in seeds.values() for r in _own_looks(s)]
+    own = [r for s in seeds.values() for r in s["looks"]]
     for s in sorted(seeds):
         e = seeds[s]["evals"][primary[0]["treatment"]]
         sha = (e.get("benchmark") or {}).get("sha256")
@@ -577,9 +571,8 @@ def report_markdown(r: Mapping[str, Any]) -> str:
             f"{format_p(p['sign_agreement']['all_by_chance'])})",
         ]
         n_aborted = len(r.get("aborted") or [])
-        positive = sum(1 for x in c["per_seed"] if (x["difference"] or 0) > 0)
         out.append(
-            f"- every seed positive: {'yes' if p['every_seed_positive'] else 'no'} ({positive} of "
+            f"- every seed positive: {'yes' if p['every_seed_positive'] else 'no'} ({p['positive']} of "
             f"{len(c['per_seed'])} finished seeds positive"
             + (f"; {n_aborted} aborted, counted not positive" if n_aborted else "")
             + ")"

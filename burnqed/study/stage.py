@@ -126,12 +126,7 @@ def load_seed(directory: Path, reg: Mapping[str, Any]) -> dict[str, Any]:
             evals[f] = json.loads(p.read_text(encoding="utf-8"))
         except (OSError, json.JSONDecodeError) as e:
             raise InputError(f"{p}: not a readable eval JSON ({e})") from None
-    rec = Path(directory) / RUN_RECORD
-    return {
-        "evals": evals,
-        "run": json.loads(rec.read_text(encoding="utf-8")) if rec.is_file() else None,
-        "looks": own_looks(directory),
-    }
+    return {"evals": evals, "run": _record(directory), "looks": own_looks(directory)}
 
 
 def own_looks(directory: Path) -> list[dict[str, Any]]:
@@ -153,6 +148,15 @@ def design_stop(log_text: str) -> dict[str, str] | None:
         if m.group(1) in DESIGN_STOPS:
             return {"error": m.group(1), "reason": m.group(2).strip()}
     return None
+
+
+def _design_stop_since(logpath: Path, offset: int) -> dict[str, str] | None:
+    """:func:`design_stop` of a seed's Snakemake log from ``offset`` on (one session's output)."""
+    if not logpath.is_file():
+        return None
+    with logpath.open(encoding="utf-8", errors="replace") as f:
+        f.seek(offset)
+        return design_stop(f.read())
 
 
 def aborted(record: Mapping[str, Any] | None) -> dict[str, Any] | None:
@@ -250,16 +254,13 @@ def run(
         record["sessions"][-1].update(
             finished_at=now(), wall_s=round(time.monotonic() - t0, 1), returncode=r.returncode
         )
-        if r.returncode != 0:
-            with logpath.open(encoding="utf-8", errors="replace") as f:
-                f.seek(offset)
-                stopped = design_stop(f.read())
-            if stopped is not None:
-                record["aborted"] = {**stopped, "at": now()}
-                write_json(work / RUN_RECORD, record)
-                log.warning("seed %d: aborted by the design: %s", s, stopped["reason"])
-                return None
+        stopped = _design_stop_since(logpath, offset) if r.returncode != 0 else None
+        if stopped is not None:
+            record["aborted"] = {**stopped, "at": now()}
         write_json(work / RUN_RECORD, record)
+        if stopped is not None:
+            log.warning("seed %d: aborted by the design: %s", s, stopped["reason"])
+            return None
         if r.returncode != 0:
             stop.set()
             return f"seed {s}: snakemake exited {r.returncode} (log: {logpath})"
@@ -285,8 +286,7 @@ def status(registration: Path, *, root: Path = Path("."), out: Path | None = Non
     rows = []
     for s in seeds:
         work = out / f"seed_{s}"
-        path = work / RUN_RECORD
-        rec = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+        rec = _record(work)
         sessions = (rec or {}).get("sessions") or []
         last = sessions[-1] if sessions else {}
         if rec is None:
@@ -375,22 +375,18 @@ def _abort_recorded(work: Path, seed: int) -> bool:
     """Whether the seed is aborted (:func:`aborted`), so not run again.  A seed whose last session
     failed on a design stop before the runner recorded aborts (its log shows it; sessions without a
     ``log_offset`` read the whole log) is recorded as aborted now, dated by that session's end."""
-    path = work / RUN_RECORD
-    if not path.is_file():
+    record = _record(work)
+    if record is None:
         return False
-    record = json.loads(path.read_text(encoding="utf-8"))
     if aborted(record) is None:
         last = (record.get("sessions") or [{}])[-1]
-        logpath = work / SNAKEMAKE_LOG
-        if last.get("returncode") in (None, 0) or not logpath.is_file():
+        if last.get("returncode") in (None, 0):
             return False
-        with logpath.open(encoding="utf-8", errors="replace") as f:
-            f.seek(last.get("log_offset", 0))
-            stopped = design_stop(f.read())
+        stopped = _design_stop_since(work / SNAKEMAKE_LOG, last.get("log_offset", 0))
         if stopped is None:
             return False
         record["aborted"] = {**stopped, "at": last.get("finished_at")}
-        write_json(path, record)
+        write_json(work / RUN_RECORD, record)
     log.warning("seed %d: aborted by the design (%s); not run again", seed,
                 record["aborted"]["reason"])  # fmt: skip
     return True
@@ -403,8 +399,7 @@ def _run_record(
     session's start stays ``started_at``, ``rules`` and ``git`` are this session's, and
     ``sessions`` lists every session — its digests, start, end, wall time and Snakemake's exit
     status — so a seed finished across sessions keeps what each ran and what it cost."""
-    path = work / RUN_RECORD
-    old = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    old = _record(work) or {}
     session = {
         "rules": dict(rules),
         "git": git_state(),
@@ -423,7 +418,6 @@ def _run_record(
         "git": session["git"],
         "started_at": old.get("started_at") or session["started_at"],
         "sessions": [*(earlier or []), session],
-        **({"aborted": old["aborted"]} if "aborted" in old else {}),
     }
 
 
