@@ -337,9 +337,8 @@ def run_fit_features(
     of theorems (the run's split) → ``out/features.json``.  ``twin="depth"``: the depth twin
     instead — the number of open goals and the priority's depth term, fitted the same way
     (:data:`burnqed.value.features.DEPTH_GRID`)."""
-    from transformers import AutoTokenizer
-
     from burnqed.ebm.fit import decisions_source, pool_decisions
+    from burnqed.policy.lean_load import load_tokenizer
     from burnqed.value.features import (
         DEPTH_GRID,
         FEATURES,
@@ -352,7 +351,7 @@ def run_fit_features(
     dirs = _dirs(searches)
     data, check = decontaminated(load_states(dirs), eval_benchmarks, decontamination, dirs)
     sets, settings = pool_decisions(dirs, set(data.goal))
-    tokenizer = AutoTokenizer.from_pretrained(str(model), local_files_only=True)
+    tokenizer = load_tokenizer(model)
     if twin not in (None, "depth"):
         raise ValueError(f"twin must be None or 'depth', got {twin!r}")
     depth = twin == "depth"

@@ -97,31 +97,29 @@ class Decoding:
 
 
 class LlamaDecoder:
-    """The forward pass of one ``LlamaForCausalLM`` (module docstring); reads the model's weights
-    in place, so it follows the model as long as the model object lives."""
+    """The forward pass of one ``LlamaForCausalLM`` (module docstring), from a loaded model
+    (:meth:`for_model`) or from its files (:meth:`from_weights`)."""
 
-    def __init__(self, model: Any) -> None:
-        cfg = model.config
-        self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
-        inner = model.model
-        self.embed = inner.embed_tokens.weight  # (V, d)
-        self.layers = [
-            (
-                layer.input_layernorm,
-                layer.self_attn.q_proj.weight,
-                layer.self_attn.k_proj.weight,
-                layer.self_attn.v_proj.weight,
-                layer.self_attn.o_proj.weight,
-                layer.self_attn.scaling,
-                layer.post_attention_layernorm,
-                layer.mlp.gate_proj.weight,
-                layer.mlp.up_proj.weight,
-                layer.mlp.down_proj.weight,
-            )
-            for layer in inner.layers
-        ]
-        self.norm = inner.norm
-        self.lm_head = model.lm_head.weight  # (V, d); tied to embed in the tiny model
+    def __init__(
+        self,
+        *,
+        embed: torch.Tensor,
+        layers: list[tuple[Any, ...]],
+        norm: Any,
+        lm_head: torch.Tensor,
+        rotary: Any,
+        head_dim: int,
+        use_cache: bool,
+    ) -> None:
+        """From the parameters themselves (:meth:`for_model` reads them off a model,
+        :meth:`from_weights` off its files): per layer ``(norm1, q, k, v, o, scaling, norm2,
+        gate, up, down)`` — a norm is anything with ``weight`` and ``variance_epsilon``, the
+        rotary a callable ``(h, position_ids) -> (cos, sin)`` as ``LlamaRotaryEmbedding``."""
+        self.head_dim = head_dim
+        self.embed = embed  # (V, d)
+        self.layers = layers
+        self.norm = norm
+        self.lm_head = lm_head  # (V, d); tied to embed in the tiny model
         # A decode step's projections as the matrix products ``F.linear`` runs on a (rows, 1, d)
         # input (``matmul`` folds it to (rows, d) and calls ``mm`` with the transposed weight): the
         # same kernel on the same operands, without the two wrappers' per-call cost.
@@ -130,18 +128,60 @@ class LlamaDecoder:
             for (norm1, wq, wk, wv, wo, scaling, norm2, wg, wu, wd) in self.layers
         ]
         self._lm_head_t = self.lm_head.t()
-        self.rotary = inner.rotary_emb
+        self.rotary = rotary
         # What a forward without past_key_values does by default (it builds a DynamicCache or not).
-        self.use_cache = bool(getattr(cfg, "use_cache", False))
+        self.use_cache = use_cache
         self._rope: dict[tuple[int, int], tuple[torch.Tensor, torch.Tensor]] = {}
 
     @classmethod
     def for_model(cls, model: Any) -> LlamaDecoder | None:
+        """The decoder of a loaded ``LlamaForCausalLM`` (reading its weights in place, so it
+        follows the model as long as the model object lives); None, with the reason logged, for
+        anything :func:`unsupported` names."""
         why = unsupported(model)
         if why is not None:
             log.info("lean Llama forward not used (%s): the model's own forward runs", why)
             return None
-        return cls(model)
+        cfg = model.config
+        inner = model.model
+        return cls(
+            embed=inner.embed_tokens.weight,
+            layers=[
+                (
+                    layer.input_layernorm,
+                    layer.self_attn.q_proj.weight,
+                    layer.self_attn.k_proj.weight,
+                    layer.self_attn.v_proj.weight,
+                    layer.self_attn.o_proj.weight,
+                    layer.self_attn.scaling,
+                    layer.post_attention_layernorm,
+                    layer.mlp.gate_proj.weight,
+                    layer.mlp.up_proj.weight,
+                    layer.mlp.down_proj.weight,
+                )
+                for layer in inner.layers
+            ],
+            norm=inner.norm,
+            lm_head=model.lm_head.weight,
+            rotary=inner.rotary_emb,
+            head_dim=getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads,
+            use_cache=bool(getattr(cfg, "use_cache", False)),
+        )
+
+    @classmethod
+    def from_weights(cls, weights: Any) -> LlamaDecoder:
+        """The decoder of a plain Llama read from its files without transformers
+        (:func:`burnqed.policy.lean_load.load_weights`): the same forward, bitwise
+        (``tests/policy/test_lean_load.py``)."""
+        return cls(
+            embed=weights.embed,
+            layers=weights.layers,
+            norm=weights.norm,
+            lm_head=weights.lm_head,
+            rotary=weights.rotary,
+            head_dim=weights.head_dim,
+            use_cache=bool(weights.config.get("use_cache", True)),  # LlamaConfig's default
+        )
 
     # ----------------------------------------------------------------------------------------
 

@@ -54,7 +54,6 @@ from typing import Any
 
 import numpy as np
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from burnqed.policy import (
     SEED_BITS,
@@ -63,6 +62,7 @@ from burnqed.policy import (
     SamplingParams,
     check_seeds,
     generation_of,
+    lean_load,
     trim_completion,
 )
 from burnqed.policy.decoder import LlamaDecoder
@@ -175,21 +175,40 @@ class TransformersGenerator:
         # the broken file), and a hub id resolves from the local cache only.
         if is_path_like(model_dir):
             check_model_dir(model_dir)
-        self.tokenizer = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
+        self._model_dir = model_dir
+        self._model: Any = None
+        self._closed = False
+        # A plain Llama on the CPU loads from its three files without transformers' imports
+        # (burnqed.policy.lean_load: ~3 s a job, the same bits); anything else through transformers.
+        why = (
+            lean_load.why_not(model_dir, device=self.device, dtype=torch_dtype)
+            if is_path_like(model_dir)
+            else "a hub id"
+        )
+        if why is None:
+            self.tokenizer = lean_load.FastTokenizer.from_dir(model_dir)
+            weights = lean_load.load_weights(model_dir)
+            eos = weights.eos_token_id
+            self.hidden_size = weights.config["hidden_size"]
+            self._context_limit = weights.max_position_embeddings
+            # The model's own operations without transformers' per-call cost (decoder module).
+            self.decoder: LlamaDecoder | None = LlamaDecoder.from_weights(weights)
+        else:
+            log.debug("%s: loaded through transformers (%s)", model_dir, why)
+            from transformers import AutoTokenizer
+
+            self.tokenizer = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
+            eos = self.model.generation_config.eos_token_id
+            self.hidden_size = self.model.config.hidden_size
+            self._context_limit = context_limit(self.model.config)
+            # The model's own operations without transformers' per-call cost, where they reproduce
+            # it bitwise (burnqed.policy.decoder); None: every forward goes through the model.
+            self.decoder = LlamaDecoder.for_model(self.model)
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
-        self.model = AutoModelForCausalLM.from_pretrained(
-            model_dir, dtype=torch_dtype, local_files_only=True
-        )
-        self.model.to(self.device).eval()
-        eos = self.model.generation_config.eos_token_id
         if eos is None:
             eos = self.tokenizer.eos_token_id
         self.eos_ids = frozenset([eos] if isinstance(eos, int) else eos)
-        self.hidden_size = self.model.config.hidden_size
-        # The model's own operations without transformers' per-call cost, where they reproduce it
-        # bitwise (burnqed.policy.decoder); None: every forward goes through the model.
-        self.decoder = LlamaDecoder.for_model(self.model)
         # One prefill row for a prompt's candidates (policy.shared_prefill), where the lean forward
         # runs: a (1, T) product instead of (n, T), other last bits, so other samples than n rows.
         self.shared_prefill = bool(shared_prefill) and self.decoder is not None
@@ -198,6 +217,24 @@ class TransformersGenerator:
         self.prefills = PrefillCache(PREFILL_CACHE_BYTES)
         self._triggers: dict[tuple[str, ...], frozenset[int] | None] = {}  # _stop_triggers
         log.info("loaded %s on %s (%s)", self.model_id, self.device, torch_dtype)
+
+    @property
+    def model(self) -> Any:
+        """The transformers model, loaded on first use where the lean path needs none (None once
+        closed)."""
+        if self._model is None and not self._closed:
+            from transformers import AutoModelForCausalLM
+
+            self._model = AutoModelForCausalLM.from_pretrained(
+                self._model_dir, dtype=self.dtype, local_files_only=True
+            )
+            self._model.to(self.device).eval()
+        return self._model
+
+    @model.setter
+    def model(self, value: Any) -> None:
+        self._model = value
+        self._closed = value is None
 
     # ----------------------------------------------------------------------------------------
     # Generation
@@ -391,7 +428,7 @@ class TransformersGenerator:
     @torch.inference_mode()
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """``(len(texts), hidden_size)`` float32, one forward per text (module docstring)."""
-        limit = context_limit(self.model.config)
+        limit = self._context_limit
         out = np.zeros((len(texts), self.hidden_size), dtype=np.float32)
         for i, text in enumerate(texts):
             ids = embedding_ids(self.tokenizer, text, limit)

@@ -210,9 +210,9 @@ def load_feature_value(path: Path, generator: Any = None) -> FeatureValue:
     meta = json.loads((Path(path) / META).read_text(encoding="utf-8"))
     tokenizer = getattr(generator, "tokenizer", None)
     if tokenizer is None:
-        from transformers import AutoTokenizer
+        from burnqed.policy.lean_load import load_tokenizer
 
-        tokenizer = AutoTokenizer.from_pretrained(meta["model"], local_files_only=True)
+        tokenizer = load_tokenizer(meta["model"])
     log.info("feature value %s: weights %s", path, meta["weights"])
     return FeatureValue(meta["weights"], token_counter(tokenizer), meta=meta)
 

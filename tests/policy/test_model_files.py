@@ -59,7 +59,7 @@ def test_the_in_process_backend_never_looks_up_a_hub(tmp_path, monkeypatch):
         calls.append(kwargs.get("local_files_only"))
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(transformers_backend.AutoTokenizer, "from_pretrained", spy)
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", spy)  # imported on use
     with pytest.raises(ModelFilesError, match="no such model directory"):
         transformers_backend.TransformersGenerator(tmp_path / "absent")
     assert calls == []  # refused before transformers was asked
