@@ -158,7 +158,6 @@ class Rotary:
     """``LlamaRotaryEmbedding`` for ``rope_type: default``: its ``inv_freq`` as
     ``compute_default_rope_parameters`` computes it and its forward, operation for operation."""
 
-    rope_type = "default"
     attention_scaling = 1.0
 
     def __init__(self, theta: float, head_dim: int) -> None:
@@ -283,9 +282,8 @@ class FastTokenizer:
 
         path = Path(model_dir)
         cfg = _read_json(path / "tokenizer_config.json") or {}
-        model_type = json.loads((path / "tokenizer.json").read_text(encoding="utf-8"))["model"][
-            "type"
-        ]
+        tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
+        model_type = type(tokenizer.model).__name__
         if cfg.get("clean_up_tokenization_spaces") and model_type != "BPE":
             raise ValueError(f"{path}: clean_up_tokenization_spaces on a {model_type} tokenizer")
         special = {k: cfg.get(k) for k in ("bos_token", "eos_token", "pad_token", "unk_token")}
@@ -294,7 +292,7 @@ class FastTokenizer:
                 raise ValueError(
                     f"{path / 'tokenizer_config.json'}: a special token that is not a string"
                 )
-        return cls(Tokenizer.from_file(str(path / "tokenizer.json")), special)
+        return cls(tokenizer, special)
 
     def _id(self, token: str | None) -> int | None:
         return None if token is None else self._tok.token_to_id(token)

@@ -185,8 +185,9 @@ class TransformersGenerator:
             if is_path_like(model_dir)
             else "a hub id"
         )
+        # A FastTokenizer where the directory's tokenizer allows, else transformers' (one rule).
+        self.tokenizer = lean_load.load_tokenizer(model_dir)
         if why is None:
-            self.tokenizer = lean_load.FastTokenizer.from_dir(model_dir)
             weights = lean_load.load_weights(model_dir)
             eos = weights.eos_token_id
             self.hidden_size = weights.config["hidden_size"]
@@ -195,9 +196,6 @@ class TransformersGenerator:
             self.decoder: LlamaDecoder | None = LlamaDecoder.from_weights(weights)
         else:
             log.debug("%s: loaded through transformers (%s)", model_dir, why)
-            from transformers import AutoTokenizer
-
-            self.tokenizer = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
             eos = self.model.generation_config.eos_token_id
             self.hidden_size = self.model.config.hidden_size
             self._context_limit = context_limit(self.model.config)
@@ -230,11 +228,6 @@ class TransformersGenerator:
             )
             self._model.to(self.device).eval()
         return self._model
-
-    @model.setter
-    def model(self, value: Any) -> None:
-        self._model = value
-        self._closed = value is None
 
     # ----------------------------------------------------------------------------------------
     # Generation
@@ -443,7 +436,8 @@ class TransformersGenerator:
         return out
 
     def close(self) -> None:
-        self.model = None  # type: ignore[assignment]
+        self._model = None
+        self._closed = True
         self.decoder = None
         self.prefills.clear()
         if self.device.type == "cuda":

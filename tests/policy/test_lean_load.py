@@ -178,6 +178,7 @@ def test_samples_and_embeddings_do_not_depend_on_the_loader(tiny_model, monkeypa
     lean = TransformersGenerator(tiny_model)
     assert lean._model is None and isinstance(lean.tokenizer, FastTokenizer)
     monkeypatch.setattr(lean_load, "why_not", lambda *a, **k: "forced for the test")
+    monkeypatch.setattr(lean_load, "tokenizer_unsupported", lambda *a: "forced for the test")
     hf = TransformersGenerator(tiny_model)
     assert hf._model is not None and not isinstance(hf.tokenizer, FastTokenizer)
     assert hf.decoder is not None and lean.eos_ids == hf.eos_ids
