@@ -522,13 +522,14 @@ def section_load_policy(b: Bench, state: dict) -> None:
 
 
 @torch.inference_mode()
-def embed_batched(gen, texts: list[str], batch: int) -> np.ndarray:
-    """One right-padded forward per ``batch`` texts, each pooled at its own last token."""
+def embed_batched(gen, tok, texts: list[str], batch: int) -> np.ndarray:
+    """One right-padded forward per ``batch`` texts, each pooled at its own last token; ``tok`` is
+    transformers' tokenizer (it pads a batch)."""
     from burnqed.policy.transformers_backend import pool_hidden
 
     vectors = []
     for i in range(0, len(texts), batch):
-        enc = gen.tokenizer(texts[i : i + batch], return_tensors="pt", padding=True).to(gen.device)
+        enc = tok(texts[i : i + batch], return_tensors="pt", padding=True).to(gen.device)
         hidden = gen.model.base_model(**enc).last_hidden_state  # (B, T, d)
         lengths = enc["attention_mask"].sum(1).tolist()
         pooled = torch.stack(
@@ -539,14 +540,16 @@ def embed_batched(gen, texts: list[str], batch: int) -> np.ndarray:
 
 
 def section_embed(b: Bench, state: dict) -> None:
-    gen = state["gen"]
+    from burnqed.train.loop import load_tokenizer
+
+    gen, tok = state["gen"], load_tokenizer(b.ckpt)
     out("embed_state_tokens", b.state_tokens)
     for batch in (1, 8, 32, 128):
         count = b.embed_states if batch > 1 else max(8, b.embed_states // 8)
         count = max(count, batch)
         texts = [b.text(b.state_tokens) for _ in range(count)]
         run: Callable[[list[str]], np.ndarray] = (
-            gen.embed if batch == 1 else lambda t, n=batch: embed_batched(gen, t, n)
+            gen.embed if batch == 1 else lambda t, n=batch: embed_batched(gen, tok, t, n)
         )
         run(texts[: max(batch, 2)])  # warm-up at this shape
         b.sync()

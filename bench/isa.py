@@ -65,6 +65,7 @@ def child(setting: str, args: argparse.Namespace) -> dict:
     from burnqed.policy.tiny import build_tiny_model
     from burnqed.policy.transformers_backend import TransformersGenerator
     from burnqed.train.base import train_from_scratch
+    from burnqed.train.loop import load_tokenizer
 
     torch.set_num_threads(args.threads)
     examples = [format_example(s, t) for s in states(64) for t in TACTICS]
@@ -75,7 +76,8 @@ def child(setting: str, args: argparse.Namespace) -> dict:
                                 hidden_size=args.hidden, heads=args.heads,
                                 intermediate_size=args.ffn)  # fmt: skip
         gen = TransformersGenerator(path)
-        trained = train_from_scratch(gen.model, gen.tokenizer, examples, cfg, seed=0)
+        # Training takes transformers' tokenizer, as the train stage does.
+        trained = train_from_scratch(gen.model, load_tokenizer(path), examples, cfg, seed=0)
         gen.model.eval()
         prompts = [format_prompt(s) for s in states(args.states)]
         sampling = SamplingParams(n=args.n, temperature=1.0, max_new_tokens=args.max_new_tokens)

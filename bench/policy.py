@@ -45,6 +45,7 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -52,6 +53,7 @@ from burnqed.data.prompt import format_example, format_prompt
 from burnqed.policy import SamplingParams, candidate_seeds
 from burnqed.policy.tiny import build_tiny_model
 from burnqed.policy.transformers_backend import TransformersGenerator
+from burnqed.train.loop import load_tokenizer
 
 VARIABLES = "pqrs"
 TACTICS = ("intro h", "exact h", "constructor", "cases h with hp hq", "left", "right", "assumption")
@@ -83,13 +85,12 @@ def measure(
 
 @torch.inference_mode()
 def measure_padded(
-    gen: TransformersGenerator, prompts: list[str], params: SamplingParams, seed: int
+    gen: TransformersGenerator, tok: Any, prompts: list[str], params: SamplingParams, seed: int
 ) -> tuple[float, int, int]:
     """The previous sampler: all prompts left-padded into one batch, ``num_return_sequences = n``,
-    one global random stream, ``model.generate``; tokens counted up to the first EOS."""
+    one global random stream, ``model.generate``; tokens counted up to the first EOS.  ``tok`` is
+    transformers' tokenizer (padding), as that sampler had."""
     started = time.perf_counter()
-    tok = gen.tokenizer
-    tok.padding_side = "left"
     enc = tok(prompts, return_tensors="pt", padding=True)
     torch.manual_seed(seed)
     out = gen.model.generate(
@@ -147,6 +148,8 @@ def main() -> None:
             intermediate_size=args.ffn,
         )
         gen = TransformersGenerator(path)
+        hf_tok = load_tokenizer(path)  # transformers' own, for the padded sampler
+        hf_tok.padding_side = "left"
         params = sum(p.numel() for p in gen.model.parameters())
         torch.set_num_threads(args.threads)
         sampling = SamplingParams(
@@ -168,11 +171,11 @@ def main() -> None:
             for k in range(total)
         ]
         measure(gen, [(prompts[:2], sampling, seeds(0, args.n)[:2])])  # warm-up (allocations)
-        measure_padded(gen, prompts[:2], sampling, 0)
+        measure_padded(gen, hf_tok, prompts[:2], sampling, 0)
         invariant, padded, single = [], [], []
         for r in range(args.repeats):
             invariant.append(measure(gen, [(prompts, sampling, seeds(r, args.n))]))
-            padded.append(measure_padded(gen, prompts, sampling, r))
+            padded.append(measure_padded(gen, hf_tok, prompts, sampling, r))
             single.append(measure(gen, single_plan))
 
     def best(runs: list[tuple[float, int, int]]) -> tuple[float, float]:
