@@ -332,9 +332,14 @@ class FastTokenizer:
         truncation: bool = False,
         max_length: int | None = None,
         return_tensors: str | None = None,
+        **unsupported: Any,
     ) -> Encoded:
-        if not isinstance(text, str):
-            raise TypeError("FastTokenizer encodes one text at a time")
+        if unsupported or not isinstance(text, str):
+            what = f"{', '.join(sorted(unsupported))}: unsupported" if unsupported else "a batch"
+            raise TypeError(
+                f"FastTokenizer encodes one text at a time, unpadded ({what}); for batches and "
+                "padding load transformers' tokenizer (burnqed.train.loop.load_tokenizer)"
+            )
         encoder = self._encoder(max_length if truncation else None)
         ids = encoder.encode(text, add_special_tokens=add_special_tokens).ids
         if return_tensors == "pt":

@@ -174,6 +174,15 @@ def test_the_tokenizer_is_transformers_own(tiny_model, hf_tokenizer):
     assert tok.decode(70) == hf_tokenizer.decode(70)
 
 
+def test_a_batch_or_padding_names_the_tokenizer_that_does_them(tiny_model):
+    """What the lean tokenizer does not do fails at the call, naming transformers' loader."""
+    tok = FastTokenizer.from_dir(tiny_model)
+    with pytest.raises(TypeError, match=r"\(a batch\).*burnqed\.train\.loop\.load_tokenizer"):
+        tok(TEXTS[:2])
+    with pytest.raises(TypeError, match=r"\(padding: unsupported\).*load_tokenizer"):
+        tok(TEXTS[0], padding=True)
+
+
 def test_samples_and_embeddings_do_not_depend_on_the_loader(tiny_model, monkeypatch):
     lean = TransformersGenerator(tiny_model)
     assert lean._model is None and isinstance(lean.tokenizer, FastTokenizer)
