@@ -147,13 +147,19 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="where a run's wall time went: busy cores, critical path (Snakemake's own files)",
         description="From logs/benchmarks/ and .snakemake/metadata/ of a run directory: wall time, "
         "job-seconds, CPU seconds, the cores' busy fraction, the DAG's critical path and the "
-        "lower bound no schedule beats; name=value lines (burnqed.eval.timing).",
+        "lower bound no schedule beats, the run replayed as Snakemake schedules it and, with "
+        "--what-if, replayed with other thread counts or job durations; name=value lines "
+        "(burnqed.eval.timing).",
     )
     t.add_argument("run", type=Path, nargs="?", default=Path("."), metavar="RUN_DIR",
                    help="the run's directory (default: here)")  # fmt: skip
     t.add_argument("--cores", type=int, default=2, help="the run's --cores (default 2)")
     t.add_argument("--targets", nargs="+", default=(), metavar="FILE",
                    help="only the jobs that built these outputs (e.g. a study seed's evals)")  # fmt: skip
+    t.add_argument("--what-if", action="append", default=[], metavar="PATTERN:SPEC",
+                   help="replay with the jobs whose names match the glob PATTERN given "
+                   "threads=N and/or scale=F (their durations times F), e.g. "
+                   "'model/iter_1_sft*:threads=1,scale=1.26'; repeatable, applied in order")  # fmt: skip
     t.add_argument("--json", action="store_true", help="print JSON instead of name=value lines")
     t.set_defaults(func=main_timing)
 
@@ -247,7 +253,7 @@ def main_timing(args: argparse.Namespace) -> int:
     if args.cores < 1:
         raise InputError(f"--cores must be >= 1, got {args.cores}")
     try:
-        t = run_timing(args.run, cores=args.cores, targets=args.targets)
+        t = run_timing(args.run, cores=args.cores, targets=args.targets, what_ifs=args.what_if)
     except ValueError as e:
         raise InputError(f"{args.run}: {e}") from None
     if t is None:
