@@ -302,7 +302,7 @@ def iteration_config_files(wildcards):
 # follows the estimated length of its longest chain to the end of the run (the demo's critical
 # path: data, base, iteration 0's training and searches, configuration A's EBM, joint training,
 # iteration 1's evals); its priority is 3**tier for a one-thread job and 2 * 3**tier + 1 for a
-# two-thread one, so a job outranks any two of a lower tier, and a two-thread job any two of its
+# two-thread one (params.yaml `threads`), so a job outranks any two of a lower tier, and a two-thread job any two of its
 # own tier that would take its cores.  A tier is a number, or per iteration (first, later), or per
 # value-model configuration.
 TIERS = {
@@ -352,19 +352,35 @@ TIERS = {
     "compare": 0,
     "summary": 0,
 }
-TWO_THREADS = {"base_model", "sft", "sft_only", "merge", "merge_sft_only", "ebm_embed",
-               "ebm_embed_config", "ebm_train", "ebm_train_config", "ebm_metrics",
-               "ebm_metrics_config", "search_pool_select"}  # fmt: skip
+# The rules whose thread count params.yaml `threads` sets besides the searches' and evals' (those
+# are one-thread on the demo's small machine and ranked as such), by its key.
+# A key is one, or per iteration (first, later) as in TIERS.
+THREAD_KEYS = {"base_model": "base", "sft": ("train", "later_train"), "sft_only": "later_train",
+               "merge": "merge", "merge_sft_only": "merge", "ebm_embed": "ebm", "ebm_embed_config": "ebm",
+               "ebm_train": "ebm", "ebm_train_config": "ebm", "ebm_metrics": "ebm",
+               "ebm_metrics_config": "ebm"}  # fmt: skip
+TWO_THREADS = {"search_pool_select"}  # `threads: 2` in the rule, no setting
+
+
+def train_threads(wildcards):
+    """Threads of iteration {i}'s adapter training: `threads.train` for iteration 0, where it runs
+    alone on the critical path, `threads.later_train` after it, beside S's SFT-only."""
+    return config["threads"]["train" if wildcards.i == "0" else "later_train"]
 
 
 def job_priority(wildcards, rulename):
-    """The priority of a job of rule `rulename` (TIERS above)."""
+    """The priority of a job of rule `rulename` (TIERS above; a job of several threads, by its
+    `threads` setting, ranks as a two-thread one)."""
     tier = TIERS[rulename]
     if isinstance(tier, tuple):
         tier = tier[0] if wildcards.get("i") == "0" else tier[1]
     elif isinstance(tier, dict):
         tier = tier[wildcards.c]
-    return 2 * 3**tier + 1 if rulename in TWO_THREADS else 3**tier
+    key = THREAD_KEYS.get(rulename)
+    if isinstance(key, tuple):
+        key = key[0] if wildcards.get("i") == "0" else key[1]
+    several = rulename in TWO_THREADS or (key is not None and config["threads"][key] > 1)
+    return 2 * 3**tier + 1 if several else 3**tier
 
 
 def study_seed_inputs(wildcards):

@@ -15,7 +15,7 @@ rule ebm_embed:
     priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
-    threads: 2
+    threads: lookup(dpath="threads/ebm", within=config)
     resources:
         gpu=1,
         mem_mb=32000,
@@ -82,7 +82,7 @@ else:
         priority: job_priority
         conda:
             "../workflow/envs/burnqed.yaml"
-        threads: 2
+        threads: lookup(dpath="threads/ebm", within=config)
         resources:
             gpu=1,
             mem_mb=16000,
@@ -118,7 +118,7 @@ rule ebm_metrics:
     priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
-    threads: 2
+    threads: lookup(dpath="threads/ebm", within=config)
     resources:
         mem_mb=16000,
         runtime=60,
@@ -149,7 +149,7 @@ rule ebm_embed_config:
     priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
-    threads: 2
+    threads: lookup(dpath="threads/ebm", within=config)
     resources:
         gpu=1,
         mem_mb=32000,
@@ -176,7 +176,7 @@ rule ebm_train_config:
     priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
-    threads: 2
+    threads: lookup(dpath="threads/ebm", within=config)
     resources:
         gpu=1,
         mem_mb=16000,
@@ -206,7 +206,7 @@ rule ebm_metrics_config:
     priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
-    threads: 2
+    threads: lookup(dpath="threads/ebm", within=config)
     resources:
         mem_mb=16000,
         runtime=60,

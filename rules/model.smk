@@ -22,7 +22,7 @@ rule base_model:
     priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
-    threads: 2
+    threads: lookup(dpath="threads/base", within=config)
     resources:
         mem_mb=16000,
         runtime=120,
@@ -51,7 +51,7 @@ rule sft:
     priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
-    threads: 2
+    threads: train_threads
     resources:
         gpu=1,
         mem_mb=48000,
@@ -87,7 +87,7 @@ rule sft_only:
     priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
-    threads: 2
+    threads: lookup(dpath="threads/later_train", within=config)
     resources:
         gpu=1,
         mem_mb=48000,
@@ -118,7 +118,7 @@ rule merge:
     priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
-    threads: 2
+    threads: lookup(dpath="threads/merge", within=config)
     resources:
         # The merge runs on the GPU when there is one (a 7B base in bf16 is 15 GB).
         gpu=1,
@@ -143,7 +143,7 @@ rule merge_sft_only:
     priority: job_priority
     conda:
         "../workflow/envs/burnqed.yaml"
-    threads: 2
+    threads: lookup(dpath="threads/merge", within=config)
     resources:
         gpu=1,
         mem_mb=64000,

@@ -387,6 +387,33 @@ def test_the_critical_path_runs_first_and_twins_wait_for_nothing_they_do_not_rea
             assert prio[(rule, "i=1")] > prio[("eval", "i=1")], rule
 
 
+def test_the_threads_settings_reach_the_rules_and_their_priorities(tmp_path):
+    """params.yaml `threads` sets the trainings', merges' and value-model jobs' threads
+    (config/demo-levers.yaml: one each but for the base model and iteration 0's SFT): the threads
+    Snakemake plans for each job on 2 cores, and its priority, which ranks a one-thread job as
+    one."""
+    shutil.copy(REPO / "params.yaml", tmp_path / "params.yaml")
+    r = snakemake("-n", "-F", "--cores", "2", "-s", str(REPO / "Snakefile"), "--directory",
+                  str(tmp_path), "--configfile", str(REPO / "config/demo.yaml"),
+                  str(REPO / "config/demo-levers.yaml"))  # fmt: skip
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    jobs = _plan(r.stdout)
+    threads = {(rule, f.get("wildcards", "")): int(f.get("threads", 1)) for rule, f in jobs}
+    assert {job for job, n in threads.items() if n > 1} == {
+        ("base_model", ""),
+        ("sft", "i=0"),
+        ("search_pool_select", "i=1"),
+    }
+    prio = {(rule, f.get("wildcards", "")): int(f.get("priority", 0)) for rule, f in jobs}
+    assert prio[("base_model", "")] == 2 * 3**8 + 1  # threads.base stays 2
+    assert prio[("sft", "i=0")] == 2 * 3**7 + 1 and prio[("sft", "i=1")] == 3**6
+    assert prio[("merge", "i=0")] == 3**7 and prio[("ebm_embed_config", "i=1, c=A")] == 3**6
+    default = {(rule, f.get("wildcards", "")): int(f.get("priority", 0))
+               for rule, f in _demo_plan(tmp_path)}  # fmt: skip
+    assert default[("sft", "i=0")] == 2 * 3**7 + 1
+    assert default[("ebm_embed_config", "i=1, c=A")] == 2 * 3**6 + 1
+
+
 def test_a_study_seed_plans_its_five_evals_and_what_they_need(tmp_path):
     """`snakemake study_seed`: iteration 1's eval, its no-EBM twin and its depth twin (with the
     depth twin's fit; the stronger twin is C's control), iteration 0's eval and its search-longer
