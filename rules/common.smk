@@ -302,9 +302,9 @@ def iteration_config_files(wildcards):
 # follows the estimated length of its longest chain to the end of the run (the demo's critical
 # path: data, base, iteration 0's training and searches, configuration A's EBM, joint training,
 # iteration 1's evals); its priority is 3**tier for a one-thread job and 2 * 3**tier + 1 for a
-# two-thread one (params.yaml `threads`), so a job outranks any two of a lower tier, and a two-thread job any two of its
-# own tier that would take its cores.  A tier is a number, or per iteration (first, later), or per
-# value-model configuration.
+# two-thread one (params.yaml `threads`), so a job outranks any two of a lower tier, and a
+# two-thread job any two of its own tier that would take its cores.  A tier is a number, or per
+# iteration (first, later), or per value-model configuration.
 TIERS = {
     "fetch_benchmark": 8,
     "benchmark_split": 8,
@@ -353,12 +353,12 @@ TIERS = {
     "summary": 0,
 }
 # The rules whose thread count params.yaml `threads` sets besides the searches' and evals' (those
-# are one-thread on the demo's small machine and ranked as such), by its key.
-# A key is one, or per iteration (first, later) as in TIERS.
+# are one-thread on the demo's small machine and ranked as such), by its key: one, or per
+# iteration (first, later) as in TIERS.
 THREAD_KEYS = {"base_model": "base", "sft": ("train", "later_train"), "sft_only": "later_train",
-               "merge": "merge", "merge_sft_only": "merge", "ebm_embed": "ebm", "ebm_embed_config": "ebm",
-               "ebm_train": "ebm", "ebm_train_config": "ebm", "ebm_metrics": "ebm",
-               "ebm_metrics_config": "ebm"}  # fmt: skip
+               "merge": "merge", "merge_sft_only": "merge", "ebm_embed": "ebm",
+               "ebm_embed_config": "ebm", "ebm_train": "ebm", "ebm_train_config": "ebm",
+               "ebm_metrics": "ebm", "ebm_metrics_config": "ebm"}  # fmt: skip
 TWO_THREADS = {"search_pool_select"}  # `threads: 2` in the rule, no setting
 
 
