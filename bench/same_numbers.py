@@ -33,12 +33,12 @@ Run::
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import random
 import tempfile
 from pathlib import Path
 
+from burnqed.data.benchmarks import sha256_file
 from burnqed.eval.paired import mcnemar_p, solved_at
 from burnqed.study.stats import holm
 
@@ -52,10 +52,6 @@ def eval_files(run: Path) -> dict[str, Path]:
 def weight_files(run: Path) -> dict[str, Path]:
     models = run / "models"
     return {p.relative_to(run).as_posix(): p for p in sorted(models.rglob("*.safetensors"))}
-
-
-def _digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def compare(before: Path, after: Path) -> tuple[list[dict], dict[str, float]]:
@@ -92,7 +88,7 @@ def compare(before: Path, after: Path) -> tuple[list[dict], dict[str, float]]:
         "min_holm_p": min(t["holm_p"] for t in tests) if tests else 1.0,
         "significant_holm": sum(1 for t in tests if t["holm_p"] < ALPHA),
         "weight_files": len(both),
-        "weight_files_identical": sum(1 for k in both if _digest(wa[k]) == _digest(wb[k])),
+        "weight_files_identical": sum(1 for k in both if sha256_file(wa[k]) == sha256_file(wb[k])),
     }
     return tests, figures
 

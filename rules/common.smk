@@ -362,10 +362,19 @@ THREAD_KEYS = {"base_model": "base", "sft": ("train", "later_train"), "sft_only"
 TWO_THREADS = {"search_pool_select"}  # `threads: 2` in the rule, no setting
 
 
+def thread_count(rulename, wildcards):
+    """The `threads` setting of a job of rule `rulename` (THREAD_KEYS), None for a rule it does
+    not set."""
+    key = THREAD_KEYS.get(rulename)
+    if isinstance(key, tuple):
+        key = key[0] if wildcards.get("i") == "0" else key[1]
+    return None if key is None else config["threads"][key]
+
+
 def train_threads(wildcards):
     """Threads of iteration {i}'s adapter training: `threads.train` for iteration 0, where it runs
     alone on the critical path, `threads.later_train` after it, beside S's SFT-only."""
-    return config["threads"]["train" if wildcards.i == "0" else "later_train"]
+    return thread_count("sft", wildcards)
 
 
 def job_priority(wildcards, rulename):
@@ -376,10 +385,7 @@ def job_priority(wildcards, rulename):
         tier = tier[0] if wildcards.get("i") == "0" else tier[1]
     elif isinstance(tier, dict):
         tier = tier[wildcards.c]
-    key = THREAD_KEYS.get(rulename)
-    if isinstance(key, tuple):
-        key = key[0] if wildcards.get("i") == "0" else key[1]
-    several = rulename in TWO_THREADS or (key is not None and config["threads"][key] > 1)
+    several = rulename in TWO_THREADS or (thread_count(rulename, wildcards) or 1) > 1
     return 2 * 3**tier + 1 if several else 3**tier
 
 

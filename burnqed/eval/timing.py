@@ -205,7 +205,10 @@ def replay(
     dur = [float(j["s"]) for j in jobs] if durations is None else [float(d) for d in durations]
     given = [j["threads"] for j in jobs] if threads is None else list(threads)
     if any(t is None for t in given) or any(j.get("priority") is None for j in jobs):
-        raise ValueError("replay needs every job's threads and priority (.snakemake/log/)")
+        raise ValueError(
+            "the replay and its what-ifs need the threads and priority Snakemake logged for "
+            "every job (.snakemake/log/*.snakemake.log of the run)"
+        )
     thr = [max(1, min(int(t), cores)) for t in given]
     prio = [int(j["priority"]) for j in jobs]
     preds = _predecessors(jobs)
@@ -253,9 +256,9 @@ def what_if(
     thr = [j["threads"] for j in jobs]
     for change in changes:
         pattern, _, spec = change.rpartition(":")
-        hits = [i for i, j in enumerate(jobs) if fnmatchcase(j["name"], pattern)]
         if not pattern or not spec:
             raise ValueError(f"what-if {change!r}: expected PATTERN:threads=N,scale=F")
+        hits = [i for i, j in enumerate(jobs) if fnmatchcase(j["name"], pattern)]
         if not hits:
             raise ValueError(f"what-if {change!r}: {pattern!r} matches no job of the run")
         for item in spec.split(","):
@@ -346,11 +349,6 @@ def run_timing(
     packed = job_seconds / cores
     bound = max(path_s, packed)
     known = all(j["threads"] is not None and j["priority"] is not None for j in jobs)
-    if what_ifs and not known:
-        raise ValueError(
-            "what-ifs need the threads and priority Snakemake logged for every job "
-            "(.snakemake/log/*.snakemake.log of the run)"
-        )
     replayed = replay(jobs, cores=cores) if known else None
     figures = {
         "jobs": len(jobs),
@@ -369,13 +367,12 @@ def run_timing(
         "replay_s": replayed["wall_s"] if replayed else None,
         "critical_path": path,
     }
-    if what_ifs and replayed:
+    if what_ifs:  # without the settings, the replay's ValueError says what is missing
         changed = what_if(jobs, what_ifs, cores=cores)
         figures["what_if_s"] = changed["wall_s"]
         figures["what_if_reserved_core_seconds"] = changed["reserved_core_seconds"]
-        figures["what_if_ratio"] = (
-            round(changed["wall_s"] / replayed["wall_s"], 3) if replayed["wall_s"] else None
-        )
+        base = replayed["wall_s"] if replayed else 0.0
+        figures["what_if_ratio"] = round(changed["wall_s"] / base, 3) if base else None
     return figures
 
 
