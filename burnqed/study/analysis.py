@@ -44,7 +44,12 @@ from burnqed.eval.ledger import designs_seen, role_of
 from burnqed.eval.paired import UNDECIDED, format_p, paired_test, solved_at
 from burnqed.eval.table import markdown_table
 from burnqed.study import stats
-from burnqed.study.registration import differing_rules
+from burnqed.study.registration import (
+    NEVER_RECORDED,
+    PROTOCOL,
+    differing_rules,
+    fallback_of,
+)
 
 log = logging.getLogger(__name__)
 
@@ -154,10 +159,16 @@ def checks(
     derived_seeds: Sequence[int],
     registration_commit: Mapping[str, Any] | None,
     ledger: Sequence[Mapping[str, Any]],
+    until: str | None = None,
+    unblindings: Sequence[Mapping[str, Any]] = (),
 ) -> list[dict[str, Any]]:
     """The checks that make a run confirmatory (module docstring), each ``{check, ok, detail}``.
-    ``seeds``: per seed directory found, ``{"evals": {path: eval JSON}, "run": study_run.json or
-    None, "looks": the looks of every eval it holds}`` (:func:`burnqed.study.stage.load_seed`)."""
+    ``until``: when the report was first written (ledger looks after it are not checked: a later
+    eval on a study seed cannot flip a published report).  ``unblindings``: reads of interim
+    figures (``--unblind``).  ``seeds``: per seed directory found, ``{"evals": {path: eval
+    JSON}, "run": study_run.json or None, "looks": the looks of every eval it holds}``
+    (:func:`burnqed.study.stage.load_seed`)."""
+    proto = int(reg.get("protocol", 1))
     out = []
 
     def add(name: str, problems: list[str], fine: str) -> None:
@@ -209,11 +220,29 @@ def checks(
             problems.append(
                 f"seed_{s}: digests differ from the registration's for {', '.join(bad)}"
             )
+        if proto >= 2:
+            problems += _environment_problems(reg, s, rec.get("sessions") or [])
     add(
         "digests",
         problems,
-        f"every seed ran the registered code and config ({len(registered)} rules)",
+        f"every seed ran the registered code and config ({len(registered)} rules)"
+        + (", packages, cores and Snakemake arguments" if proto >= 2 else ""),
     )
+    if proto >= 2:
+        problems = []
+        for s, run in seeds.items():
+            problems += _provenance_problems(reg, s, run)
+        add(
+            "evals' provenance",
+            problems,
+            "every eval names a commit its seed ran and the registered package versions",
+        )
+        add(
+            "blind until the end",
+            [f"interim figures read on {u.get('at')} at {u.get('seeds')} seeds" for u in
+             unblindings],
+            "no interim figure was read (`burnqed study report --unblind` records each read)",
+        )  # fmt: skip
 
     own = [r for run in seeds.values() for r in run["looks"]]
     problems = []
@@ -229,23 +258,36 @@ def checks(
     )
 
     own_keys = {_look_key(r) for r in own}
+    # What a look must not have seen: these seeds, their benchmarks (by content: another search
+    # seed on the same benchmark is a look at it) and their models.
+    benches = {(r.get("benchmark") or {}).get("sha256") for r in own} - {None}
+    models = {m for r in own for m in ((r.get("design") or {}).get("model"),)} - {None}
     problems = []
     for r in ledger:
-        if r.get("seed") not in found_seeds:
+        if until is not None and not _before(str(r.get("looked_at")), until):
+            continue  # after the report was first written: it cannot have shaped it
+        seen = (
+            r.get("seed") in found_seeds
+            or (r.get("benchmark") or {}).get("sha256") in benches
+            or (r.get("design") or {}).get("model") in models
+        )
+        if not seen:
             continue
         foreign = _look_key(r) not in own_keys or (
             rc is not None and not _before(rc["date"], str(r.get("looked_at")))
         )
         if foreign:
             problems.append(
-                f"seed {r['seed']} was looked at on {r['benchmark'].get('name')}_"
-                f"{r['benchmark'].get('split')} by {r.get('label') or 'a design'} on "
-                f"{r.get('looked_at')}, outside this study"
+                f"{r['benchmark'].get('name')}_{r['benchmark'].get('split')} "
+                f"(sha256 {str(r['benchmark'].get('sha256'))[:12]}) was looked at with seed "
+                f"{r.get('seed')} by {r.get('label') or 'a design'} on {r.get('looked_at')}, "
+                "outside this study: the same seed, benchmark content or model as a study seed's"
             )
     add(
         "fresh seeds",
         sorted(set(problems)),
-        "no look at these seeds in the ledger but the study's own",
+        "no look at these seeds, their benchmarks or their models in the ledger but the "
+        "study's own" + (f" (to the report's first writing, {until})" if until else ""),
     )
 
     problems = []
@@ -257,6 +299,55 @@ def checks(
                     f"seed_{s}/{path} is on {b.get('name')}_{b.get('split')} ({role_of(e) or 'no role'})"
                 )
     add("confirmation benchmark", problems, "every compared eval is on a confirmation benchmark")
+    return out
+
+
+def _environment_problems(
+    reg: Mapping[str, Any], seed: int, sessions: Sequence[Mapping[str, Any]]
+) -> list[str]:
+    """What a seed's sessions ran with that the registration did not: packages, cores,
+    Snakemake arguments beyond the registered and harmless ones."""
+    from burnqed.study.registration import undeclared_snakemake_args
+
+    design = reg.get("design") or {}
+    want = (design.get("environment") or {}).get("packages") or {}
+    out = []
+    for i, x in enumerate(sessions, 1):
+        got = x.get("packages")
+        if got is None:
+            out.append(f"seed_{seed}: session {i} recorded no package versions")
+        else:
+            other = sorted(k for k in set(got) | set(want) if got.get(k) != want.get(k))
+            if other:
+                out.append(f"seed_{seed}: session {i} ran other versions of {', '.join(other)}")
+        if x.get("cores") != design.get("cores"):
+            out.append(f"seed_{seed}: session {i} ran with --cores {x.get('cores')}, registered "
+                       f"{design.get('cores')}")  # fmt: skip
+        extra = undeclared_snakemake_args(
+            design, [a for a in x.get("snakemake_args") or [] if a not in
+                     (design.get("snakemake_args") or [])])  # fmt: skip
+        if extra:
+            out.append(f"seed_{seed}: session {i} passed {' '.join(extra)} to Snakemake")
+    return out
+
+
+def _provenance_problems(reg: Mapping[str, Any], seed: int, run: Mapping[str, Any]) -> list[str]:
+    """What a seed's evals say of themselves that its runs do not: a commit no session of the
+    seed ran, package versions other than the registered ones."""
+    want = ((reg.get("design") or {}).get("environment") or {}).get("packages") or {}
+    sessions = (run.get("run") or {}).get("sessions") or []
+    commits = {(x.get("git") or {}).get("commit") for x in sessions} - {None}
+    out = []
+    for path, e in (run.get("evals") or {}).items():
+        prov = e.get("provenance") or {}
+        if commits and prov.get("git_commit") not in commits:
+            out.append(f"seed_{seed}/{path} was made at commit {prov.get('git_commit')}, which no "
+                       "session of the seed ran")  # fmt: skip
+        got = prov.get("versions") or {}
+        other = sorted(k for k in set(got) & set(want) if got[k] != want[k])
+        if other:
+            out.append(f"seed_{seed}/{path} ran {', '.join(f'{k} {got[k]}' for k in other)}, "
+                       "not the registered versions")  # fmt: skip
     return out
 
 
@@ -280,6 +371,39 @@ def _look_key(r: Mapping[str, Any]) -> tuple:
     )
 
 
+def fallback_row(
+    c: Mapping[str, Any],
+    fb: Mapping[str, Any],
+    stopped: Mapping[str, Any],
+    seed: int,
+    theorems: int | None,
+) -> dict[str, Any] | None:
+    """A stopped seed's row of comparison ``c`` under the fallback ``fb`` (registered or post
+    hoc): the paired test of the fallback's files from the seed's directory, or for
+    ``difference: 0`` no theorem changed on ``theorems`` paired theorems (the shipped system is
+    the control).  None when a fallback file is missing."""
+    if "difference" in fb:
+        return {"seed": seed, "gained": 0, "lost": 0, "theorems": theorems, "difference": 0.0,
+                "p_value": 1.0, "verdict": "no measurable effect", "reasons": [],
+                "budget": list(_budget(c)) if isinstance(_budget(c), tuple) else [_budget(c)] * 2,
+                "control": _control_text(c["control"]), "fallback": "difference 0"}  # fmt: skip
+    sub = {**c, "treatment": fb.get("treatment", c["treatment"]),
+           "control": fb.get("control", c["control"])}  # fmt: skip
+    evals = stopped.get("evals") or {}
+    if not all(f in evals for f in (sub["treatment"], *_as_list(sub["control"]))):
+        return None
+    return {**per_seed(sub, evals, seed), "fallback": sub["treatment"]}
+
+
+def _as_list(x: str | Sequence[str]) -> list[str]:
+    return [x] if isinstance(x, str) else list(x)
+
+
+def _typical_n(rows: Sequence[Mapping[str, Any]]) -> int | None:
+    ns = [r["theorems"] for r in rows if r.get("theorems")]
+    return statistics.mode(ns) if ns else None
+
+
 def analyse(
     reg: Mapping[str, Any],
     seeds: Mapping[int, Mapping[str, Any]],
@@ -290,48 +414,82 @@ def analyse(
     ledger_path: str | None = None,
     unfinished: Sequence[int] = (),
     aborted: Mapping[int, Mapping[str, Any]] | None = None,
+    post_hoc: Mapping[str, Mapping[str, Any]] | None = None,
+    unblindings: Sequence[Mapping[str, Any]] = (),
+    first_written_at: str | None = None,
 ) -> dict[str, Any]:
     """``report.json``'s content (module docstring).  ``unfinished``: registered seeds whose
     directory exists but lacks a compared eval (still running, or stopped).  ``aborted``: per seed
     the design stopped, ``{"abort": study_run.json's aborted, "run": study_run.json, "looks":
-    the looks of the evals it made}``."""
+    the looks of the evals it made, "evals": the compared or fallback evals it has}``.
+    ``post_hoc``: per primary's name, a fallback decided after results were read (reported
+    beside, labelled post hoc, never deciding).  ``unblindings``: reads of interim figures.
+    ``first_written_at``: when the final report was first written (the fresh check ends there)."""
     aborted = dict(aborted or {})
     a = reg["analysis"]
     alpha, test = float(a["alpha"]), a["test"]
     primary = list(reg["comparisons"]["primary"])
     secondary = list(reg["comparisons"].get("secondary") or [])
     m = len(primary)
+    stopped = sorted(aborted)
+    rows_of = {
+        c["name"]: [per_seed(c, seeds[s]["evals"], s) for s in sorted(seeds)]
+        for c in [*primary, *secondary]
+    }
+    fallbacks: dict[str, list] = {}
+    for c in primary:
+        fb = fallback_of(c) or (post_hoc or {}).get(c["name"])
+        if fb is not None and stopped:
+            n = _typical_n(rows_of[c["name"]])
+            fallbacks[c["name"]] = [fallback_row(c, fb, aborted[s], s, n) for s in stopped]
+    missing = [f"{name} on seed {s}" for name, fr in fallbacks.items()
+               for s, r in zip(stopped, fr, strict=True) if r is None]  # fmt: skip
     comparisons = []
     for kind, items, level in (
         ("primary", primary, 1 - alpha / m),
         ("secondary", secondary, 1 - alpha),
     ):
         for c in items:
-            rows = [per_seed(c, seeds[s]["evals"], s) for s in sorted(seeds)]
-            comparisons.append(
-                {
-                    **c,
-                    "kind": kind,
-                    "per_seed": rows,
-                    "pooled": pooled(rows, test=test, level=level, aborted=len(aborted)),
-                    **(
-                        {"sensitivity": _sensitivity(rows, len(aborted), level=level)}
-                        if aborted
-                        else {}
-                    ),
-                }
-            )
+            rows = rows_of[c["name"]]
+            registered_fb = kind == "primary" and fallback_of(c) is not None
+            fb_rows = [r for r in fallbacks.get(c["name"], []) if r is not None]
+            out = {**c, "kind": kind, "per_seed": rows}
+            if registered_fb:
+                # The primary analysis: every seed with a result, a stopped seed at its fallback
+                # (what its user would ship); the seeds that finished, and the stopped ones at
+                # d = 0, beside it.
+                out["fallback_rows"] = fb_rows
+                out["pooled"] = pooled([*rows, *fb_rows], test=test, level=level)
+                out["analysis"] = "fallback"
+                if stopped:
+                    out["finished_only"] = pooled(rows, test=test, level=level,
+                                                  aborted=len(stopped))  # fmt: skip
+            else:
+                out["pooled"] = pooled(rows, test=test, level=level, aborted=len(stopped))
+                out["analysis"] = "finished seeds"
+                if fb_rows and len(fb_rows) == len(stopped):
+                    out["post_hoc_fallback"] = {
+                        "fallback": dict(post_hoc[c["name"]]),
+                        "rows": fb_rows,
+                        "pooled": pooled([*rows, *fb_rows], test=test, level=level),
+                    }
+            if stopped:
+                out["sensitivity"] = _sensitivity(rows, len(stopped), level=level)
+            comparisons.append(out)
     prim = [c for c in comparisons if c["kind"] == "primary"]
     adjusted = stats.holm(
         [c["pooled"]["p_value"] if c["pooled"]["p_value"] is not None else 1.0 for c in prim]
     )
-    if aborted:
-        sens = stats.holm(
-            [(c["sensitivity"]["p_value"] if c["sensitivity"] else None) or 1.0 for c in prim]
-        )
-        for c, p in zip(prim, sens, strict=True):
-            if c["sensitivity"]:
-                c["sensitivity"]["holm_p"] = p
+    for key, p_of in (
+        ("sensitivity", lambda c: (c.get("sensitivity") or {}).get("p_value")),
+        ("finished_only", lambda c: (c.get("finished_only") or {}).get("p_value")),
+        ("post_hoc_fallback", lambda c: ((c.get("post_hoc_fallback") or {}).get("pooled")
+                                         or {}).get("p_value")),
+    ):  # fmt: skip
+        if all(c.get(key) for c in prim):
+            for c, p in zip(prim, stats.holm([p_of(c) or 1.0 for c in prim]), strict=True):
+                target = c[key]["pooled"] if key == "post_hoc_fallback" else c[key]
+                target["holm_p"] = p
     every_seed = bool((a.get("decision") or {}).get("every_seed_positive"))
     for c, p in zip(prim, adjusted, strict=True):
         est = c["pooled"]["estimate"]
@@ -342,20 +500,23 @@ def analyse(
             and est > 0
             and (c["pooled"]["every_seed_positive"] or not every_seed)
         )
+        c["realised"] = _realised_power(reg, c, alpha / m)
     undecided = [
         f"{c['name']} on seed {r['seed']}: {'; '.join(r['reasons'])}"
         for c in comparisons
         for r in c["per_seed"]
         if r["verdict"] == UNDECIDED
     ]
-    stopped = {s: {"evals": {}, "run": x.get("run"), "looks": x.get("looks") or []}
-               for s, x in aborted.items()}  # fmt: skip
+    stopped_runs = {s: {"evals": {}, "run": x.get("run"), "looks": x.get("looks") or []}
+                    for s, x in aborted.items()}  # fmt: skip
     found = checks(
         reg,
-        {**seeds, **stopped},
+        {**seeds, **stopped_runs},
         derived_seeds=derived_seeds,
         registration_commit=registration_commit,
         ledger=ledger,
+        until=first_written_at,
+        unblindings=unblindings,
     )
     found.append(
         {
@@ -364,6 +525,10 @@ def analyse(
             "detail": "; ".join(undecided) or "every paired test decided",
         }
     )
+    if any(fallback_of(c) for c in primary):
+        found.append({"check": "fallbacks", "ok": not missing,
+                      "detail": ("no fallback result for " + "; ".join(missing)) if missing
+                      else "every stopped seed has its registered fallback result"})  # fmt: skip
     done = len((set(seeds) | set(aborted)) & set(derived_seeds))
     partial = (
         None
@@ -391,11 +556,14 @@ def analyse(
         verdict += ", exploratory)" if label == EXPLORATORY else ")"
     else:
         verdict = ("met" if met else "not met") + f" ({label})"
+    proto = int(reg.get("protocol", 1))
     return {
         "kind": "burnqed study report",
         "study": reg["study"],
+        "protocol": proto,
         "label": label,
         "checks": found,
+        "never_recorded": list(NEVER_RECORDED.get(proto, [])),
         "alpha": alpha,
         "test": test,
         "test_description": stats.TESTS[test],
@@ -407,6 +575,8 @@ def analyse(
         "registered_seeds": list(derived_seeds),
         "registration_commit": registration_commit,
         "partial": partial,
+        "unblindings": list(unblindings),
+        "first_written_at": first_written_at,
         "decision": {
             **(a.get("decision") or {}),
             "primaries_confirmed": None if partial else met,
@@ -416,6 +586,29 @@ def analyse(
         "looks": {"ledger": ledger_path, "per_seed": looks},
         "cost": _cost(seeds),
     }
+
+
+def _realised_power(reg: Mapping[str, Any], c: Mapping[str, Any], level: float) -> dict | None:
+    """The power the study had at its planned effect, with the spread its seeds realised (and
+    the planned one beside it): what a registration planned on too small a spread learns."""
+    plan = next((x for x in ((reg["analysis"].get("power") or {}).get("comparisons") or [])
+                 if isinstance(x, Mapping) and x.get("name") == c["name"]), None)  # fmt: skip
+    rows = [*c["per_seed"], *(c.get("fallback_rows") or [])]
+    d = [r["difference"] for r in rows if r["difference"] is not None]
+    if plan is None or len(d) < 2 or not isinstance(plan.get("mean"), (int, float)):
+        return None
+    sd = statistics.stdev(d)
+    k, mean = len(d), float(plan["mean"])
+    planned_sd = plan.get("sd_planned")
+    return {
+        "planned_mean": mean,
+        "planned_sd": planned_sd,
+        "realised_sd": sd,
+        "seeds": k,
+        "power_planned": (stats.t_test_power(mean, planned_sd, k, level)
+                          if mean > 0 and planned_sd else 0.0),
+        "power_realised": stats.t_test_power(mean, sd, k, level) if mean > 0 else 0.0,
+    }  # fmt: skip
 
 
 def _sensitivity(rows: Sequence[Mapping[str, Any]], aborted: int, *, level: float) -> dict | None:
@@ -527,9 +720,32 @@ def report_markdown(r: Mapping[str, Any]) -> str:
             [["✓" if c["ok"] else "✗", c["check"], c["detail"]] for c in r["checks"]],
         ),
         "",
-    ]
+        *(
+            [
+                f"**Never recorded** (registration protocol {r.get('protocol', 1)}; today's is "
+                f"{PROTOCOL}): these checks did not exist when the study ran, so nothing above "
+                "vouches for them —",
+                "",
+                *[f"- {x}" for x in r["never_recorded"]],
+                "",
+            ]
+            if r.get("never_recorded")
+            else []
+        ),
+        *(
+            [
+                f"**Interim figures were read** {len(r['unblindings'])} time(s) before the end "
+                "(`--unblind`): " + "; ".join(
+                    f"{u.get('at')} at {u.get('seeds')} seeds" for u in r["unblindings"]) + ".",
+                "",
+            ]
+            if r.get("unblindings")
+            else []
+        ),
+    ]  # fmt: skip
     for c in r["comparisons"]:
         p = c["pooled"]
+        fb_rows = c.get("fallback_rows") or []
         out += [
             f"## {c['kind'].capitalize()}: {c['name']}",
             "",
@@ -538,22 +754,20 @@ def report_markdown(r: Mapping[str, Any]) -> str:
             "",
             markdown_table(
                 SEED_COLUMNS,
-                [
-                    [
-                        str(x["seed"]),
-                        x.get("control") or "",
-                        f"{x['budget'][0]} vs {x['budget'][1]}",
-                        str(x["gained"]),
-                        str(x["lost"]),
-                        str(x["theorems"]),
-                        _pct(x["difference"]),
-                        format_p(x["p_value"]),
-                        x["verdict"],
-                    ]
-                    for x in c["per_seed"]
-                ],
+                [_seed_cells(x) for x in [*c["per_seed"], *fb_rows]],
             ),
             "",
+            *(
+                [
+                    "Seeds the design stopped stand at the registered fallback ("
+                    + _fallback_text(c["fallback"])
+                    + "): the primary analysis below counts "
+                    "them, as a user of the seed would have shipped it.",
+                    "",
+                ]
+                if fb_rows
+                else []
+            ),
             f"Pooled over {p['seeds']} seeds, {100 * p['level']:.1f} % intervals"
             + (" (Bonferroni, 1 − α/m)" if c["kind"] == "primary" else " (unadjusted)")
             + ":",
@@ -566,25 +780,45 @@ def report_markdown(r: Mapping[str, Any]) -> str:
             f"- fixed-effect stratified count test (about these seeds' draws, not new ones): gained "
             f"{p['stratified']['gained']}, lost {p['stratified']['lost']}, p = "
             f"{format_p(p['stratified']['p_value'])}",
-            f"- sign agreement (not a gate): {p['sign_agreement']['agree']} of "
-            f"{p['sign_agreement']['seeds']} seeds have the pooled sign (all by chance: "
-            f"{format_p(p['sign_agreement']['all_by_chance'])})",
+            _sign_line(p),
         ]
         n_aborted = len(r.get("aborted") or [])
+        counted = "seeds" if fb_rows else "finished seeds"
         out.append(
             f"- every seed positive: {'yes' if p['every_seed_positive'] else 'no'} ({p['positive']} of "
-            f"{len(c['per_seed'])} finished seeds positive"
-            + (f"; {n_aborted} aborted, counted not positive" if n_aborted else "")
+            f"{len(c['per_seed']) + len(fb_rows)} {counted} positive"
+            + (f"; {n_aborted} aborted, counted not positive" if n_aborted and not fb_rows else "")
             + ")"
         )
+        if c.get("finished_only"):
+            out.append(
+                f"- beside it, the {c['finished_only']['seeds']} seeds that finished only: "
+                f"{_interval(c['finished_only']['t_test'])}" + _holm_text(c["finished_only"])
+            )
         if r.get("aborted"):
             sens = c.get("sensitivity")
             out.append(
                 f"- sensitivity, the {len(r['aborted'])} aborted seed(s) at d = 0 (one-sample "
-                f"t-test over {sens['seeds']} seeds): {_interval(sens)}"
-                + (f", Holm-adjusted p = {format_p(sens['holm_p'])}" if "holm_p" in sens else "")
+                f"t-test over {sens['seeds']} seeds): {_interval(sens)}" + _holm_text(sens)
                 if sens
                 else "- sensitivity with the aborted seeds at d = 0: fewer than 2 seeds"
+            )
+        ph = c.get("post_hoc_fallback")
+        if ph:
+            rows = ", ".join(f"seed {x['seed']} {_pct(x['difference'])}" for x in ph["rows"])
+            out.append(
+                f"- **post hoc** (decided after the results were read; decides nothing): each "
+                f"aborted seed at its fallback ({_fallback_text(ph['fallback'])}; {rows}), "
+                f"one-sample t-test over {ph['pooled']['seeds']} seeds: "
+                f"{_interval(ph['pooled']['t_test'])}" + _holm_text(ph["pooled"])
+            )
+        rp = c.get("realised")
+        if rp:
+            out.append(
+                f"- power at the planned effect ({_pct(rp['planned_mean'])}) over "
+                f"{rp['seeds']} seeds: planned {rp['power_planned']:.2f} (SD "
+                f"{_pct(rp['planned_sd'])}), realised {rp['power_realised']:.2f} (the seeds' "
+                f"SD {_pct(rp['realised_sd'])})"
             )
         if c["kind"] == "primary":
             said = {True: "confirmed", False: "not confirmed", None: "undecided (partial)"}
@@ -626,6 +860,45 @@ def report_markdown(r: Mapping[str, Any]) -> str:
         "",
     ]
     return "\n".join(out)
+
+
+def _seed_cells(x: Mapping[str, Any]) -> list[str]:
+    return [
+        str(x["seed"]) + (" (fallback)" if x.get("fallback") else ""),
+        x.get("control") or "",
+        f"{x['budget'][0]} vs {x['budget'][1]}",
+        str(x["gained"]),
+        str(x["lost"]),
+        str(x["theorems"]),
+        _pct(x["difference"]),
+        format_p(x["p_value"]),
+        x["verdict"],
+    ]
+
+
+def _fallback_text(fb: Mapping[str, Any]) -> str:
+    if "difference" in fb:
+        return f"d = 0: {fb.get('why', '')}".rstrip(": ")
+    files = ", ".join(f"{k} {fb[k]}" for k in ("treatment", "control") if k in fb)
+    return f"{files}: {fb['why']}" if fb.get("why") else files
+
+
+def _holm_text(x: Mapping[str, Any] | None) -> str:
+    return f", Holm-adjusted p = {format_p(x['holm_p'])}" if x and "holm_p" in x else ""
+
+
+def _sign_line(p: Mapping[str, Any]) -> str:
+    """Sign agreement, descriptive, with its real two-sided sign-test p (ties dropped)."""
+    sa = p["sign_agreement"]
+    if "sign_test_p" in sa:
+        return (
+            f"- sign agreement (descriptive, not a gate): {sa['agree']} of {sa['seeds']} seeds "
+            f"have the pooled sign; two-sided sign test p = {format_p(sa['sign_test_p'])}"
+        )
+    return (
+        f"- sign agreement (not a gate): {sa['agree']} of {sa['seeds']} seeds have the pooled "
+        f"sign (all by chance: {format_p(sa['all_by_chance'])})"
+    )
 
 
 def draw_forest(r: Mapping[str, Any], out: Path) -> None:

@@ -102,6 +102,20 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                 metavar="DIR",
                 help="where report.md/json go (default: beside the registration)",
             )
+            q.add_argument(
+                "--unblind",
+                action="store_true",
+                help="write an unfinished study's interim figures; recorded in unblindings.jsonl "
+                "beside the registration, and its final report fails 'blind until the end'",
+            )
+            q.add_argument(
+                "--post-hoc",
+                type=Path,
+                default=None,
+                metavar="YAML",
+                help="fallbacks decided after results were read ({fallbacks: {primary: "
+                "fallback}}): reported beside the registered analysis, labelled post hoc",
+            )
             q.set_defaults(func=main_report)
 
     w = sub.add_parser(
@@ -208,6 +222,8 @@ def main_report(args: argparse.Namespace) -> int:
         out=args.out,
         report_dir=args.report_dir,
         ledger=args.ledger,
+        unblind=args.unblind,
+        post_hoc=args.post_hoc,
     )
     print(f"study {r['study']}: {r['label']}; decision {r['decision']['verdict']}")
     return 0

@@ -67,14 +67,41 @@ from typing import Any
 import yaml
 
 from burnqed import provenance
-from burnqed.config import ConfigError, InputError, deep_merge, read_yaml, validate_params
+from burnqed.config import (
+    SEED_KINDS,
+    ConfigError,
+    InputError,
+    deep_merge,
+    read_yaml,
+    validate_params,
+)
 from burnqed.eval.paired import FACTORS
 from burnqed.study.stats import TESTS
 
 log = logging.getLogger(__name__)
 
-# Config keys a rule's digest leaves out: what the study varies, and machine settings.
+# Config keys a rule's ``config`` digest leaves out: what the study varies, and machine settings.
+# (From protocol 2 the thread counts and the seeds' derivation have digests of their own.)
 UNDIGESTED = ("seed", "threads", "cache")
+# The registration protocol this code writes.  1: per-rule code and config digests (the learning
+# study).  2: also the workflow's text, threads and seeds per rule, the pinned packages, cores and
+# Snakemake arguments of the design, the decision rule's simulated probability, each primary's
+# fallback for an aborted seed, sequential looks.  An older study's report names the checks its
+# protocol never recorded (:data:`NEVER_RECORDED`).
+PROTOCOL = 2
+NEVER_RECORDED = {
+    1: [
+        "the workflow's text (Snakefile, rules/*.smk, input functions) per rule",
+        "thread counts per rule, --cores and pass-through Snakemake arguments",
+        "the seeds' derivation per rule (a fixed seeds.* would not have been seen)",
+        "the pinned package versions each seed ran with",
+        "the evals' own provenance (commit, versions) against the seeds' runs",
+        "looks matched on benchmark content and models (only on the search seed)",
+        "reads of interim figures (a partial report was not recorded)",
+        "the decision rule's simulated probability of being met",
+        "a fallback result for a seed the design stops",
+    ]
+}
 _RULE = re.compile(r"^(\s*)rule (\w+):", re.M)
 _DIGEST = re.compile(r"code_digest\(([^)]*)\)")
 _LOOKUP = re.compile(r'lookup\(dpath="([^"]+)"')
@@ -131,10 +158,40 @@ def _comparison(path: Path, key: str, c: Any) -> dict[str, Any]:
     )
     if not ok:
         raise _fail(path, f"{key}.budget", "an integer, or [control budget, treatment budget]")
-    unknown = set(c) - {"name", "treatment", "control", "varies", "budget", "description"}
+    unknown = set(c) - {"name", "treatment", "control", "varies", "budget", "description",
+                        "fallback"}  # fmt: skip
     if unknown:
         raise _fail(path, key, f"unknown key(s) {sorted(unknown)}")
+    if "fallback" in c:
+        check_fallback(path, f"{key}.fallback", c["fallback"])
     return dict(c)
+
+
+def check_fallback(path: Path, key: str, f: Any) -> None:
+    """A comparison's ``fallback``: what stands for a seed the design stops (:func:`fallback_of`)
+    — eval files in place of the treatment and/or control (``treatment:``, ``control:``, e.g. the
+    last finished iteration's eval: the model its user would ship), or ``difference: 0`` (the
+    shipped system is the control itself: no value model), with ``why``, in words."""
+    if not isinstance(f, Mapping):
+        raise _fail(path, key, "a mapping {treatment/control: eval file} or {difference: 0}, + why")
+    unknown = set(f) - {"treatment", "control", "difference", "why"}
+    if unknown:
+        raise _fail(path, key, f"unknown key(s) {sorted(unknown)}")
+    if not isinstance(f.get("why"), str) or not f["why"].strip():
+        raise _fail(path, f"{key}.why", "missing (why this stands for the seed's result)")
+    files = [f[k] for k in ("treatment", "control") if k in f]
+    if "difference" in f:
+        if files or f["difference"] != 0:
+            raise _fail(path, key, "difference: 0 alone, or eval files, not both")
+    elif not files or not all(isinstance(x, str) and x for x in files):
+        raise _fail(
+            path, key, "an eval file for the treatment and/or the control, or difference: 0"
+        )
+
+
+def fallback_of(c: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The comparison's registered fallback (None: none registered — protocol 1)."""
+    return dict(c["fallback"]) if isinstance(c.get("fallback"), Mapping) else None
 
 
 def validate(reg: Any, path: Path, *, need_rules: bool = True) -> dict[str, Any]:
@@ -143,9 +200,12 @@ def validate(reg: Any, path: Path, *, need_rules: bool = True) -> dict[str, Any]
     what ``burnqed study register`` writes)."""
     if not isinstance(reg, Mapping):
         raise InputError(f"{path}: not a mapping")
-    unknown = set(reg) - {"study", "description", "design", "comparisons", "analysis"}
+    unknown = set(reg) - {"protocol", "study", "description", "design", "comparisons", "analysis"}
     if unknown:
         raise _fail(path, "top level", f"unknown key(s) {sorted(unknown)}")
+    proto = reg.get("protocol", 1)
+    if not isinstance(proto, int) or not 1 <= proto <= PROTOCOL:
+        raise _fail(path, "protocol", f"1 to {PROTOCOL} (this code's protocol), got {proto!r}")
     if not isinstance(reg.get("study"), str) or not re.fullmatch(r"[A-Za-z0-9_.-]+", reg["study"]):
         raise _fail(path, "study", "missing (a name: letters, digits, _ . -)")
     design = reg.get("design")
@@ -156,14 +216,29 @@ def validate(reg: Any, path: Path, *, need_rules: bool = True) -> dict[str, Any]
         raise _fail(path, "design.configfiles", "a non-empty list of config files")
     if not isinstance(design.get("overrides", {}), Mapping):
         raise _fail(path, "design.overrides", "a mapping (a config overlay)")
-    if "seed" in (design.get("overrides") or {}):
-        raise _fail(path, "design.overrides.seed", "the seeds come from the registration's commit")
+    for key in ("seed", "seeds"):
+        if key in (design.get("overrides") or {}):
+            raise _fail(path, f"design.overrides.{key}", "the seeds come from the registration's "
+                        "commit, each study seed deciding every source of variation")  # fmt: skip
+    unknown = set(design) - {"configfiles", "overrides", "targets", "rules", "cores",
+                             "snakemake_args", "environment"}  # fmt: skip
+    if unknown:
+        raise _fail(path, "design", f"unknown key(s) {sorted(unknown)}")
+    if proto >= 2:
+        if not isinstance(design.get("cores"), int) or design["cores"] < 1:
+            raise _fail(path, "design.cores", "each seed's snakemake --cores (a thread count "
+                        "above it is cut to it, which moves numbers)")  # fmt: skip
+        args = design.get("snakemake_args", [])
+        if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+            raise _fail(path, "design.snakemake_args", "a list of arguments (may be empty)")
     targets = design.get("targets")
     if not isinstance(targets, list) or not targets or not all(isinstance(t, str) for t in targets):
         raise _fail(path, "design.targets", "a non-empty list of files each seed builds")
     rules = design.get("rules")
     if need_rules and not (isinstance(rules, Mapping) and rules):
         raise _fail(path, "design.rules", "missing: run `burnqed study register` to write it")
+    if need_rules and proto >= 2 and not isinstance(design.get("environment"), Mapping):
+        raise _fail(path, "design.environment", "missing: run `burnqed study register`")
     comps = reg.get("comparisons")
     if not isinstance(comps, Mapping) or not comps.get("primary"):
         raise _fail(path, "comparisons.primary", "at least one primary comparison")
@@ -177,9 +252,13 @@ def validate(reg: Any, path: Path, *, need_rules: bool = True) -> dict[str, Any]
             if c["name"] in names:
                 raise _fail(path, f"comparisons.{kind}[{i}].name", f"{c['name']!r} twice")
             names.add(c["name"])
-            for f in (c["treatment"], *controls(c)):
-                if f not in targets:
+            fb = fallback_of(c) or {}
+            for f in (c["treatment"], *controls(c), *(fb.get(k) for k in ("treatment", "control"))):
+                if f is not None and f not in targets:
                     raise _fail(path, f"comparisons.{kind}[{i}]", f"{f} is not in design.targets")
+            if proto >= 2 and kind == "primary" and not fb:
+                raise _fail(path, f"comparisons.primary[{i}].fallback", "missing: what stands "
+                            "for a seed the design stops (its user's result)")  # fmt: skip
     a = reg.get("analysis")
     if not isinstance(a, Mapping):
         raise _fail(path, "analysis", "missing (alpha, test, seeds, power, decision)")
@@ -196,18 +275,94 @@ def validate(reg: Any, path: Path, *, need_rules: bool = True) -> dict[str, Any]
         raise _fail(path, "analysis.decision.rule", "missing (the decision rule, in words)")
     if not isinstance(d.get("every_seed_positive", False), bool):
         raise _fail(path, "analysis.decision.every_seed_positive", "true or false")
+    unknown = set(a) - {"alpha", "test", "seeds", "power", "decision", "sequential",
+                        "rule_probability"}  # fmt: skip
+    if unknown:
+        raise _fail(path, "analysis", f"unknown key(s) {sorted(unknown)}")
+    if "sequential" in a:
+        _sequential(path, a["sequential"], a["seeds"])
+    if proto >= 2 and need_rules:
+        planned(reg, path)  # every primary's planned effect and spread, named
     return dict(reg)
 
 
-def load(path: Path, *, need_rules: bool = True) -> dict[str, Any]:
+SEQUENTIAL_BOUNDARIES = ("obrien-fleming", "lan-demets")
+
+
+def _sequential(path: Path, s: Any, seeds: int) -> None:
+    """``analysis.sequential``: ``looks`` (seed counts at which the runner analyses, increasing,
+    the last the registered seeds), ``boundary`` (:data:`SEQUENTIAL_BOUNDARIES`) and ``futility``
+    (true: stop when no primary can be confirmed — a non-binding rule; docs/confirmation.md)."""
+    key = "analysis.sequential"
+    if not isinstance(s, Mapping):
+        raise _fail(path, key, "a mapping {looks, boundary, futility}")
+    unknown = set(s) - {"looks", "boundary", "futility"}
+    if unknown:
+        raise _fail(path, key, f"unknown key(s) {sorted(unknown)}")
+    looks = s.get("looks")
+    if (
+        not isinstance(looks, list)
+        or len(looks) < 2
+        or not all(isinstance(n, int) for n in looks)
+        or looks != sorted(set(looks))
+        or looks[0] < 3
+        or looks[-1] != seeds
+    ):
+        raise _fail(path, f"{key}.looks", f"two or more increasing seed counts, the first at "
+                    f"least 3, the last analysis.seeds ({seeds})")  # fmt: skip
+    if s.get("boundary") not in SEQUENTIAL_BOUNDARIES:
+        raise _fail(path, f"{key}.boundary", f"one of {', '.join(SEQUENTIAL_BOUNDARIES)}")
+    if not isinstance(s.get("futility", False), bool):
+        raise _fail(path, f"{key}.futility", "true or false")
+
+
+def planned(reg: Mapping[str, Any], path: Path | str = "registration") -> dict[str, dict]:
+    """Per primary comparison, its planned effect and spread from ``analysis.power.comparisons``
+    (``burnqed study power``'s ``mean`` and ``sd_planned``, by name) and, for a fallback with eval
+    files, the fallback's planned effect (``fallback_mean``; its spread is the comparison's); the
+    planned share of seeds the design stops (``analysis.power.abort_rate``, default 0)."""
+    power = reg["analysis"].get("power") or {}
+    rows = {c.get("name"): c for c in power.get("comparisons") or [] if isinstance(c, Mapping)}
+    out = {}
+    for i, c in enumerate(reg["comparisons"]["primary"]):
+        row = rows.get(c["name"])
+        key = f"analysis.power.comparisons[name={c['name']!r}]"
+        if row is None:
+            raise _fail(Path(path), key, "missing: every primary's planned mean and sd_planned "
+                        "(`burnqed study power`)")  # fmt: skip
+        for field in ("mean", "sd_planned"):
+            if not isinstance(row.get(field), (int, float)):
+                raise _fail(Path(path), f"{key}.{field}", "missing (a number)")
+        fb = fallback_of(c) or {}
+        fb_mean = 0.0 if "difference" in fb else row.get("fallback_mean")
+        if fb and not isinstance(fb_mean, (int, float)):
+            raise _fail(Path(path), f"{key}.fallback_mean", "missing: the fallback's planned "
+                        "effect (a number)")  # fmt: skip
+        out[c["name"]] = {"index": i, "mean": float(row["mean"]),
+                          "sd": float(row["sd_planned"]),
+                          "fallback_mean": None if fb_mean is None else float(fb_mean),
+                          "fallback_exact": "difference" in fb}  # fmt: skip
+    rate = power.get("abort_rate", 0.0)
+    if not isinstance(rate, (int, float)) or not 0 <= rate < 1:
+        raise _fail(Path(path), "analysis.power.abort_rate", "a share of seeds in [0, 1)")
+    for v in out.values():
+        v["abort_rate"] = float(rate)
+    return out
+
+
+def read_yaml_file(path: Path) -> Any:
+    """A YAML file's content; :class:`InputError` naming the file when it cannot be read."""
     path = Path(path)
     try:
-        reg = yaml.safe_load(path.read_text(encoding="utf-8"))
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as e:
         raise InputError(f"{path}: cannot read ({e.strerror})") from None
     except yaml.YAMLError as e:
         raise InputError(f"{path}: not YAML ({' '.join(str(e).split())})") from None
-    return validate(reg, path, need_rules=need_rules)
+
+
+def load(path: Path, *, need_rules: bool = True) -> dict[str, Any]:
+    return validate(read_yaml_file(Path(path)), Path(path), need_rules=need_rules)
 
 
 WITHDRAWN = "WITHDRAWN.md"
@@ -270,8 +425,24 @@ def rule_specs(root: Path) -> dict[str, dict[str, Any]]:
                 "script": args[0],
                 "sections": args[1:],
                 "lookups": sorted(set(_LOOKUP.findall(block))),
+                "block": m.group(0) + block,
             }
     return specs
+
+
+def workflow_text(root: Path) -> str:
+    """What every rule's job shares of the workflow's own text: the Snakefile and the text of each
+    ``rules/*.smk`` outside its rule blocks (the input functions, ``rules/common.smk`` whole) — a
+    rule's own block is digested with it (:func:`rule_digests`), so an edit to another rule's
+    block voids nothing else."""
+    parts = [(Path(root) / "Snakefile").read_text(encoding="utf-8")]
+    blocks = [spec["block"] for spec in rule_specs(root).values()]
+    for smk in sorted((Path(root) / "rules").glob("*.smk")):
+        text = smk.read_text(encoding="utf-8")
+        for b in blocks:
+            text = text.replace(b, "")
+        parts.append(f"{smk.name}\n{text}")
+    return "\n".join(parts)
 
 
 def merged_config(root: Path, design: Mapping[str, Any]) -> dict[str, Any]:
@@ -294,12 +465,27 @@ def _lookup(config: Mapping[str, Any], dpath: str) -> Any:
     return x
 
 
+def seeds_digest(config: Mapping[str, Any]) -> dict[str, Any]:
+    """How the rules' seeds follow the run's ``seed``: per kind of :data:`SEED_KINDS`, ``"seed"``
+    when it is the run's seed (``seeds.<kind>: null``), else the fixed value — the resolved seeds
+    of any study seed, with the study seed left out.
+
+    >>> seeds_digest({"seed": 5, "seeds": {"benchmark": 0}})
+    {'data': 'seed', 'benchmark': 0, 'train': 'seed', 'search': 'seed'}
+    """
+    own = config.get("seeds") or {}
+    return {k: "seed" if own.get(k) is None else own[k] for k in SEED_KINDS}
+
+
 def rule_digests(
-    root: Path, config: Mapping[str, Any], rules: Sequence[str]
+    root: Path, config: Mapping[str, Any], rules: Sequence[str], *, protocol: int = PROTOCOL
 ) -> dict[str, dict[str, str]]:
-    """``{rule: {"code": …, "config": …}}`` for ``rules`` (module docstring);
+    """``{rule: {"code": …, "config": …}}`` for ``rules`` (module docstring), and from protocol 2
+    ``"workflow"`` (the rule's block with :func:`workflow_text`), ``"threads"`` (the ``threads``
+    section: a thread count moves a job's numbers) and ``"seeds"`` (:func:`seeds_digest`);
     :class:`InputError` naming the rule when one cannot be computed."""
     specs = rule_specs(root)
+    shared = workflow_text(root) if protocol >= 2 else ""
     out = {}
     for rule in sorted(rules):
         spec = specs.get(rule)
@@ -319,6 +505,12 @@ def rule_digests(
             d: _lookup(config, d) for d in spec["lookups"] if d.split("/")[0] not in UNDIGESTED
         }
         out[rule] = {"code": _hash(runs), "config": _hash(looked)}
+        if protocol >= 2:
+            out[rule].update(
+                workflow=_hash([spec["block"], shared]),
+                threads=_hash(config.get("threads")),
+                seeds=_hash(seeds_digest(config)),
+            )
     return out
 
 
@@ -385,12 +577,14 @@ def rules_for_targets(root: Path, design: Mapping[str, Any]) -> list[str]:
     return sorted(set(rules))
 
 
-def design_digests(root: Path, design: Mapping[str, Any], rules: Sequence[str]) -> dict:
+def design_digests(
+    root: Path, design: Mapping[str, Any], rules: Sequence[str], *, protocol: int = PROTOCOL
+) -> dict:
     try:
         config = merged_config(root, design)
     except ConfigError as e:
         raise InputError(f"design.configfiles: {e}") from None
-    return rule_digests(root, config, rules)
+    return rule_digests(root, config, rules, protocol=protocol)
 
 
 def register(path: Path, root: Path) -> dict[str, Any]:
@@ -398,12 +592,97 @@ def register(path: Path, root: Path) -> dict[str, Any]:
     nothing written when a digest cannot be computed); returns the registration."""
     reg = load(path, need_rules=False)
     design_digests(root, reg["design"], [])  # the config files first: one line naming a bad one
+    proto = reg.get("protocol", 1)
+    if proto < PROTOCOL:
+        raise _fail(Path(path), "protocol", f"{proto}: a new registration is protocol: {PROTOCOL} "
+                    "(an older protocol leaves checks unrecorded: docs/confirmation.md)")  # fmt: skip
+    refuse_fixed_seeds(root, reg["design"], path)
+    planned(reg, path)
+    reg["analysis"] = {**reg["analysis"], "rule_probability": rule_probability(reg, path)}
     rules = rules_for_targets(root, reg["design"])
-    reg["design"] = {**reg["design"], "rules": design_digests(root, reg["design"], rules)}
+    reg["design"] = {
+        **reg["design"],
+        "rules": design_digests(root, reg["design"], rules),
+        "environment": environment(root),
+    }
     validate(reg, path)
     Path(path).write_text(dump(reg), encoding="utf-8")
     log.info("%s: %d rules' digests written", path, len(rules))
     return reg
+
+
+def refuse_fixed_seeds(root: Path, design: Mapping[str, Any], path: Path | str) -> None:
+    """:class:`InputError` when the design's config fixes any ``seeds.<kind>``: every source of
+    variation (data, benchmark, training, search) must follow the study seed, or the seeds are
+    not independent replicates — ``seeds.benchmark: 0`` would evaluate every study seed on seed
+    0's benchmark, one that 135 looks have seen."""
+    fixed = {k: v for k, v in seeds_digest(merged_config(root, design)).items() if v != "seed"}
+    if fixed:
+        raise _fail(Path(path), "design.configfiles", "fixes " + ", ".join(
+            f"seeds.{k}: {v}" for k, v in fixed.items()) + ": a study's seeds must each decide "
+            "every source of variation (set them to null)")  # fmt: skip
+
+
+def rule_probability(reg: Mapping[str, Any], path: Path | str = "registration") -> dict:
+    """The registered rule's simulated probability of being met at the planned effects
+    (:func:`burnqed.study.planning.simulate_rule`); :class:`InputError` naming
+    ``analysis.decision`` when it is below :data:`~burnqed.study.planning.MIN_PROBABILITY`."""
+    from burnqed.study.planning import MIN_PROBABILITY, simulate_rule
+
+    a = reg["analysis"]
+    plans = planned(reg, path)
+    every = bool((a.get("decision") or {}).get("every_seed_positive"))
+    r = simulate_rule(plans, alpha=float(a["alpha"]), seeds=int(a["seeds"]),
+                      every_seed_positive=every)  # fmt: skip
+    if r["met"] < MIN_PROBABILITY:
+        each = ", ".join(f"{n}: {p:.3g}" for n, p in r["per_primary"].items())
+        raise _fail(Path(path), "analysis.decision", f"the rule is met with probability "
+                    f"{r['met']:.3g} at the planned effects ({r['studies']} simulated studies; "
+                    f"per primary {each}), below {MIN_PROBABILITY}: a rule that cannot be met "
+                    "decides nothing — plan more seeds, register a primary with no power as "
+                    "secondary, or drop every_seed_positive")  # fmt: skip
+    return r
+
+
+def pinned_packages(root: Path) -> list[str]:
+    """The names ``constraints.txt`` pins (``name==version`` lines)."""
+    path = Path(root) / "constraints.txt"
+    names = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        line = line.split("#", 1)[0].strip()
+        if "==" in line:
+            names.append(line.split("==", 1)[0].strip().lower())
+    return names
+
+
+def environment(root: Path) -> dict[str, Any]:
+    """``{"packages": {name: installed version}}`` of every package ``constraints.txt`` pins:
+    what this machine runs (a pin the install did not honour shows)."""
+    return {"packages": provenance.package_versions(pinned_packages(root))}
+
+
+# Snakemake arguments that decide no number: how a run reports, waits, and resumes.
+HARMLESS_SNAKEMAKE_ARGS = (
+    "--keep-going", "-k", "--rerun-incomplete", "--ri", "--quiet", "-q", "--printshellcmds", "-p",
+    "--verbose", "--show-failed-logs", "--nolock", "--latency-wait", "--keep-incomplete",
+)  # fmt: skip
+
+
+def undeclared_snakemake_args(design: Mapping[str, Any], args: Sequence[str]) -> list[str]:
+    """The arguments in ``args`` neither registered (``design.snakemake_args``) nor harmless
+    (:data:`HARMLESS_SNAKEMAKE_ARGS`, ``--opt=value`` forms too; a number after
+    ``--latency-wait`` too)."""
+    registered = list(design.get("snakemake_args") or [])
+    out, skip = [], False
+    for a in args:
+        if skip:
+            skip = False
+            continue
+        if a in registered or a.split("=", 1)[0] in HARMLESS_SNAKEMAKE_ARGS:
+            skip = a == "--latency-wait"
+            continue
+        out.append(a)
+    return out
 
 
 # --------------------------------------------------------------------------------------------

@@ -38,6 +38,7 @@ import yaml
 
 from burnqed.config import InputError
 from burnqed.eval.ledger import LEDGER, looks_in, now, read_ledger
+from burnqed.eval.ledger import add as add_looks
 from burnqed.eval.stage import write_json
 from burnqed.provenance import git_state
 from burnqed.study import registration as registration_file
@@ -72,6 +73,9 @@ def default_out(registration: Path) -> Path:
 def _registered(registration: Path, root: Path) -> tuple[dict, dict, list[int]]:
     reg = registration_file.load(registration)
     registration_file.refuse_withdrawn(registration)
+    if reg.get("protocol", 1) >= 2:
+        registration_file.refuse_fixed_seeds(root, reg["design"], registration)
+        registration_file.rule_probability(reg, registration)
     rc = registration_file.first_commit(registration, root)
     if rc is None:
         raise InputError(
@@ -89,8 +93,20 @@ def _refuse_other_digests(
     the study stops before its first seed rather than after hours of compute.  (Each seed still
     records the digests it started with: an edit mid-study shows there.)"""
     registered = design["rules"]
-    here = registration_file.design_digests(root, design, sorted(registered))
+    proto = int(registration_file.load(registration).get("protocol", 1))
+    here = registration_file.design_digests(root, design, sorted(registered), protocol=proto)
     bad = registration_file.differing_rules(registered, here)
+    if proto >= 2:
+        env = registration_file.environment(root)["packages"]
+        want = (design.get("environment") or {}).get("packages") or {}
+        other = sorted(k for k in set(env) | set(want) if env.get(k) != want.get(k))
+        if other:
+            raise InputError(
+                f"{registration}: this machine's pinned packages differ from the registered "
+                "design's: " + ", ".join(f"{k} {env.get(k)} (registered {want.get(k)})"
+                                        for k in other)
+                + ": install with constraints.txt (README) before any seed runs"
+            )  # fmt: skip
     if bad:
         raise InputError(
             f"{registration}: this checkout's code or config differs from the registered "
@@ -202,6 +218,19 @@ def run(
     reg, rc, seeds = _registered(registration, root)
     out = Path(out) if out is not None else default_out(registration)
     design = reg["design"]
+    proto = int(reg.get("protocol", 1))
+    if proto >= 2:
+        # What decides a number is registered: the cores (a rule's threads are cut to them) and
+        # every Snakemake argument but those that only change how a run reports or resumes.
+        if cores != design["cores"]:
+            raise InputError(f"--cores {cores}: the registration's design.cores is "
+                             f"{design['cores']} (a job's threads are cut to the cores)")  # fmt: skip
+        extra = registration_file.undeclared_snakemake_args(design, snakemake_args)
+        if extra:
+            raise InputError(f"--snakemake-arg {' '.join(extra)}: not in the registration's "
+                             "design.snakemake_args (an argument that may decide a number is "
+                             "registered, or not passed)")  # fmt: skip
+        snakemake_args = [*design.get("snakemake_args", []), *snakemake_args]
     _refuse_other_digests(registration, root, design, rc)
     env = None
     if parallel > 1 and "OMP_WAIT_POLICY" not in os.environ:
@@ -240,9 +269,16 @@ def run(
         ]
         _unlock_if_stale(work, s, argv, root)
         # The checkout's digests when this seed starts (an edit mid-study shows in its record).
-        digests = registration_file.design_digests(root, design, sorted(design["rules"]))
+        digests = registration_file.design_digests(
+            root, design, sorted(design["rules"]), protocol=proto
+        )
         record = _run_record(work, s, registration, rc, digests)
-        record["sessions"][-1]["parallel"] = parallel
+        record["sessions"][-1].update(
+            parallel=parallel,
+            cores=cores,
+            snakemake_args=list(snakemake_args),
+            **({"packages": registration_file.environment(root)["packages"]} if proto >= 2 else {}),
+        )
         write_json(work / RUN_RECORD, record)
         t0 = time.monotonic()
         log.info("study %s: seed %d (%d of %d) in %s", reg["study"], s, i, len(seeds), work)
@@ -260,7 +296,13 @@ def run(
         write_json(work / RUN_RECORD, record)
         if stopped is not None:
             log.warning("seed %d: aborted by the design: %s", s, stopped["reason"])
+            failed = _build_fallbacks(reg, work, argv, root, env, logpath)
+            _add_looks(root, ledger, work)
+            if failed:
+                stop.set()
+                return f"seed {s}: its fallback evals failed (log: {logpath})"
             return None
+        _add_looks(root, ledger, work)
         if r.returncode != 0:
             stop.set()
             return f"seed {s}: snakemake exited {r.returncode} (log: {logpath})"
@@ -271,6 +313,47 @@ def run(
     if failed:
         raise InputError("; ".join(failed))
     return report(registration, root=root, out=out, ledger=ledger)
+
+
+def fallback_files(reg: Mapping[str, Any]) -> list[str]:
+    """The eval files the primaries' registered fallbacks read for a stopped seed: each fallback
+    file and the side it keeps (none for ``difference: 0``, none without a fallback)."""
+    files: set[str] = set()
+    for c in reg["comparisons"]["primary"]:
+        fb = registration_file.fallback_of(c)
+        if fb is None or "difference" in fb:
+            continue
+        files.add(fb.get("treatment", c["treatment"]))
+        files.update([fb["control"]] if "control" in fb else registration_file.controls(c))
+    return sorted(files)
+
+
+def _build_fallbacks(
+    reg: Mapping[str, Any], work: Path, argv: Sequence[str], root: Path, env, logpath: Path
+) -> bool:
+    """After a design stop, build what the fallbacks read (iteration 0's evals, say, which
+    Snakemake may not have reached when the training stopped); True when that failed."""
+    needed = [f for f in fallback_files(reg) if not (work / f).is_file()]
+    if not needed:
+        return False
+    targets = set(reg["design"]["targets"])
+    cmd = [argv[0], *needed, *(a for a in argv[1:] if a not in targets)]
+    log.info("seed %s: building its fallback evals %s", work.name, ", ".join(needed))
+    with logpath.open("a", encoding="utf-8") as logf:
+        r = subprocess.run(cmd, cwd=root, stdout=logf, stderr=subprocess.STDOUT, env=env)
+    return r.returncode != 0
+
+
+_LEDGER_LOCK = threading.Lock()
+
+
+def _add_looks(root: Path, ledger: Path, work: Path) -> None:
+    """The seed's looks into the tracked ledger (the study records its own looks; the merge is
+    idempotent, so a rerun adds nothing twice)."""
+    files = sorted(work.glob("results/*/eval*.json"))
+    if files:
+        with _LEDGER_LOCK:  # seeds run side by side: one read-merge-write at a time
+            add_looks(Path(root) / ledger, files)
 
 
 def status(registration: Path, *, root: Path = Path("."), out: Path | None = None) -> dict:
@@ -421,6 +504,51 @@ def _run_record(
     }
 
 
+UNBLINDINGS = "unblindings.jsonl"  # beside the registration: every read of interim figures
+
+
+def unblindings(registration: Path) -> list[dict[str, Any]]:
+    """The recorded reads of the study's interim figures (``--unblind``), oldest first."""
+    path = Path(registration).parent / UNBLINDINGS
+    if not path.is_file():
+        return []
+    return [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
+
+
+def _stopped_evals(directory: Path, reg: Mapping[str, Any], post_hoc) -> dict[str, Any]:
+    """The evals a stopped seed holds that a fallback (registered or post hoc) reads."""
+    files = set(fallback_files(reg))
+    for c in reg["comparisons"]["primary"]:
+        fb = (post_hoc or {}).get(c["name"])
+        if fb and "difference" not in fb:
+            files.add(fb.get("treatment", c["treatment"]))
+            files.update([fb["control"]] if "control" in fb else registration_file.controls(c))
+    out = {}
+    for f in sorted(files):
+        p = Path(directory) / f
+        if p.is_file():
+            out[f] = json.loads(p.read_text(encoding="utf-8"))
+    return out
+
+
+def read_post_hoc(path: Path | None, reg: Mapping[str, Any]) -> dict[str, dict] | None:
+    """A post-hoc fallback file (``{primary name: fallback}``, as a registration's ``fallback``),
+    checked; None without one.  Its figures are reported beside the registered ones, labelled
+    post hoc, and decide nothing."""
+    if path is None:
+        return None
+    raw = registration_file.read_yaml_file(Path(path))
+    names = {c["name"] for c in reg["comparisons"]["primary"]}
+    fallbacks = raw.get("fallbacks") if isinstance(raw, Mapping) else None
+    if not isinstance(fallbacks, Mapping) or not fallbacks:
+        raise InputError(f"{path}: fallbacks: a mapping {{primary name: fallback}}")
+    for name, fb in fallbacks.items():
+        if name not in names:
+            raise InputError(f"{path}: fallbacks: {name!r} is not a primary comparison")
+        registration_file.check_fallback(Path(path), f"fallbacks[{name!r}]", fb)
+    return {k: dict(v) for k, v in fallbacks.items()}
+
+
 def report(
     registration: Path,
     *,
@@ -428,16 +556,21 @@ def report(
     out: Path | None = None,
     report_dir: Path | None = None,
     ledger: Path = LEDGER,
+    unblind: bool = False,
+    post_hoc: Path | None = None,
 ) -> dict[str, Any]:
     """Write ``report.json``, ``report.md`` and ``forest.png`` (beside the registration unless
-    ``report_dir``)
-    from the seed directories under ``out``; returns the report."""
+    ``report_dir``) from the seed directories under ``out``; returns the report.  An unfinished
+    study's figures are written only with ``unblind``, which is recorded (:data:`UNBLINDINGS`)
+    and fails the final report's "blind until the end" check: the registered way to look early
+    is ``analysis.sequential``, whose interim analyses show only stop or go on."""
     root = Path(root)
     reg = registration_file.load(registration)
     registration_file.refuse_withdrawn(registration)
     rc = registration_file.first_commit(registration, root)
     derived = registration_file.derive_seeds(rc["commit"], reg["analysis"]["seeds"]) if rc else []
     out = Path(out) if out is not None else default_out(registration)
+    fallbacks = read_post_hoc(post_hoc, reg)
     dirs = seed_directories(out)
     if not dirs:
         raise InputError(f"{out}: no seed_<s> directory (run `burnqed study run` first)")
@@ -445,10 +578,11 @@ def report(
     # report is partial without it.  Any other seed directory must be whole.
     records = {s: _record(d) for s, d in dirs.items()}
     stopped = {
-        s: {"abort": aborted(records[s]), "run": records[s], "looks": own_looks(d)}
+        s: {"abort": aborted(records[s]), "run": records[s], "looks": own_looks(d),
+            "evals": _stopped_evals(d, reg, fallbacks)}
         for s, d in dirs.items()
         if aborted(records[s]) is not None
-    }
+    }  # fmt: skip
     unfinished = [
         s for s, d in dirs.items() if s in derived and s not in stopped and not has_evals(d, reg)
     ]
@@ -457,6 +591,31 @@ def report(
     }
     if not seeds:
         raise InputError(f"{out}: no seed has finished yet (unfinished: {unfinished})")
+    done = len((set(seeds) | set(stopped)) & set(derived))
+    if done < len(derived):
+        if not unblind:
+            raise InputError(
+                f"{registration}: {done} of {len(derived)} registered seeds have finished: an "
+                "unfinished study's figures are read only with --unblind, which is recorded in "
+                f"{Path(registration).parent / UNBLINDINGS} and fails the final report's "
+                "'blind until the end' check (`burnqed study status` says where it stands "
+                "without reading a result)"
+            )
+        record = {"at": now(), "seeds": done, "registered": len(derived), "host": socket.gethostname(),
+                  "git": git_state()}  # fmt: skip
+        with (Path(registration).parent / UNBLINDINGS).open("a", encoding="utf-8") as f:
+            f.write(json.dumps(record, sort_keys=True) + "\n")
+        log.warning("study %s: interim figures unblinded at %d of %d seeds (recorded)",
+                    reg["study"], done, len(derived))  # fmt: skip
+    report_dir = Path(report_dir) if report_dir is not None else Path(registration).parent
+    earlier = report_dir / "report.json"
+    first = None
+    if earlier.is_file():
+        old = json.loads(earlier.read_text(encoding="utf-8"))
+        if not old.get("partial"):
+            committed = registration_file.first_commit(earlier, root)
+            first = old.get("first_written_at") or (committed or {}).get("date")
+    first = first or (now() if done >= len(derived) else None)
     r = analyse(
         reg,
         seeds,
@@ -466,8 +625,10 @@ def report(
         ledger_path=str(ledger),
         unfinished=unfinished,
         aborted=stopped,
+        post_hoc=fallbacks,
+        unblindings=unblindings(registration),
+        first_written_at=first,
     )
-    report_dir = Path(report_dir) if report_dir is not None else Path(registration).parent
     write_json(report_dir / "report.json", r)
     (report_dir / "report.md").write_text(report_markdown(r), encoding="utf-8")
     draw_forest(r, report_dir / "forest.png")

@@ -348,7 +348,7 @@ def test_register_writes_per_rule_digests_that_a_refactor_elsewhere_keeps(tmp_pa
     repo = Path(__file__).resolve().parents[2]
     design = registration()["design"]
     config = regfile.merged_config(repo, design)
-    digests = regfile.rule_digests(repo, config, ["eval", "sft", "report"])
+    digests = regfile.rule_digests(repo, config, ["eval", "sft", "report"], protocol=1)
     assert set(digests) == {"eval", "sft", "report"}
     assert digests["eval"]["code"] != digests["sft"]["code"]
     specs = regfile.rule_specs(repo)
@@ -356,11 +356,12 @@ def test_register_writes_per_rule_digests_that_a_refactor_elsewhere_keeps(tmp_pa
     # the seeds reach the rules through seed_of (rules/common.smk), never a lookup: no digest
     assert not {"seed", "seeds"} & set(specs["eval"]["lookups"])
     assert "split" in specs["sft"]["lookups"]
-    # Another seed, the threads and the cache change no digest; an eval knob changes eval's only.
+    # Protocol 1: another seed, the threads and the cache change no digest; an eval knob changes
+    # eval's only.
     other = {**config, "seed": 7, "threads": {"search": 2, "eval": 2}, "cache": None}
-    assert regfile.rule_digests(repo, other, ["eval", "sft", "report"]) == digests
+    assert regfile.rule_digests(repo, other, ["eval", "sft", "report"], protocol=1) == digests
     hotter = {**config, "eval": {**config["eval"], "temperature": 1.3}}
-    changed = regfile.rule_digests(repo, hotter, ["eval", "sft", "report"])
+    changed = regfile.rule_digests(repo, hotter, ["eval", "sft", "report"], protocol=1)
     assert changed["eval"]["config"] != digests["eval"]["config"]
     assert changed["sft"] == digests["sft"] and changed["report"] == digests["report"]
     # The Snakemake dry run finds the rules the targets need.
@@ -409,7 +410,7 @@ def test_a_seed_the_registration_did_not_choose_makes_it_exploratory(tmp_path):
     path, seeds = make_study(tmp_path / "repo")
     seeds_dir = path.parent / "seeds"
     (seeds_dir / f"seed_{seeds[0]}").rename(seeds_dir / "seed_1")  # a seed picked by hand
-    r = report(path, root=tmp_path / "repo")
+    r = report(path, root=tmp_path / "repo", unblind=True)
     bad = {c["check"]: c["detail"] for c in r["checks"] if not c["ok"]}
     assert r["label"] == "exploratory" and set(bad) == {"seeds"}
     assert "seed_1/results/iter_0/eval.json was made with seed" in bad["seeds"]
@@ -420,7 +421,7 @@ def test_a_study_with_some_registered_seeds_is_partial_and_decides_nothing(tmp_p
     report is labelled partial, shows the two, names the third, and decides no primary."""
     path, seeds = make_study(tmp_path / "repo")
     (path.parent / "seeds" / f"seed_{seeds[2]}" / "results/iter_1/eval.json").unlink()
-    r = report(path, root=tmp_path / "repo")
+    r = report(path, root=tmp_path / "repo", unblind=True)
     assert r["label"] == "partial" and all(c["ok"] for c in r["checks"]), r["checks"]
     assert r["seeds"] == sorted(seeds[:2])
     assert r["partial"] == {"seeds": 2, "registered": 3, "unfinished": [seeds[2]]}
@@ -432,7 +433,7 @@ def test_a_study_with_some_registered_seeds_is_partial_and_decides_nothing(tmp_p
     assert md.count("**undecided (partial)**") == 2
     # A failed check still makes it exploratory, and the verdict says partial too.
     (path.parent / "seeds" / f"seed_{seeds[0]}").rename(path.parent / "seeds" / "seed_1")
-    r = report(path, root=tmp_path / "repo")
+    r = report(path, root=tmp_path / "repo", unblind=True)
     assert r["label"] == "exploratory"
     assert r["decision"]["verdict"] == "undecided (partial: 1 of 3 registered seeds, exploratory)"
     # No seed finished: one line, nothing written over.
@@ -440,7 +441,7 @@ def test_a_study_with_some_registered_seeds_is_partial_and_decides_nothing(tmp_p
     shutil.rmtree(path.parent / "seeds" / "seed_1")
     before = (path.parent / "report.json").read_bytes()
     with pytest.raises(InputError, match="no seed has finished yet"):
-        report(path, root=tmp_path / "repo")
+        report(path, root=tmp_path / "repo", unblind=True)
     assert (path.parent / "report.json").read_bytes() == before
 
 
@@ -467,7 +468,7 @@ def test_a_committed_report_is_the_readmes_headline_block(tmp_path):
     # Interim: says so, decides nothing.
     (path.parent / "WITHDRAWN.md").unlink()
     shutil.rmtree(path.parent / "seeds" / f"seed_{seeds[2]}")
-    text = study_headline(report(path, root=root), "synthetic")
+    text = study_headline(report(path, root=root, unblind=True), "synthetic")
     assert text.startswith("**PARTIAL**") and "2 of 3 registered seeds finished, interim" in text
     assert text.count("| undecided |") == len(r["comparisons"]) - len(
         [c for c in r["comparisons"] if c["kind"] == "secondary"]
@@ -628,7 +629,7 @@ def fake_snakemake(tmp_path, monkeypatch, path, seeds):
     exe.write_text(FAKE_SNAKEMAKE.format(python=sys.executable))
     exe.chmod(0o755)
     monkeypatch.setattr(regfile, "snakemake_command", lambda: str(exe))
-    monkeypatch.setattr(regfile, "design_digests", lambda root, design, rules: RULES)
+    monkeypatch.setattr(regfile, "design_digests", lambda root, design, rules, **kw: RULES)
     monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
     for s in seeds:
         work = path.parent / "seeds" / f"seed_{s}"
@@ -681,7 +682,7 @@ def test_a_checkout_with_other_digests_runs_no_seed_and_names_the_rules(tmp_path
     path, seeds = make_study(tmp_path / "repo")
     stage = fake_snakemake(tmp_path, monkeypatch, path, seeds)
     other = {**RULES, "sft": {"code": "0the", "config": "5f71"}}
-    monkeypatch.setattr(regfile, "design_digests", lambda root, design, rules: other)
+    monkeypatch.setattr(regfile, "design_digests", lambda root, design, rules, **kw: other)
     rc = regfile.first_commit(path, tmp_path / "repo")
     with pytest.raises(
         InputError,
