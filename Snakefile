@@ -18,6 +18,7 @@
 # time, before any job starts: local jobs inherit it, and the SLURM executor submits with
 # --export=ALL (each job's own parse applies it again).
 from burnqed.config import validate_params
+from burnqed.eval.ledger import record_run_looks
 from burnqed.isa import apply_pin
 
 
@@ -39,6 +40,12 @@ include: "rules/ebm.smk"
 include: "rules/search.smk"
 include: "rules/eval.smk"
 include: "rules/report.smk"
+
+
+# A run's evals on a confirmation benchmark are looks: merged into the repository's tracked ledger
+# when the run has succeeded (no job writes a tracked file; docs/confirmation.md).
+onsuccess:
+    record_run_looks(workflow.basedir)
 
 
 rule all:

@@ -58,6 +58,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="only score what --trajectories holds (an unfinished run is reported partial)",
     )
     p.add_argument("--seed", type=int, default=None, help="sampling seed (default: params seed)")
+    p.add_argument(
+        "--ledger",
+        type=Path,
+        default=Path("ledger/looks.jsonl"),
+        metavar="JSONL",
+        help="where an eval of a confirmation benchmark records its look (default: %(default)s)",
+    )
     add_cache_arguments(p)
     add_config_arguments(p)
     p.set_defaults(func=main_eval)
@@ -198,6 +205,13 @@ def main_eval(args: argparse.Namespace) -> int:
     except (BenchmarkError, HashMismatchError) as e:  # refused before any search
         print(f"burnqed eval: {e}", file=sys.stderr)
         return 2
+    # By hand, a look at a confirmation benchmark goes into the ledger at once (the workflow's
+    # evals are merged after the run: Snakefile's onsuccess, the study runner).
+    from burnqed.eval.ledger import add as add_looks
+    from burnqed.eval.ledger import looks_from_file
+
+    if looks_from_file(args.out):
+        add_looks(args.ledger, [args.out])
     return 0
 
 

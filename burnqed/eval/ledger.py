@@ -30,10 +30,10 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
-import os
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -41,18 +41,20 @@ from typing import Any
 
 from burnqed.config import InputError
 from burnqed.data.benchmarks import CONFIRMATION, ROLES
+from burnqed.data.looks import (  # noqa: F401  (the ledger's records: re-exported here)
+    INCIDENTAL,
+    KIND,
+    LEDGER,
+    _canonical,
+    _check,
+    add_records,
+    ledger_bytes,
+    merge,
+    read_ledger,
+    write_ledger,
+)
 
 log = logging.getLogger(__name__)
-
-LEDGER = Path("ledger/looks.jsonl")  # the tracked ledger, relative to the repository root
-KIND = "burnqed look"
-# Fields that say when and by whom, not what was seen: two records equal in everything else are
-# one look, recorded once (the earliest).
-INCIDENTAL = ("looked_at", "label", "git_commit")
-
-
-def _canonical(obj: Any) -> str:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def search_config_digest(e: Mapping[str, Any]) -> str:
@@ -130,75 +132,6 @@ def looks_in(e: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [{**look, "label": e.get("label")}] if isinstance(look, Mapping) else []
 
 
-def _key(r: Mapping[str, Any]) -> str:
-    return _canonical({k: v for k, v in r.items() if k not in INCIDENTAL})
-
-
-def _order(r: Mapping[str, Any]) -> tuple:
-    b = r.get("benchmark") or {}
-    return (
-        str(b.get("name")),
-        str(b.get("split")),
-        str(b.get("sha256")),
-        str(r.get("seed")),
-        str(r.get("looked_at")),
-        _canonical(r),
-    )
-
-
-def merge(*groups: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """The union of look records, one per look (the earliest ``looked_at``, then the smallest
-    record, wins), sorted by benchmark, seed and date."""
-    best: dict[str, dict[str, Any]] = {}
-    for group in groups:
-        for r in group:
-            k = _key(r)
-            if k not in best or _order(r) < _order(best[k]):
-                best[k] = dict(r)
-    return sorted(best.values(), key=_order)
-
-
-def _check(r: Any, where: str) -> dict[str, Any]:
-    if not isinstance(r, Mapping) or r.get("kind") != KIND:
-        raise InputError(f"{where}: not a look record (kind {KIND!r})")
-    for key in ("benchmark", "seed", "design", "looked_at"):
-        if key not in r:
-            raise InputError(f"{where}: look record without {key!r}")
-    if not isinstance(r["benchmark"], Mapping) or not r["benchmark"].get("sha256"):
-        raise InputError(f"{where}: look record without benchmark.sha256")
-    return dict(r)
-
-
-def read_ledger(path: Path) -> list[dict[str, Any]]:
-    """The records of a ledger file (none when it does not exist); :class:`InputError` naming the
-    file and line of a bad one."""
-    path = Path(path)
-    if not path.is_file():
-        return []
-    out = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            r = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise InputError(f"{path}:{n}: not JSON ({e.msg})") from None
-        out.append(_check(r, f"{path}:{n}"))
-    return out
-
-
-def ledger_bytes(records: Sequence[Mapping[str, Any]]) -> bytes:
-    return "".join(_canonical(r) + "\n" for r in merge(records)).encode("utf-8")
-
-
-def write_ledger(path: Path, records: Sequence[Mapping[str, Any]]) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_bytes(ledger_bytes(records))
-    os.replace(tmp, path)
-
-
 def looks_from_file(path: Path, *, looked_at: str | None = None) -> list[dict[str, Any]]:
     """The looks in one file: an eval JSON's ``look`` block, a JSONL of look records, or — for an
     eval JSON from before looks were recorded, with ``looked_at`` given — the look it was
@@ -235,11 +168,13 @@ def looks_from_file(path: Path, *, looked_at: str | None = None) -> list[dict[st
 
 def add(ledger: Path, files: Sequence[Path], *, looked_at: str | None = None) -> dict[str, int]:
     """Merge the looks in ``files`` into ``ledger`` (every file read and checked before it is
-    written); returns ``{"before", "read", "after"}`` record counts."""
-    before = read_ledger(ledger)
+    written; one writer at a time, :func:`locked`: seeds of a study finish side by side);
+    returns ``{"before", "read", "after"}`` record counts."""
     found = [r for f in files for r in looks_from_file(Path(f), looked_at=looked_at)]
-    merged = merge(before, found)
-    write_ledger(ledger, merged)
+    with locked(ledger):
+        before = read_ledger(ledger)
+        merged = merge(before, found)
+        write_ledger(ledger, merged)
     log.info(
         "%s: %d looks read from %d files; %d records before, %d after",
         ledger,
@@ -249,6 +184,33 @@ def add(ledger: Path, files: Sequence[Path], *, looked_at: str | None = None) ->
         len(merged),
     )
     return {"before": len(before), "read": len(found), "after": len(merged)}
+
+
+@contextlib.contextmanager
+def locked(ledger: Path):
+    """An exclusive lock on the ledger (``fcntl.flock`` on ``.<name>.lock`` beside it) for one
+    read-merge-write: two processes merging at once would each write what the other missed."""
+    import fcntl
+
+    ledger = Path(ledger)
+    ledger.parent.mkdir(parents=True, exist_ok=True)
+    with open(ledger.with_name(f".{ledger.name}.lock"), "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def record_run_looks(basedir: Path | str, workdir: Path | str = ".") -> dict[str, int] | None:
+    """After a successful workflow run (the Snakefile's ``onsuccess``): the looks of every eval
+    under ``workdir/results`` into the repository's ledger (``basedir/ledger/looks.jsonl``), so
+    the demo records its looks itself.  None when no eval there is a look (a development run)."""
+    files = [p for p in sorted(Path(workdir).glob("results/**/eval*.json"))
+             if p.suffix == ".json" and looks_from_file(p)]  # fmt: skip
+    if not files:
+        return None
+    return add(Path(basedir) / LEDGER, files)
 
 
 def designs_seen(records: Iterable[Mapping[str, Any]], *, sha256: str | None, seed: Any) -> int:

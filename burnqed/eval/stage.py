@@ -34,7 +34,6 @@ Example::
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -51,6 +50,7 @@ from burnqed.data.benchmarks import (
     HashMismatchError,
     sha256_file,
 )
+from burnqed.data.looks import path_digest
 from burnqed.determinism import machine
 from burnqed.eval.ledger import look_record, role_of
 from burnqed.eval.metrics import score_trajectories
@@ -113,25 +113,6 @@ def theorem_ids(benchmark: Path) -> list[str]:
         dup = next(i for i in ids if ids.count(i) > 1)
         raise BenchmarkError(f"{benchmark}: theorem {dup!r} occurs more than once")
     return ids
-
-
-def path_digest(path: Path | str | None) -> str | None:
-    """sha256 over a file or over a directory's files (relative names and contents) but the files
-    every run writes anew (:data:`burnqed.determinism.RUN_SPECIFIC_FILES`: dates, wall times);
-    None when ``path`` is not a local file or directory (e.g. a hub id)."""
-    from burnqed.determinism import RUN_SPECIFIC_FILES
-
-    if path is None:
-        return None
-    p = Path(path)
-    if p.is_file():
-        return sha256_file(p)
-    if not p.is_dir():
-        return None
-    h = hashlib.sha256()
-    for f in sorted(x for x in p.rglob("*") if x.is_file() and x.name not in RUN_SPECIFIC_FILES):
-        h.update(str(f.relative_to(p)).encode() + b"\0" + sha256_file(f).encode() + b"\n")
-    return h.hexdigest()
 
 
 def repl_provenance(lean: Mapping[str, Any]) -> dict:

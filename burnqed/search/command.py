@@ -95,6 +95,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         "search/iter_i); its manifest records it (default: none, the evals' way)",
     )
     p.add_argument("--log-dir", type=Path, default=None, help="directory for REPL stderr logs")
+    p.add_argument(
+        "--ledger",
+        type=Path,
+        default=Path("ledger/looks.jsonl"),
+        metavar="JSONL",
+        help="where a search of a confirmation benchmark records its look (default: "
+        "%(default)s; docs/confirmation.md)",
+    )
     add_cache_arguments(p)
     add_config_arguments(p)
     p.set_defaults(func=main)
@@ -119,8 +127,9 @@ def main(args: argparse.Namespace) -> int:
             search[key] = value
     # A bad override fails here exactly like a bad params.yaml value, naming the key.
     validate_params({**params, "search": search}, source="burnqed search options")
+    seed = args.seed if args.seed is not None else resolve_seeds(params)["train"]
     try:
-        run(
+        manifest = run(
             theorems=args.theorems,
             model=args.model,
             out=args.out,
@@ -131,7 +140,7 @@ def main(args: argparse.Namespace) -> int:
             temperature=args.temperature,
             order=args.order,
             resume=args.resume,
-            seed=args.seed if args.seed is not None else resolve_seeds(params)["train"],
+            seed=seed,
             seed_salt=args.seed_salt,
             shard=args.shard,
             log_dir=args.log_dir,
@@ -143,4 +152,25 @@ def main(args: argparse.Namespace) -> int:
     except TooManyErrors as e:
         print(f"burnqed search: {e}", file=sys.stderr)
         return e.exit_code
+    record_look(args, manifest, seed)
     return 0
+
+
+def record_look(args: argparse.Namespace, manifest: dict, seed: int) -> None:
+    """A search of a confirmation benchmark by hand is a look at it: ``look.json`` in the output
+    directory and a record in the ledger (docs/confirmation.md).  Any other theorem file: none."""
+    import json
+    import logging
+
+    from burnqed.data.looks import add_records, search_look
+    from burnqed.provenance import git_commit
+
+    look = search_look(args.theorems, manifest, model=args.model, ebm=args.ebm, seed=seed)
+    if look is None:
+        return
+    look["git_commit"] = git_commit()
+    (Path(args.out) / "look.json").write_text(json.dumps(look, indent=1, sort_keys=True) + "\n")
+    n = add_records(args.ledger, [look])
+    logging.getLogger(__name__).warning(
+        "%s is a confirmation benchmark: this search is a look, recorded in %s (%d records)",
+        args.theorems, args.ledger, n)  # fmt: skip
