@@ -567,8 +567,9 @@ def report_markdown(r: Mapping[str, Any]) -> str:
             f"{p['stratified']['gained']}, lost {p['stratified']['lost']}, p = "
             f"{format_p(p['stratified']['p_value'])}",
             f"- sign agreement (not a gate): {p['sign_agreement']['agree']} of "
-            f"{p['sign_agreement']['seeds']} seeds have the pooled sign (all by chance: "
-            f"{format_p(p['sign_agreement']['all_by_chance'])})",
+            f"{p['sign_agreement']['seeds']} seeds have the pooled sign (sign test, zeros dropped: "
+            f"{p['sign_agreement']['positive']} positive, {p['sign_agreement']['negative']} "
+            f"negative, p = {format_p(p['sign_agreement']['sign_test_p'])})",
         ]
         n_aborted = len(r.get("aborted") or [])
         out.append(
