@@ -893,7 +893,8 @@ def _sign_line(p: Mapping[str, Any]) -> str:
     if "sign_test_p" in sa:
         return (
             f"- sign agreement (descriptive, not a gate): {sa['agree']} of {sa['seeds']} seeds "
-            f"have the pooled sign; two-sided sign test p = {format_p(sa['sign_test_p'])}"
+            f"have the pooled sign (sign test, zeros dropped: {sa['positive']} positive, "
+            f"{sa['negative']} negative, p = {format_p(sa['sign_test_p'])})"
         )
     return (
         f"- sign agreement (not a gate): {sa['agree']} of {sa['seeds']} seeds have the pooled "

@@ -13,7 +13,8 @@ Across the ``k`` seeds:
 - :func:`stratified_count_test` — the *fixed-effect* count test, ``Σ b_s`` against ``Σ c_s``
   (Cochran–Mantel–Haenszel for matched pairs reduces to it): it speaks about these seeds' models and
   benchmark draws, not about new ones;
-- :func:`sign_agreement` — how many seeds have the pooled sign (reported, never a gate);
+- :func:`sign_agreement` — how many seeds have the pooled sign, and the sign test of positive
+  against negative seeds (:func:`sign_test_p`; reported, never a gate);
 - :func:`holm` over the primary comparisons' p-values, and intervals at ``1 − α/m``
   (Bonferroni: Holm adjusts p-values, not intervals);
 - :func:`seeds_needed` — the power analysis: the fewest seeds a one-sample t-test at ``α/m``
@@ -237,16 +238,31 @@ def stratified_count_test(gained: Sequence[int], lost: Sequence[int]) -> dict[st
     }
 
 
+def sign_test_p(positive: int, negative: int) -> float:
+    """The exact two-sided sign test: ``positive`` seeds above 0 against ``negative`` below it
+    (seeds at exactly 0 dropped before counting), binomial with p = ½ — exact McNemar on the two
+    counts, which is the same test.
+
+    >>> round(sign_test_p(9, 16), 3), round(sign_test_p(18, 7), 3), sign_test_p(0, 0)
+    (0.23, 0.043, 1.0)
+    """
+    return mcnemar_p(positive, negative)
+
+
 def sign_agreement(d: Sequence[float], pooled: float) -> dict[str, Any]:
-    """Seeds whose difference has the sign of the pooled estimate (a 0 agrees with neither)."""
+    """Seeds whose difference has the sign of the pooled estimate (a 0 agrees with neither), and
+    the sign test of the positive against the negative seeds (zeros dropped): how likely a split
+    at least this uneven is when each seed is as likely to fall either side of 0."""
     sign = int(np.sign(pooled))
     agree = sum(1 for x in d if sign != 0 and int(np.sign(x)) == sign)
-    # Under a symmetric null with no ties, all k agreeing has probability 2/2^k.
+    positive, negative = sum(1 for x in d if x > 0), sum(1 for x in d if x < 0)
     return {
         "agree": agree,
         "seeds": len(d),
         "sign": sign,
-        "all_by_chance": 2 / 2 ** len(d) if d else None,
+        "positive": positive,
+        "negative": negative,
+        "sign_test_p": sign_test_p(positive, negative),
     }
 
 

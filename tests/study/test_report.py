@@ -205,7 +205,7 @@ def test_an_aborted_seed_is_named_counts_not_positive_and_has_a_sensitivity_anal
     assert "- sensitivity, the 1 aborted seed(s) at d = 0 (one-sample t-test over 3 seeds)" in md
     assert "- every seed positive: no (2 of 2 finished seeds positive; 1 aborted, counted" in md
     assert "not positive on every seed, as registered)" in md
-    assert "(all by chance: 0.500)" in md
+    assert "(sign test, zeros dropped: 2 positive, 0 negative, p = 0.500)" in md
     text = study_headline(r, "synthetic")
     assert f"| {seeds[1]} | aborted (JointTrainingError, joint step 50) | aborted |" in text
     assert ": 2 seeds finished and 1 aborted of 3 registered;" in text

@@ -53,7 +53,18 @@ def test_stratified_holm_and_sign_agreement():
     assert stats.holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
     assert stats.holm([0.5, 0.001]) == pytest.approx([0.5, 0.002])
     a = stats.sign_agreement([0.1, 0.0, -0.2, 0.3], pooled=0.05)
-    assert (a["agree"], a["seeds"], a["all_by_chance"]) == (2, 4, 0.125)
+    assert (a["agree"], a["seeds"], a["positive"], a["negative"]) == (2, 4, 2, 1)
+    assert "all_by_chance" not in a
+    assert a["sign_test_p"] == 1.0  # 2 against 1, the zero dropped: P(X ≤ 1 | 3, ½) · 2 = 1
+
+
+def test_the_sign_test_p_is_the_binomial_tail_for_the_observed_count():
+    # learning-d3's primaries (issue 59): 9 positive / 16 negative and 18 / 7 of 27, 2 zeros each.
+    assert stats.sign_test_p(9, 16) == pytest.approx(0.2295, abs=1e-4)
+    assert stats.sign_test_p(18, 7) == pytest.approx(0.0433, abs=1e-4)
+    assert stats.sign_test_p(5, 0) == stats.sign_test_p(0, 5) == pytest.approx(2 / 2**5)
+    d = [0.01] * 9 + [-0.01] * 16 + [0.0] * 2
+    assert stats.sign_agreement(d, pooled=-0.005)["sign_test_p"] == stats.sign_test_p(9, 16)
 
 
 def test_power_matches_the_textbook_and_seeds_needed_grows_with_holm():
