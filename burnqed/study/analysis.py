@@ -49,6 +49,7 @@ from burnqed.study.registration import (
     PROTOCOL,
     differing_rules,
     fallback_of,
+    sequential_design,
 )
 
 log = logging.getLogger(__name__)
@@ -417,6 +418,7 @@ def analyse(
     post_hoc: Mapping[str, Mapping[str, Any]] | None = None,
     unblindings: Sequence[Mapping[str, Any]] = (),
     first_written_at: str | None = None,
+    sequential: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """``report.json``'s content (module docstring).  ``unfinished``: registered seeds whose
     directory exists but lacks a compared eval (still running, or stopped).  ``aborted``: per seed
@@ -477,6 +479,13 @@ def analyse(
                 out["sensitivity"] = _sensitivity(rows, len(stopped), level=level)
             comparisons.append(out)
     prim = [c for c in comparisons if c["kind"] == "primary"]
+    design = sequential_design(reg)
+    if design is not None:
+        for c in prim:
+            c["sequential"] = _sequential_analysis(c, design, sequential or {}, len(derived_seeds))
+            c["pooled"] = {**c["pooled"], "estimate": c["sequential"]["estimate"],
+                           "p_value": c["sequential"]["p_value"],
+                           "decides": "sequential"}  # fmt: skip
     adjusted = stats.holm(
         [c["pooled"]["p_value"] if c["pooled"]["p_value"] is not None else 1.0 for c in prim]
     )
@@ -530,9 +539,10 @@ def analyse(
                       "detail": ("no fallback result for " + "; ".join(missing)) if missing
                       else "every stopped seed has its registered fallback result"})  # fmt: skip
     done = len((set(seeds) | set(aborted)) & set(derived_seeds))
+    ended = bool((sequential or {}).get("stopped"))  # an interim look stopped the study
     partial = (
         None
-        if set(derived_seeds) <= set(seeds) | set(aborted)
+        if ended or set(derived_seeds) <= set(seeds) | set(aborted)
         else {"seeds": done, "registered": len(derived_seeds), "unfinished": sorted(unfinished)}
     )
     label = (PARTIAL if partial else CONFIRMATORY) if all(x["ok"] for x in found) else EXPLORATORY
@@ -577,6 +587,7 @@ def analyse(
         "partial": partial,
         "unblindings": list(unblindings),
         "first_written_at": first_written_at,
+        "stopped_early": dict(sequential["stopped"]) if ended else None,
         "decision": {
             **(a.get("decision") or {}),
             "primaries_confirmed": None if partial else met,
@@ -586,6 +597,34 @@ def analyse(
         "looks": {"ledger": ledger_path, "per_seed": looks},
         "cost": _cost(seeds),
     }
+
+
+def _sequential_analysis(
+    c: Mapping[str, Any], design, state: Mapping[str, Any], registered: int
+) -> dict[str, Any]:
+    """A primary's final analysis under the registered interim looks: at the look that stopped it
+    (its seeds, in the order they finished), or at the end over every seed; the stage-wise p and
+    the repeated confidence interval (:func:`burnqed.study.sequential.final_analysis`).  Seeds
+    that finished after the look that stopped it (in flight then) are counted apart."""
+    from burnqed.study.sequential import GO_ON, final_analysis
+
+    rows = {r["seed"]: r for r in [*c["per_seed"], *(c.get("fallback_rows") or [])]}
+    looks = list(state.get("looks") or [])
+    stop = next((j for j, x in enumerate(looks)
+                 if (x.get("decisions") or {}).get(c["name"], GO_ON) != GO_ON), None)  # fmt: skip
+    order = [s for s in state.get("order") or [] if s in rows]
+    order += sorted(s for s in rows if s not in order)  # seeds finished before monitoring
+    if stop is not None:
+        counts = [x["count"] for x in looks[: stop + 1]]
+        used, final = looks[stop]["seeds"], False
+    else:
+        counts = [x["count"] for x in looks] + [len(order)]
+        used, final = order, True
+    d = [rows[s]["difference"] if rows[s]["difference"] is not None else 0.0 for s in used]
+    r = final_analysis(d, counts, design, final=final)
+    return {**r, "stopped_at": stop + 1 if stop is not None else None,
+            "decision": looks[stop]["decisions"][c["name"]] if stop is not None else "final",
+            "over_run": sorted(set(rows) - set(used)), "registered": registered}  # fmt: skip
 
 
 def _realised_power(reg: Mapping[str, Any], c: Mapping[str, Any], level: float) -> dict | None:
@@ -812,6 +851,19 @@ def report_markdown(r: Mapping[str, Any]) -> str:
                 f"one-sample t-test over {ph['pooled']['seeds']} seeds: "
                 f"{_interval(ph['pooled']['t_test'])}" + _holm_text(ph["pooled"])
             )
+        sq = c.get("sequential")
+        if sq:
+            where = (f"stopped at interim look {sq['stopped_at']} ({sq['decision']}) on "
+                     f"{sq['seeds']} seeds" if sq["stopped_at"] else
+                     f"the final analysis on {sq['seeds']} seeds")  # fmt: skip
+            out.append(
+                f"- **sequential (decides)**: {where}, looks at {sq['counts']}; estimate "
+                f"{_pct(sq['estimate'])}, repeated {100 * sq['level']:.1f} % interval "
+                f"[{_pct(sq['low'])}, {_pct(sq['high'])}], stage-wise p = "
+                f"{format_p(sq['p_value'])}"
+                + (f"; {len(sq['over_run'])} seed(s) that finished after the look are not in it"
+                   if sq["over_run"] else "")
+            )  # fmt: skip
         rp = c.get("realised")
         if rp:
             out.append(

@@ -281,22 +281,29 @@ def validate(reg: Any, path: Path, *, need_rules: bool = True) -> dict[str, Any]
         raise _fail(path, "analysis", f"unknown key(s) {sorted(unknown)}")
     if "sequential" in a:
         _sequential(path, a["sequential"], a["seeds"])
+        if (a.get("decision") or {}).get("every_seed_positive"):
+            raise _fail(path, "analysis.decision.every_seed_positive", "not with interim looks "
+                        "(a study that stops early has no 'every seed')")  # fmt: skip
+        if need_rules and not a["sequential"].get("design"):
+            raise _fail(path, "analysis.sequential.design", "missing: run `burnqed study "
+                        "register`")  # fmt: skip
     if proto >= 2 and need_rules:
         planned(reg, path)  # every primary's planned effect and spread, named
     return dict(reg)
 
 
-SEQUENTIAL_BOUNDARIES = ("obrien-fleming", "lan-demets")
-
-
 def _sequential(path: Path, s: Any, seeds: int) -> None:
     """``analysis.sequential``: ``looks`` (seed counts at which the runner analyses, increasing,
-    the last the registered seeds), ``boundary`` (:data:`SEQUENTIAL_BOUNDARIES`) and ``futility``
-    (true: stop when no primary can be confirmed — a non-binding rule; docs/confirmation.md)."""
+    the last the registered seeds), ``futility`` (true: a primary whose pooled estimate is at or
+    below 0 from half the seeds on stops — non-binding), ``previous`` (optional: a previous
+    study's report.json whose per-seed differences of the same comparisons check the boundaries
+    beside normal ones) and ``design`` (written by ``burnqed study register``:
+    :meth:`burnqed.study.sequential.SequentialDesign.to_dict`, one design at α/m for every
+    primary)."""
     key = "analysis.sequential"
     if not isinstance(s, Mapping):
-        raise _fail(path, key, "a mapping {looks, boundary, futility}")
-    unknown = set(s) - {"looks", "boundary", "futility"}
+        raise _fail(path, key, "a mapping {looks, futility, previous}")
+    unknown = set(s) - {"looks", "futility", "previous", "design"}
     if unknown:
         raise _fail(path, key, f"unknown key(s) {sorted(unknown)}")
     looks = s.get("looks")
@@ -310,10 +317,54 @@ def _sequential(path: Path, s: Any, seeds: int) -> None:
     ):
         raise _fail(path, f"{key}.looks", f"two or more increasing seed counts, the first at "
                     f"least 3, the last analysis.seeds ({seeds})")  # fmt: skip
-    if s.get("boundary") not in SEQUENTIAL_BOUNDARIES:
-        raise _fail(path, f"{key}.boundary", f"one of {', '.join(SEQUENTIAL_BOUNDARIES)}")
     if not isinstance(s.get("futility", False), bool):
         raise _fail(path, f"{key}.futility", "true or false")
+    if "previous" in s and not isinstance(s["previous"], str):
+        raise _fail(path, f"{key}.previous", "a previous study's report.json (a path)")
+
+
+def sequential_design(reg: Mapping[str, Any]):
+    """The registered :class:`~burnqed.study.sequential.SequentialDesign` (None: no interim
+    looks)."""
+    from burnqed.study.sequential import SequentialDesign
+
+    s = reg["analysis"].get("sequential")
+    if not s or not s.get("design"):
+        return None
+    return SequentialDesign.from_dict(s["design"])
+
+
+def calibrate_sequential(reg: Mapping[str, Any], root: Path) -> dict[str, Any] | None:
+    """``analysis.sequential.design``: the O'Brien–Fleming-type design at α/m for the registered
+    looks, its t boundaries checked on normal null studies and, with ``previous``, on that study's
+    per-seed differences of comparisons with the same names, resampled and centred (the largest
+    factor any of them needs: :meth:`~burnqed.study.sequential.SequentialDesign.calibrated`)."""
+    from burnqed.study.sequential import SequentialDesign, resampled, standard_normal
+
+    a = reg["analysis"]
+    s = a.get("sequential")
+    if not s:
+        return None
+    samplers = {"normal": standard_normal}
+    if s.get("previous"):
+        prev = Path(root) / s["previous"]
+        try:
+            old = json.loads(prev.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as e:
+            raise InputError(f"analysis.sequential.previous: {prev}: not a report ({e})") from None
+        names = {c["name"] for c in reg["comparisons"]["primary"]}
+        for c in old.get("comparisons") or []:
+            d = [
+                r["difference"] for r in c.get("per_seed") or [] if r.get("difference") is not None
+            ]
+            if c.get("name") in names and len(d) >= 3:
+                samplers[f"{s['previous']}: {c['name']}"] = resampled(d)
+    m = len(reg["comparisons"]["primary"])
+    design = SequentialDesign.calibrated(
+        s["looks"], float(a["alpha"]) / m,
+        futility_from=0.5 if s.get("futility") else None, null_samplers=samplers,
+    )  # fmt: skip
+    return {**{k: v for k, v in s.items() if k != "design"}, "design": design.to_dict()}
 
 
 def planned(reg: Mapping[str, Any], path: Path | str = "registration") -> dict[str, dict]:
@@ -335,9 +386,10 @@ def planned(reg: Mapping[str, Any], path: Path | str = "registration") -> dict[s
                 raise _fail(Path(path), f"{key}.{field}", "missing (a number)")
         fb = fallback_of(c) or {}
         fb_mean = 0.0 if "difference" in fb else row.get("fallback_mean")
-        if fb and not isinstance(fb_mean, (int, float)):
+        stops = (power.get("abort_rate") or 0) > 0
+        if fb and stops and not isinstance(fb_mean, (int, float)):
             raise _fail(Path(path), f"{key}.fallback_mean", "missing: the fallback's planned "
-                        "effect (a number)")  # fmt: skip
+                        "effect (a number; analysis.power.abort_rate is above 0)")  # fmt: skip
         out[c["name"]] = {"index": i, "mean": float(row["mean"]),
                           "sd": float(row["sd_planned"]),
                           "fallback_mean": None if fb_mean is None else float(fb_mean),
@@ -598,6 +650,8 @@ def register(path: Path, root: Path) -> dict[str, Any]:
                     "(an older protocol leaves checks unrecorded: docs/confirmation.md)")  # fmt: skip
     refuse_fixed_seeds(root, reg["design"], path)
     planned(reg, path)
+    if reg["analysis"].get("sequential"):
+        reg["analysis"] = {**reg["analysis"], "sequential": calibrate_sequential(reg, root)}
     reg["analysis"] = {**reg["analysis"], "rule_probability": rule_probability(reg, path)}
     rules = rules_for_targets(root, reg["design"])
     reg["design"] = {
@@ -633,7 +687,7 @@ def rule_probability(reg: Mapping[str, Any], path: Path | str = "registration") 
     plans = planned(reg, path)
     every = bool((a.get("decision") or {}).get("every_seed_positive"))
     r = simulate_rule(plans, alpha=float(a["alpha"]), seeds=int(a["seeds"]),
-                      every_seed_positive=every)  # fmt: skip
+                      every_seed_positive=every, sequential=sequential_design(reg))  # fmt: skip
     if r["met"] < MIN_PROBABILITY:
         each = ", ".join(f"{n}: {p:.3g}" for n, p in r["per_primary"].items())
         raise _fail(Path(path), "analysis.decision", f"the rule is met with probability "

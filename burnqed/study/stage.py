@@ -237,15 +237,26 @@ def run(
         env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE"}
     stop = threading.Event()
 
+    design_seq = registration_file.sequential_design(reg)
+    if design_seq is not None and monitor(reg, design_seq, out)["stopped"]:
+        log.info("study %s: stopped at an interim look; no seed runs", reg["study"])
+        return report(registration, root=root, out=out, ledger=ledger)
+
     def one(i: int, s: int) -> str | None:
         """Run seed ``s``; its failure's text, or None."""
         if stop.is_set():
             return None
         try:
-            return run_seed(i, s)
+            failed = run_seed(i, s)
         except InputError as e:
             stop.set()
             return str(e)
+        if failed is None and design_seq is not None:
+            with _LEDGER_LOCK:
+                state = monitor(reg, design_seq, out, finished=s)
+            if state["stopped"]:
+                stop.set()  # no new seed starts; those running finish (over-run, reported apart)
+        return failed
 
     def run_seed(i: int, s: int) -> str | None:
         work = (out / f"seed_{s}").resolve()
@@ -313,6 +324,73 @@ def run(
     if failed:
         raise InputError("; ".join(failed))
     return report(registration, root=root, out=out, ledger=ledger)
+
+
+SEQUENTIAL = "sequential.json"  # in the seeds' directory: finish order and interim decisions
+
+
+def sequential_state(out: Path) -> dict[str, Any]:
+    """The interim looks so far: ``order`` (seeds in the order they finished — look j analyses
+    the first ``count`` of them), ``looks`` (each look's count, its seeds and per primary only
+    the decision), ``stopped`` (the look that stopped the study, or None)."""
+    path = Path(out) / SEQUENTIAL
+    if not path.is_file():
+        return {"order": [], "looks": [], "stopped": None}
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def seed_differences(reg: Mapping[str, Any], work: Path, seed: int) -> dict[str, float | None]:
+    """Per primary, a finished or stopped seed's paired difference (a stopped one at its
+    registered fallback; None without one)."""
+    from burnqed.study.analysis import fallback_row, per_seed
+
+    rec = _record(work)
+    out: dict[str, float | None] = {}
+    if aborted(rec) is None:
+        evals = load_seed(work, reg)["evals"]
+        for c in reg["comparisons"]["primary"]:
+            out[c["name"]] = per_seed(c, evals, seed)["difference"]
+        return out
+    evals = _stopped_evals(work, reg, None)
+    for c in reg["comparisons"]["primary"]:
+        fb = registration_file.fallback_of(c)
+        row = fallback_row(c, fb, {"evals": evals}, seed, None) if fb else None
+        out[c["name"]] = row["difference"] if row else None
+    return out
+
+
+def monitor(reg, design, out: Path, *, finished: int | None = None) -> dict[str, Any]:
+    """Record that ``finished`` has finished (or stopped) and, when the finished count reaches the
+    next planned interim look, analyse it: per primary still open, only the decision
+    (:func:`burnqed.study.sequential.interim_decision`: stop for efficacy, for futility, or go
+    on); the study stops when every primary has stopped.  Nothing else is computed or written: an
+    interim look shows no estimate.  Returns the state (:func:`sequential_state`)."""
+    from burnqed.study.sequential import GO_ON, interim_decision
+
+    state = sequential_state(out)
+    if finished is not None and finished not in state["order"]:
+        state["order"].append(finished)
+    n = len(state["order"])
+    done = {x["count"] for x in state["looks"]}
+    interim = [k for k in design.looks[:-1] if k <= n and k not in done]
+    if interim and state["stopped"] is None and n < design.total:
+        closed = {name for x in state["looks"] for name, d in x["decisions"].items() if d != GO_ON}
+        diffs = {c["name"]: [] for c in reg["comparisons"]["primary"]}
+        for sd in state["order"]:
+            got = seed_differences(reg, Path(out) / f"seed_{sd}", sd)
+            for name in diffs:
+                diffs[name].append(got[name] if got[name] is not None else 0.0)
+        counts = [*sorted(done), n]
+        decisions = {name: interim_decision(d, counts, design)
+                     for name, d in diffs.items() if name not in closed}  # fmt: skip
+        state["looks"].append({"count": n, "seeds": list(state["order"]), "at": now(),
+                               "decisions": decisions})  # fmt: skip
+        log.info("interim look at %d seeds: %s", n,
+                 "; ".join(f"{k}: {v}" for k, v in decisions.items()))  # fmt: skip
+        if all(d != GO_ON for d in decisions.values()):
+            state["stopped"] = {"look": len(state["looks"]), "count": n, "at": now()}
+    write_json(Path(out) / SEQUENTIAL, state)
+    return state
 
 
 def fallback_files(reg: Mapping[str, Any]) -> list[str]:
@@ -591,8 +669,11 @@ def report(
     }
     if not seeds:
         raise InputError(f"{out}: no seed has finished yet (unfinished: {unfinished})")
+    design_seq = registration_file.sequential_design(reg)
+    state = sequential_state(out) if design_seq is not None else None
     done = len((set(seeds) | set(stopped)) & set(derived))
-    if done < len(derived):
+    ended = state is not None and state["stopped"] is not None
+    if done < len(derived) and not ended:
         if not unblind:
             raise InputError(
                 f"{registration}: {done} of {len(derived)} registered seeds have finished: an "
@@ -615,7 +696,7 @@ def report(
         if not old.get("partial"):
             committed = registration_file.first_commit(earlier, root)
             first = old.get("first_written_at") or (committed or {}).get("date")
-    first = first or (now() if done >= len(derived) else None)
+    first = first or (now() if done >= len(derived) or ended else None)
     r = analyse(
         reg,
         seeds,
@@ -628,6 +709,7 @@ def report(
         post_hoc=fallbacks,
         unblindings=unblindings(registration),
         first_written_at=first,
+        sequential=state,
     )
     write_json(report_dir / "report.json", r)
     (report_dir / "report.md").write_text(report_markdown(r), encoding="utf-8")
