@@ -353,7 +353,7 @@ def test_the_runner_refuses_other_packages_cores_or_arguments(tmp_path, monkeypa
     with pytest.raises(InputError, match=r"torch 2.14.1 \(registered 2.13.0\)"):
         stage.run(path, root=root)
     monkeypatch.setattr(regfile, "environment", lambda root: {"packages": PACKAGES})
-    with pytest.raises(InputError, match="--cores 4: the registration's design.cores is 2"):
+    with pytest.raises(InputError, match=r"--cores 4: the registration's design\.cores is 2"):
         stage.run(path, root=root, cores=4)
     with pytest.raises(InputError, match="--snakemake-arg --config x=1: not in"):
         stage.run(path, root=root, snakemake_args=["--config", "x=1"])
