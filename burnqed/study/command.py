@@ -136,6 +136,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "many seeds (default: the largest number needed)",
     )
     w.add_argument("--json", type=Path, default=None, metavar="JSON", help="write the analysis")
+    w.add_argument(
+        "--previous",
+        type=Path,
+        default=None,
+        metavar="REPORT_JSON",
+        help="a previous study's report.json: a comparison of the same name plans on no less "
+        "spread than its seeds realised",
+    )
     w.set_defaults(func=main_power)
 
     v = sub.add_parser(
@@ -236,7 +244,13 @@ def main_power(args: argparse.Namespace) -> int:
 
     if args.seeds is not None and args.seeds < 2:
         raise InputError(f"--seeds {args.seeds}: at least 2 (the seed is the replicate)")
-    p = power(args.registration, args.development, target=args.power, at_seeds=args.seeds)
+    p = power(
+        args.registration,
+        args.development,
+        target=args.power,
+        at_seeds=args.seeds,
+        previous=args.previous,
+    )
     if args.json is not None:
         write_json(args.json, p)
     for c in p["comparisons"]:

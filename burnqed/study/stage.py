@@ -730,6 +730,7 @@ def power(
     *,
     target: float = 0.8,
     at_seeds: int | None = None,
+    previous: Path | None = None,
 ) -> dict[str, Any]:
     """Per primary comparison of the registration (a draft: no digests needed), its per-seed
     differences on the development runs (each directory one seed's run, holding the compared
@@ -748,6 +749,18 @@ def power(
             "at least two development seeds' runs: the spread between seeds is the point"
         )
     runs = [load_seed(Path(d), reg) for d in development]
+    earlier: dict[str, float] = {}
+    if previous is not None:
+        try:
+            old = json.loads(Path(previous).read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as e:
+            raise InputError(f"{previous}: not a study report ({e})") from None
+        for c in old.get("comparisons") or []:
+            d = [
+                r["difference"] for r in c.get("per_seed") or [] if r.get("difference") is not None
+            ]
+            if len(d) >= 2:
+                earlier[c["name"]] = statistics.stdev(d)
     out = []
     for c in primary:
         rows = []
@@ -764,7 +777,11 @@ def power(
         # theorems): a spread between a few seeds below it is chance, and planning on it would
         # promise power the study does not have.
         within = stats.mean_within_variance(ok)
-        planned = math.sqrt(max(sd**2, within))
+        # A spread from a few seeds is itself uncertain (3 seeds: 2 df): plan on its upper 80 %
+        # bound, or on what a previous study of the comparison realised if that is larger.
+        upper = stats.sd_upper_bound(sd, len(diffs)) if len(diffs) >= 2 else sd
+        realised = earlier.get(c["name"])
+        planned = max(upper, math.sqrt(within), realised or 0.0)
         out.append(
             {
                 "name": c["name"],
@@ -772,6 +789,8 @@ def power(
                 "mean": mean,
                 "sd": sd,
                 "within_sd": math.sqrt(within),
+                "sd_upper_80": upper,
+                "previous_sd": realised,
                 "sd_planned": planned,
                 "seeds_needed": stats.seeds_needed(
                     mean, planned, alpha=alpha, comparisons=len(primary), power=target
@@ -792,7 +811,8 @@ def power(
     return {
         "method": f"two-sided one-sample t-test at α/m = {alpha:g}/{len(primary)} (Holm's worst "
         f"case), {100 * target:g} % power, per-seed differences normal with the development seeds' "
-        "mean and the larger of their standard deviation and the benchmark sampling's",
+        "mean and the largest of their standard deviation's upper 80 % bound, the benchmark "
+        "sampling's and the one a previous study of the comparison realised",
         "development": [str(d) for d in development],
         "alpha": alpha,
         "power": target,

@@ -303,6 +303,67 @@ def t_test_power(effect: float, sd: float, seeds: int, alpha: float) -> float:
     return float(np.trapezoid(f * tail, u) / np.trapezoid(f, u))
 
 
+def chi2_cdf(x: float, df: int) -> float:
+    """``P(X ≤ x)`` for ``X ~ χ²(df)``: the regularised lower incomplete gamma ``P(df/2, x/2)``
+    (series below ``a + 1``, Lentz's continued fraction above; Numerical Recipes §6.2).
+
+    >>> round(chi2_cdf(2 * -math.log(0.8), 2), 6)  # χ²(2) is exponential with mean 2
+    0.2
+    """
+    if x <= 0:
+        return 0.0
+    a, z = df / 2, x / 2
+    lg = math.lgamma(a)
+    if z < a + 1:
+        term = total = 1 / a
+        n = a
+        for _ in range(10_000):
+            n += 1
+            term *= z / n
+            total += term
+            if abs(term) < abs(total) * 1e-16:
+                break
+        return total * math.exp(-z + a * math.log(z) - lg)
+    b = z + 1 - a
+    c, d = 1 / 1e-300, 1 / b
+    h = d
+    for i in range(1, 10_000):
+        an = -i * (i - a)
+        b += 2
+        d = an * d + b
+        d = 1e-300 if abs(d) < 1e-300 else d
+        c = b + an / c
+        c = 1e-300 if abs(c) < 1e-300 else c
+        d = 1 / d
+        h *= d * c
+        if abs(d * c - 1) < 1e-16:
+            break
+    return 1 - math.exp(-z + a * math.log(z) - lg) * h
+
+
+def chi2_quantile(q: float, df: int) -> float:
+    """The ``q`` quantile of χ²(df), by bisection on :func:`chi2_cdf`."""
+    lo, hi = 0.0, max(1.0, 2.0 * df)
+    while chi2_cdf(hi, df) < q:
+        hi *= 2
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if chi2_cdf(mid, df) < q else (lo, mid)
+    return (lo + hi) / 2
+
+
+def sd_upper_bound(sd: float, seeds: int, *, level: float = 0.8) -> float:
+    """The one-sided ``level`` upper confidence bound of a standard deviation estimated from
+    ``seeds`` values: ``sd·√((k−1)/χ²_{1−level}(k−1))`` — about 2× the estimate at 3 seeds (2 df):
+    what planning on three development seeds' spread must allow for.
+
+    >>> round(sd_upper_bound(1.0, 3), 3)
+    2.117
+    """
+    df = seeds - 1
+    return sd * math.sqrt(df / chi2_quantile(1 - level, df))
+
+
 def every_seed_positive(effect: float, sd: float, seeds: int) -> float:
     """The chance that all ``seeds`` per-seed differences are positive when each is normal with mean
     ``effect`` and standard deviation ``sd`` (independent seeds): ``Φ(effect/sd)^seeds`` — what a
