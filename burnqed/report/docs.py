@@ -337,11 +337,35 @@ def _aborted_note(r: Mapping[str, Any], prim: Sequence[Mapping[str, Any]]) -> st
         for c in prim
         if c.get("sensitivity") and "holm_p" in c["sensitivity"]
     ]
+    post = [
+        f"{c['name']} {_points(c['post_hoc_fallback']['pooled']['estimate'])}, Holm p "
+        f"{format_p(c['post_hoc_fallback']['pooled']['holm_p'])}"
+        for c in prim
+        if "holm_p" in ((c.get("post_hoc_fallback") or {}).get("pooled") or {})
+    ]
+    if all(c.get("analysis") == "fallback" for c in prim):
+        only = [
+            f"{c['name']} {_points(c['finished_only']['estimate'])}"
+            for c in prim
+            if c.get("finished_only")
+        ]
+        return (
+            f"{n} seed{'s' if n > 1 else ''} stopped by the design (a training guard): each "
+            "counts at its registered fallback in the figures above, as its user would have "
+            "shipped it" + (f"; on the finished seeds only: {'; '.join(only)}" if only else "")
+            + (f"; with the stopped seeds at d = 0: {'; '.join(sens)}" if sens else "") + "."
+        )  # fmt: skip
     return (
         f"{n} seed{'s' if n > 1 else ''} aborted by the design (a training guard stopped "
         "iteration 1): not positive for either primary; the pooled figures above are on the "
         "seeds that finished"
         + (f"; with the aborted seeds at d = 0: {'; '.join(sens)}" if sens else "")
+        + (
+            f"; **post hoc** (decided after the results were read), each aborted seed as its user "
+            f"would have shipped it (its iteration 0, no value model): {'; '.join(post)}"
+            if post
+            else ""
+        )
         + "."
     )
 

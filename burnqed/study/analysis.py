@@ -133,10 +133,13 @@ def pooled(
     many seeds are positive, and whether every seed is (never with ``aborted`` seeds: an aborted
     seed is not positive)."""
     ok = [r for r in rows if r["difference"] is not None]
+    # A row reconstructed from counts (a post-hoc fallback from the ledger) has a difference but
+    # no discordant counts: the seed-level t-test still runs, the count-based tests do not.
+    counted = all(r.get("gained") is not None for r in ok)
     b, c, n = ([r[k] for r in ok] for k in ("gained", "lost", "theorems"))
     d = [r["difference"] for r in ok]
     t = stats.t_test(d, level=level)
-    hk = stats.hartung_knapp(b, c, n, level=level)
+    hk = stats.hartung_knapp(b, c, n, level=level) if counted else None
     deciding = {"t": t, "hartung-knapp": hk}[test]
     return {
         "seeds": len(ok),
@@ -146,7 +149,7 @@ def pooled(
         "decides": test,
         "estimate": deciding["estimate"] if deciding else None,
         "p_value": deciding["p_value"] if deciding else None,
-        "stratified": stats.stratified_count_test(b, c),
+        "stratified": stats.stratified_count_test(b, c) if counted else None,
         "sign_agreement": stats.sign_agreement(d, deciding["estimate"] if deciding else 0.0),
         "positive": sum(1 for x in d if x > 0),
         "every_seed_positive": bool(d) and all(x > 0 for x in d) and not aborted,
@@ -419,6 +422,7 @@ def analyse(
     unblindings: Sequence[Mapping[str, Any]] = (),
     first_written_at: str | None = None,
     sequential: Mapping[str, Any] | None = None,
+    recorded: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """``report.json``'s content (module docstring).  ``unfinished``: registered seeds whose
     directory exists but lacks a compared eval (still running, or stopped).  ``aborted``: per seed
@@ -434,14 +438,19 @@ def analyse(
     secondary = list(reg["comparisons"].get("secondary") or [])
     m = len(primary)
     stopped = sorted(aborted)
-    rows_of = {
-        c["name"]: [per_seed(c, seeds[s]["evals"], s) for s in sorted(seeds)]
-        for c in [*primary, *secondary]
-    }
+    if recorded is not None:  # a reanalysis of a committed report's per-seed figures
+        rows_of = {c["name"]: list(c["per_seed"]) for c in recorded["comparisons"]}
+    else:
+        rows_of = {
+            c["name"]: [per_seed(c, seeds[s]["evals"], s) for s in sorted(seeds)]
+            for c in [*primary, *secondary]
+        }
     fallbacks: dict[str, list] = {}
     for c in primary:
         fb = fallback_of(c) or (post_hoc or {}).get(c["name"])
-        if fb is not None and stopped:
+        if recorded is not None and c["name"] in (recorded.get("fallback_rows") or {}):
+            fallbacks[c["name"]] = recorded["fallback_rows"][c["name"]]
+        elif fb is not None and stopped:
             n = _typical_n(rows_of[c["name"]])
             fallbacks[c["name"]] = [fallback_row(c, fb, aborted[s], s, n) for s in stopped]
     missing = [f"{name} on seed {s}" for name, fr in fallbacks.items()
@@ -518,22 +527,25 @@ def analyse(
     ]
     stopped_runs = {s: {"evals": {}, "run": x.get("run"), "looks": x.get("looks") or []}
                     for s, x in aborted.items()}  # fmt: skip
-    found = checks(
-        reg,
-        {**seeds, **stopped_runs},
-        derived_seeds=derived_seeds,
-        registration_commit=registration_commit,
-        ledger=ledger,
-        until=first_written_at,
-        unblindings=unblindings,
-    )
-    found.append(
-        {
-            "check": "decided",
-            "ok": not undecided,
-            "detail": "; ".join(undecided) or "every paired test decided",
-        }
-    )
+    if recorded is not None:
+        found = [dict(x) for x in recorded["checks"]]
+    else:
+        found = checks(
+            reg,
+            {**seeds, **stopped_runs},
+            derived_seeds=derived_seeds,
+            registration_commit=registration_commit,
+            ledger=ledger,
+            until=first_written_at,
+            unblindings=unblindings,
+        )
+        found.append(
+            {
+                "check": "decided",
+                "ok": not undecided,
+                "detail": "; ".join(undecided) or "every paired test decided",
+            }
+        )
     if any(fallback_of(c) for c in primary):
         found.append({"check": "fallbacks", "ok": not missing,
                       "detail": ("no fallback result for " + "; ".join(missing)) if missing
@@ -546,9 +558,9 @@ def analyse(
         else {"seeds": done, "registered": len(derived_seeds), "unfinished": sorted(unfinished)}
     )
     label = (PARTIAL if partial else CONFIRMATORY) if all(x["ok"] for x in found) else EXPLORATORY
-    looks = []
+    looks = list((recorded or {}).get("looks_per_seed") or [])
     own = [r for s in seeds.values() for r in s["looks"]]
-    for s in sorted(seeds):
+    for s in sorted(seeds) if recorded is None else []:
         e = seeds[s]["evals"][primary[0]["treatment"]]
         sha = (e.get("benchmark") or {}).get("sha256")
         looks.append(
@@ -577,7 +589,7 @@ def analyse(
         "alpha": alpha,
         "test": test,
         "test_description": stats.TESTS[test],
-        "seeds": sorted(seeds),
+        "seeds": sorted(seeds) if recorded is None else list(recorded["seeds"]),
         "aborted": [
             {"seed": s, **{k: x["abort"].get(k) for k in ("error", "reason", "at")}}
             for s, x in sorted(aborted.items())
@@ -595,7 +607,8 @@ def analyse(
         },
         "comparisons": comparisons,
         "looks": {"ledger": ledger_path, "per_seed": looks},
-        "cost": _cost(seeds),
+        "cost": _cost(seeds) if recorded is None else recorded["cost"],
+        **({"reanalysed": recorded["reanalysed"]} if recorded is not None else {}),
     }
 
 

@@ -118,6 +118,20 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
             )
             q.set_defaults(func=main_report)
 
+    a = sub.add_parser(
+        "reanalyse",
+        help="a committed report's per-seed figures analysed again with today's code",
+        description="When the seeds' directories are gone: the pooled figures recomputed from the "
+        "report's per-seed paired counts, its checks as recorded, today's additions (sign test, "
+        "realised power, the checks its protocol never recorded) and a post-hoc fallback from "
+        "the ledger's looks.",
+    )
+    registration(a)
+    a.add_argument("--ledger", type=Path, default=Path("ledger/looks.jsonl"), metavar="JSONL")
+    a.add_argument("--post-hoc", type=Path, default=None, metavar="YAML",
+                   help="fallbacks decided after the results were read (labelled post hoc)")  # fmt: skip
+    a.set_defaults(func=main_reanalyse)
+
     w = sub.add_parser(
         "power",
         help="seeds needed, from development seeds' runs",
@@ -234,6 +248,14 @@ def main_report(args: argparse.Namespace) -> int:
         post_hoc=args.post_hoc,
     )
     print(f"study {r['study']}: {r['label']}; decision {r['decision']['verdict']}")
+    return 0
+
+
+def main_reanalyse(args: argparse.Namespace) -> int:
+    from burnqed.study.stage import reanalyse
+
+    r = reanalyse(args.registration, root=args.root, ledger=args.ledger, post_hoc=args.post_hoc)
+    print(f"study {r['study']}: {r['label']}; decision {r['decision']['verdict']} (reanalysed)")
     return 0
 
 

@@ -724,6 +724,133 @@ def report(
     return r
 
 
+def _look_label(file: str) -> str:
+    """The label an eval file's look carries (the eval stage's: its directory's name, ``search
+    ×2`` for the search-longer control); :class:`InputError` for a file of another label."""
+    path = Path(file)
+    if path.name == "eval.json":
+        return path.parent.name
+    if path.name == "eval_longer.json":
+        return f"{path.parent.name} search ×2"
+    raise InputError(f"{file}: a post-hoc fallback from the ledger reads eval.json or "
+                     "eval_longer.json only (their looks' labels are known)")  # fmt: skip
+
+
+def ledger_fallback_row(
+    c: Mapping[str, Any],
+    fb: Mapping[str, Any],
+    seed: int,
+    looks: Sequence[Mapping[str, Any]],
+    theorems: int,
+) -> dict[str, Any]:
+    """A stopped seed's row of comparison ``c`` under a post-hoc fallback, from the ledger's
+    looks when its directory is gone: d = (solved by the treatment − solved by the control) / n,
+    which is (gained − lost) / n when both evals are complete on the same n theorems (checked);
+    the discordant counts themselves are unknown."""
+    from burnqed.study.analysis import _budget
+
+    budget = _budget(c)
+    at = budget if isinstance(budget, tuple) else (budget, budget)
+    if "difference" in fb:
+        return {"seed": seed, "gained": None, "lost": None, "theorems": theorems,
+                "difference": 0.0, "p_value": None, "verdict": "fallback: d = 0",
+                "reasons": [], "budget": list(at), "control": None,
+                "fallback": "difference 0"}  # fmt: skip
+    solved = {}
+    files = {"treatment": fb.get("treatment", c["treatment"]),
+             "control": fb.get("control", c["control"])}  # fmt: skip
+    for side, budget_at in (("control", at[0]), ("treatment", at[1])):
+        f = files[side]
+        if not isinstance(f, str):
+            raise InputError(f"{c['name']}: a post-hoc fallback needs one control file")
+        label = _look_label(f)
+        found = [r for r in looks if r.get("seed") == seed and r.get("label") == label]
+        if len(found) != 1:
+            raise InputError(f"seed {seed}: {len(found)} looks labelled {label!r} in the ledger "
+                             f"for {f} (need one)")  # fmt: skip
+        n = found[0]["counts"]
+        if not (n.get("complete") and n.get("evaluated") == n.get("expected") == theorems
+                and n.get("budget") == budget_at):  # fmt: skip
+            raise InputError(f"seed {seed}: the ledger's look at {f} is not a complete eval of "
+                             f"{theorems} theorems at budget {budget_at}: {n}")  # fmt: skip
+        solved[side] = n["solved"]
+    return {"seed": seed, "gained": None, "lost": None, "theorems": theorems,
+            "difference": (solved["treatment"] - solved["control"]) / theorems,
+            "p_value": None, "verdict": "from the ledger's counts", "reasons": [],
+            "budget": list(at), "control": files["control"], "fallback": files["treatment"],
+            "solved": solved}  # fmt: skip
+
+
+def reanalyse(
+    registration: Path,
+    *,
+    root: Path = Path("."),
+    ledger: Path = LEDGER,
+    post_hoc: Path | None = None,
+    report_dir: Path | None = None,
+) -> dict[str, Any]:
+    """Analyse a committed report's per-seed figures again with today's code, when its seeds'
+    directories are gone: the registered figures recompute from the per-seed paired counts (their
+    sufficient statistics), the checks stay as the report recorded them from the directories,
+    and what today's protocol adds is said — the real sign-test p, the realised power, the checks
+    the registration's protocol never recorded, a post-hoc fallback (``post_hoc``) whose rows come
+    from the ledger's looks (:func:`ledger_fallback_row`)."""
+    root = Path(root)
+    reg = registration_file.load(registration)
+    rc = registration_file.first_commit(registration, root)
+    derived = registration_file.derive_seeds(rc["commit"], reg["analysis"]["seeds"]) if rc else []
+    report_dir = Path(report_dir) if report_dir is not None else Path(registration).parent
+    path = report_dir / "report.json"
+    try:
+        old = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as e:
+        raise InputError(f"{path}: no committed report to reanalyse ({e})") from None
+    fallbacks = read_post_hoc(post_hoc, reg)
+    looks = read_ledger(root / ledger)
+    fb_rows = {}
+    for c in reg["comparisons"]["primary"]:
+        fb = (fallbacks or {}).get(c["name"])
+        if fb is None or not old.get("aborted"):
+            continue
+        rows = next(x["per_seed"] for x in old["comparisons"] if x["name"] == c["name"])
+        n = statistics.mode([r["theorems"] for r in rows])
+        fb_rows[c["name"]] = [ledger_fallback_row(c, fb, x["seed"], looks, n)
+                              for x in old["aborted"]]  # fmt: skip
+    seeds = {s: {"evals": {}, "run": None, "looks": []} for s in old["seeds"]}
+    stopped = {x["seed"]: {"abort": x, "run": None, "looks": []} for x in old.get("aborted") or []}
+    committed = registration_file.first_commit(path, root)
+    recorded = {
+        "comparisons": old["comparisons"],
+        "checks": old["checks"],
+        "looks_per_seed": (old.get("looks") or {}).get("per_seed"),
+        "cost": old.get("cost"),
+        "seeds": old["seeds"],
+        "fallback_rows": fb_rows,
+        "reanalysed": {
+            "from": str(path),
+            "first_committed": committed,
+            "note": "the per-seed figures and checks as the report recorded them from the seeds' "
+            "directories; the pooled figures recomputed from them",
+        },
+    }
+    r = analyse(
+        reg,
+        seeds,
+        derived_seeds=derived,
+        registration_commit=rc,
+        ledger=looks,
+        ledger_path=str(ledger),
+        aborted=stopped,
+        post_hoc=fallbacks,
+        first_written_at=old.get("first_written_at") or (committed or {}).get("date"),
+        recorded=recorded,
+    )
+    write_json(path, r)
+    (report_dir / "report.md").write_text(report_markdown(r), encoding="utf-8")
+    draw_forest(r, report_dir / "forest.png")
+    return r
+
+
 def power(
     registration: Path,
     development: Sequence[Path],
