@@ -8,6 +8,12 @@ the before-run did not (gained) and the reverse (lost), the exact McNemar p
 (:func:`burnqed.eval.paired.mcnemar_p`) and Holm's adjustment over all the tests; and for every
 model weight file both hold (``models/**/*.safetensors``), whether its bytes are the same.
 
+"Nothing moved" is a development question: both runs must be on the development overlay
+(``config/dev.yaml``: ``proplogic_dev``, where every look is free).  An eval on a confirmation
+benchmark (``proplogic_test``: for registered studies and the published demo only) is refused,
+naming the file, before anything is compared — a check that a change moved nothing is not a
+reason to look at the test set (the speed work's checks did, 103 times in a day).
+
 It prints one line per eval and budget first (``results/iter_1/eval.json budget 4: +3/-2 of 400,
 p 1, Holm 1``), then the two runs as ``before=`` and ``after=``.
 
@@ -38,7 +44,8 @@ import random
 import tempfile
 from pathlib import Path
 
-from burnqed.data.benchmarks import sha256_file
+from burnqed.data.benchmarks import CONFIRMATION, sha256_file
+from burnqed.eval.ledger import role_of
 from burnqed.eval.paired import mcnemar_p, solved_at
 from burnqed.study.stats import holm
 
@@ -47,6 +54,19 @@ ALPHA = 0.05
 
 def eval_files(run: Path) -> dict[str, Path]:
     return {p.relative_to(run).as_posix(): p for p in sorted((run / "results").rglob("eval*.json"))}
+
+
+def refuse_confirmation(run: Path) -> None:
+    """SystemExit naming the first eval of ``run`` on a confirmation benchmark."""
+    for name, path in eval_files(run).items():
+        e = json.loads(path.read_text(encoding="utf-8"))
+        if role_of(e) == CONFIRMATION:
+            b = e.get("benchmark") or {}
+            raise SystemExit(
+                f"same_numbers: {run / name} is on {b.get('name')}_{b.get('split')}, a "
+                "confirmation benchmark: run both sides with config/dev.yaml (the development "
+                "split) — the test benchmark is for registered studies and the published demo"
+            )
 
 
 def weight_files(run: Path) -> dict[str, Path]:
@@ -105,7 +125,9 @@ def _smoke_run(root: Path, flips: int, seed: int) -> Path:
                 for i, b in enumerate(base)]  # fmt: skip
         path = root / name
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({"budgets": [1, 2], "per_theorem": rows}), encoding="utf-8")
+        bench = {"name": "proplogic", "split": "dev"}  # a development run, as the bench asks
+        path.write_text(json.dumps({"budgets": [1, 2], "per_theorem": rows, "benchmark": bench}),
+                        encoding="utf-8")  # fmt: skip
     weights = root / "models/base/model.safetensors"
     weights.parent.mkdir(parents=True, exist_ok=True)
     weights.write_bytes(b"weights" if not flips else b"weights, other bits")
@@ -126,6 +148,8 @@ def main() -> None:
             before, after = args.before, args.after
         else:
             p.error("--before and --after (finished run directories), or --smoke")
+        for run in (before, after):
+            refuse_confirmation(run)
         tests, figures = compare(before.resolve(), after.resolve())
         for t in tests:
             print(f"{t['eval']} budget {t['budget']}: +{t['gained']}/-{t['lost']} of "

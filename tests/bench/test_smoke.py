@@ -106,3 +106,20 @@ def test_bench_smoke_prints_every_documented_figure(bench, smoke_runs):
                 and _LINE.match(line).group(1) in documented(bench))  # fmt: skip
     assert all(_LINE.match(line) for line in lines[first:]), lines[first:]
     assert seconds < 120, f"{bench.name} --smoke took {seconds:.0f} s: a smoke size must be tiny"
+
+
+def test_same_numbers_refuses_a_run_on_the_test_benchmark(tmp_path):
+    """A "nothing moved" check on the confirmation benchmark is refused, naming the file (issue
+    59: identity checks run on the development split)."""
+    import json
+
+    for side in ("before", "after"):
+        e = tmp_path / side / "results/iter_0/eval.json"
+        e.parent.mkdir(parents=True)
+        e.write_text(json.dumps({"budgets": [1], "per_theorem": [],
+                                 "benchmark": {"name": "proplogic", "split": "test"}}))  # fmt: skip
+    r = subprocess.run([sys.executable, str(REPO / "bench/same_numbers.py"), "--before",
+                        str(tmp_path / "before"), "--after", str(tmp_path / "after")],
+                       capture_output=True, text=True)  # fmt: skip
+    assert r.returncode != 0 and "proplogic_test, a confirmation benchmark" in r.stderr
+    assert "config/dev.yaml" in r.stderr and "tests=" not in r.stdout
