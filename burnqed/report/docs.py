@@ -361,8 +361,7 @@ def _aborted_note(r: Mapping[str, Any], prim: Sequence[Mapping[str, Any]]) -> st
         "seeds that finished"
         + (f"; with the aborted seeds at d = 0: {'; '.join(sens)}" if sens else "")
         + (
-            f"; **post hoc** (decided after the results were read), each aborted seed as its user "
-            f"would have shipped it (its iteration 0, no value model): {'; '.join(post)}"
+            f"; **post hoc**, each aborted seed shipping its iteration 0: {'; '.join(post)}"
             if post
             else ""
         )
@@ -528,6 +527,103 @@ def configuration_markdown(root: Path) -> str:
 # --------------------------------------------------------------------------------------------
 
 
+def study_found(r: Mapping[str, Any], registration: Mapping[str, Any] | None, name: str) -> str:
+    """``study-found:<name>``: what a study found against what development planned, per primary —
+    the pooled estimate and Holm p beside the development mean, the seeds positive with the sign
+    test, the spread the seeds realised against the planned one and the power that left, and the
+    share of the between-seed variance beyond the benchmark's sampling (McNemar): every figure
+    from the committed report and registration, none typed."""
+    plans = {
+        x.get("name"): x
+        for x in (((registration or {}).get("analysis") or {}).get("power") or {}).get(
+            "comparisons"
+        )
+        or []
+    }
+    finished, aborted = len(r["seeds"]), len(r.get("aborted") or [])
+    lines = [
+        f"**What the study found** (`studies/{name}/report.md`, {r['label']}, {finished} seeds "
+        f"finished and {aborted} aborted of {len(r['registered_seeds'])}; generated from its "
+        "report and registration):",
+        "",
+    ]
+    for c in (c for c in r["comparisons"] if c["kind"] == "primary"):
+        p, plan, rp = c["pooled"], plans.get(c["name"]) or {}, c.get("realised") or {}
+        beyond = rp.get("beyond_mcnemar_share")
+        sa = p["sign_agreement"]
+        dev = plan.get("mean")
+        lines.append(
+            f"- {c['name']}: {_points(p['estimate'])} points pooled (Holm p "
+            f"{format_p(c['holm_p'])}"
+            + (f"; development mean {_points(dev)}" if dev is not None else "")
+            + f"), {sa.get('positive', p.get('positive'))} of {finished} seeds positive"
+            + (f" (sign test p {format_p(sa['sign_test_p'])})" if "sign_test_p" in sa else "")
+            + (
+                f"; the seeds' SD {abs(100 * rp['realised_sd']):.2f} points against "
+                f"{abs(100 * rp['planned_sd']):.2f} planned"
+                + (
+                    f", so the power at the planned effect was {rp['power_realised']:.2f}, not "
+                    f"{rp['power_planned']:.2f}"
+                    if rp["planned_mean"] > 0
+                    else " (a planned mean at or below 0 gave it no power)"
+                )
+                if rp.get("planned_sd")
+                else ""
+            )
+            + (
+                f"; {100 * beyond:.0f} % of the between-seed variance is beyond what the "
+                "benchmark's sampling (McNemar) gives"
+                if beyond is not None
+                else ""
+            )
+            + ("." if not c.get("post_hoc_fallback") else "")
+            + (
+                f"; post hoc, each aborted seed at its fallback: "
+                f"{_points(c['post_hoc_fallback']['pooled']['estimate'])} points (Holm p "
+                f"{format_p(c['post_hoc_fallback']['pooled']['holm_p'])})."
+                if c.get("post_hoc_fallback")
+                else ""
+            )
+        )
+    return "\n".join(lines)
+
+
+def study_power_table(registration: Mapping[str, Any]) -> str:
+    """``study-power:<name>``: the registration's power analysis (``burnqed study power`` on the
+    development runs) as a table, from the committed registration."""
+    power = (registration.get("analysis") or {}).get("power") or {}
+    rows = []
+    for x in power.get("comparisons") or []:
+        at = next((k for k in x if k.startswith("power_at_")), None)
+        every = next((k for k in x if k.startswith("every_seed_positive_at_")), None)
+        rows.append(
+            [
+                x["name"],
+                ", ".join(f"{100 * v:+.2f}" for v in x.get("per_seed_difference") or []),
+                _points(x.get("mean")),
+                f"{100 * x['sd']:.2f}" if x.get("sd") is not None else "–",
+                f"{100 * x['within_sd']:.2f}" if x.get("within_sd") is not None else "–",
+                str(x.get("seeds_needed") or "none (mean ≤ 0)"),
+                f"{x[at]:.2f}" if at else "–",
+                f"{x[every]:.1e}" if every else "–",
+            ]
+        )
+    seeds = registration["analysis"]["seeds"]
+    return markdown_table(
+        ["primary", "per-seed d, points", "mean", "SD between seeds", "SD from the benchmark",
+         "seeds for 80 % power at α/2", f"power at {seeds}", f"every seed positive at {seeds}"],
+        rows,
+    )  # fmt: skip
+
+
+def study_registrations(root: Path) -> dict[str, dict[str, Any]]:
+    """``{name: registration}`` of the studies :func:`study_reports` lists."""
+    return {
+        n: yaml.safe_load((Path(root) / STUDIES / n / "registration.yaml").read_text("utf-8"))
+        for n in study_reports(root)
+    }
+
+
 def current_blocks(
     root: Path, summary: Mapping[str, Any], published: Sequence[Mapping[str, Any]]
 ) -> dict[str, str]:
@@ -535,6 +631,10 @@ def current_blocks(
     blocks = {name: make(summary) for name, make in BLOCKS.items()}
     blocks.update({name: make(published) for name, make in RUN_BLOCKS.items()})
     blocks.update({f"study:{n}": study_headline(r, n) for n, r in study_reports(root).items()})
+    regs = study_registrations(root)
+    blocks.update({f"study-found:{n}": study_found(r, regs.get(n), n)
+                   for n, r in study_reports(root).items()})  # fmt: skip
+    blocks.update({f"study-power:{n}": study_power_table(reg) for n, reg in regs.items()})
     blocks.update(ledger_blocks(root))
     return blocks
 

@@ -647,16 +647,29 @@ def _realised_power(reg: Mapping[str, Any], c: Mapping[str, Any], level: float) 
                  if isinstance(x, Mapping) and x.get("name") == c["name"]), None)  # fmt: skip
     rows = [*c["per_seed"], *(c.get("fallback_rows") or [])]
     d = [r["difference"] for r in rows if r["difference"] is not None]
-    if plan is None or len(d) < 2 or not isinstance(plan.get("mean"), (int, float)):
+    if len(d) < 2:
         return None
     sd = statistics.stdev(d)
+    counted = [
+        r for r in c["per_seed"] if r["difference"] is not None and r.get("gained") is not None
+    ]
+    within = stats.mean_within_variance(counted) if counted else None
+    out = {
+        "realised_sd": sd,
+        "seeds": len(d),
+        # How much of the seeds' spread a seed's own benchmark sampling (McNemar) explains: the
+        # rest is between seeds — what more seeds, not more theorems, average away.
+        "within_sd": None if within is None else within**0.5,
+        "beyond_mcnemar_share": None if within is None or sd == 0 else 1 - within / sd**2,
+    }
+    if plan is None or not isinstance(plan.get("mean"), (int, float)):
+        return out
     k, mean = len(d), float(plan["mean"])
     planned_sd = plan.get("sd_planned")
     return {
+        **out,
         "planned_mean": mean,
         "planned_sd": planned_sd,
-        "realised_sd": sd,
-        "seeds": k,
         "power_planned": (stats.t_test_power(mean, planned_sd, k, level)
                           if mean > 0 and planned_sd else 0.0),
         "power_realised": stats.t_test_power(mean, sd, k, level) if mean > 0 else 0.0,
@@ -878,7 +891,7 @@ def report_markdown(r: Mapping[str, Any]) -> str:
                    if sq["over_run"] else "")
             )  # fmt: skip
         rp = c.get("realised")
-        if rp:
+        if rp and "planned_mean" in rp:
             out.append(
                 f"- power at the planned effect ({_pct(rp['planned_mean'])}) over "
                 f"{rp['seeds']} seeds: planned {rp['power_planned']:.2f} (SD "
