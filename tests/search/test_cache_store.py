@@ -25,7 +25,7 @@ ROWS = 1500  # per writer; 100 a shard: 15 shards each, written while the other 
 
 def lean_row(writer: int, i: int) -> dict:
     return {"key": f"w{writer}-{i}", "text": f"h{i} : p{writer}\n⊢ q", "error_kind": None,
-            "error": None, "cost_s": 0.001 * i}  # fmt: skip
+            "error": None, "cost_s": 0.001 * i, "state_digest": None}  # fmt: skip
 
 
 def write_many(directory: str, writer: int, start) -> None:
