@@ -690,9 +690,11 @@ def run(
                 if cache is not None:
                     # The Lean key where the pool's REPL runs (a wrapper may `lake env` elsewhere),
                     # its .olean files read off the event loop; the re-check draws seeded by the job.
+                    where = getattr(env, "repl_process", None)  # a LeanPool's; a fake has none
                     lean_key = await asyncio.to_thread(
-                        lean_settings, lean_cfg, repl_version, running=env.repl_process()
-                    )
+                        lean_settings, lean_cfg, repl_version,
+                        running=where() if callable(where) else None,
+                    )  # fmt: skip
                     spec = CacheSpec(
                         Path(cache),
                         policy=policy_key,
