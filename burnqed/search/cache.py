@@ -29,20 +29,26 @@ without the cache, except clock fields, per-node Lean times and the ``cache`` bl
   ``server_url`` (neither SGLang nor vLLM states its GPU), one that says it is not deterministic —
   is not cached: counted (``expansions.uncached``), one log line, the block says why;
 - a Lean answer: :func:`lean_settings` — the Lean project's toolchain, Mathlib and packages, the
-  REPL's ``--version`` (or the code of a burnqed REPL), the Lean environment the REPL runs in
-  (:func:`burnqed.lean.environment.environment_identity`: the REPL program's and any wrapper
-  script's bytes, the toolchain's full ``lean --version``, and every ``.olean`` file on its
-  ``LEAN_PATH``, whole), burnqed's Lean client code, imports, ``lean.options`` (pretty-printer
-  options), the heartbeat limit and the tactic guard — plus the theorem's whole statement (header
-  and all) and, for a tactic, the state as the REPL printed it and the tactic (:func:`tactic_key`,
-  :func:`start_key`) → the new state's printed form, or the failure (kind and message), or for a
-  start the root state or Lean's verdict on the statement.  Each row also keeps its question (the
-  theorem, the tactics from its root, the tactic) for ``burnqed cache verify``.
+  REPL's ``--version`` (or the code of a burnqed REPL) and its arguments (``--maxHeartbeats=…``,
+  imports, options), the Lean environment the REPL runs in, read off the running REPL
+  (:func:`burnqed.lean.environment.environment_identity`: the bytes of the process that answers it
+  and of the REPL program and any wrapper script, the full ``lean --version`` on its ``PATH``, and
+  every ``.olean`` file on its ``LEAN_PATH``, whole), burnqed's Lean client code, imports,
+  ``lean.options`` (pretty-printer options), the heartbeat limit and the tactic guard — plus the
+  theorem's whole statement (header and all) and, for a tactic, the **tactic path from the root**:
+  a tactic's key chains its parent state's key (:func:`start_key` for the root) with the tactic
+  (:func:`tactic_key`), so two states Lean prints alike reached by different paths never share a
+  key → the new state's printed form, or the failure (kind and message), or for a start the root
+  state or Lean's verdict on the statement.  Each row also keeps the digest of the state its tactic
+  ran on as Lean printed it (:func:`state_digest`: a check, a path printed otherwise today is a
+  disagreement) and its question (the theorem, the tactics from its root, the tactic) for
+  ``burnqed cache verify``.
 
 Never stored: infrastructure errors (a ``ReplError`` or server failure raises through the source
-and is never an answer), wall-clock timeouts (a ``timeout`` failure: the clock decided), samples a
-server aborted, unseeded sampling and a backend that is not deterministic.  Never served: a stored
-Lean answer that cost more than today's ``lean.tactic_timeout_s`` (a live run would have timed out
+and is never an answer), wall-clock timeouts (a ``timeout`` failure: the clock decided), protocol
+errors (a ``protocol`` failure: the REPL's error reply, no verdict of Lean's), samples a server
+aborted, unseeded sampling and a backend that is not deterministic.  Never served: a stored Lean
+answer that cost more than today's ``lean.tactic_timeout_s`` (a live run would have timed out
 there; it is asked again).  Whole-proof verification always runs live.
 
 **Live state after cached answers.**  A cached Lean answer leaves no state in any REPL; the first
@@ -52,28 +58,37 @@ the pool (:mod:`burnqed.search.answered`: ``ProofSession.adopt``, rebuilt on fir
 cached cost of each adopted step, the live start below a cached root — is subtracted from the
 saving.
 
-**Answers Lean refutes are evicted** (the printed state is a lossy key on real Lean: ``⋯``, ``✝``,
-metavariable context; a cache moved between machines may hold answers of another Lean):
+**Answers Lean refutes are evicted, and every attempt that was served one is redone live** (a
+key holds what burnqed sees decide an answer; a non-deterministic REPL or a cache moved from a Lean
+that differs where no key part looks can still hold a wrong one).  A disagreement evicts the
+answer (a tombstone every reader honours), stores Lean's, and marks for a redo with every Lean
+question asked live (:meth:`CachedSource.redo`, which the engine calls) the attempt that found it
+and every attempt of this run that was served the answer — the engine holds a theorem's attempts
+until its last one ends, so none of them is written first; one written before (an answer shared
+across theorems, evicted meanwhile by another process) is counted ``stale_attempts``.  The checks:
 
-- *re-checks*: a fraction of the Lean hits (``cache_recheck``; drawn from the run's own seeded
-  hash of the key, theorem and attempt, so the search's draws do not move and the choice does not
-  depend on the order questions come in) is asked live — the hit's chain replayed in the pool,
-  then the tactic — and the live answer is used; one that differs (another state, success for
-  failure or back, another failure kind) is a ``disagreement``: the key is evicted and the live
-  answer stored;
+- *re-checks*: a fraction of the Lean hits (``cache_recheck``; drawn from a hash of the key,
+  theorem and attempt seeded by ``recheck_seed`` — the search stage's is the job's — so the
+  search's draws do not move, a rerun re-checks the same hits, and the choice does not depend on
+  the order questions come in) is asked live — the hit's chain replayed in the pool, then the
+  tactic — and the live answer is used; one that differs (another state, success for failure or
+  back, another failure kind) is a ``disagreement``;
 - *rebuilds*: a cached state the pool cannot rebuild (its step fails) or rebuilds printed otherwise
-  (or a cached root Lean prints otherwise) ends the attempt, its answer is evicted, and the attempt
-  is redone with every Lean question asked live (:meth:`CachedSource.redo`, which the engine
-  calls): the attempt's true result, never an ``error``;
+  (or a cached root Lean prints otherwise) ends the attempt: its true result, never an ``error``;
+- *the printed-state check*: a row stored below another printed state than its path prints now;
+- *rejected proofs*: a proof Lean rejects whole that went through answers this attempt was served
+  has its path asked again live (:meth:`CachedSource._recheck_path`); an answer Lean gives
+  otherwise is evicted (all standing: Lean's own verdict on the proof, the search goes on);
 - ``burnqed cache verify`` asks a sample of the stored questions again offline.
 
 **The ``cache`` block** (:meth:`CachedSource.stats`, in the search manifest and the eval JSON):
 policy hits and misses (per candidate, and per expansion answered whole), Lean hits and misses
 (starts apart), answers not stored and not served and why, adopted states, rebuilds,
 disagreements, re-checks (asked, agreed, disagreed, inconclusive), evictions by cause, attempts
-redone, conflicts (a key read or put twice with different answers: a non-determinism), and
-seconds: generation and Lean time saved (the cost recorded with each hit), the rebuilds' Lean
-time, and the Lean saving net of it.
+redone, stale attempts, proofs rejected through the cache (their paths' steps asked, refuted),
+conflicts (a key read or put twice with different answers: a non-determinism; a failure message
+compares with its metavariables renumbered), and seconds: generation and Lean time saved (the cost
+recorded with each hit), the rebuilds' Lean time, and the Lean saving net of it.
 
 Example (``gen`` a backend, ``pool`` a ``LeanPool``, ``lean_cfg`` its config)::
 

@@ -19,7 +19,9 @@ matches).  A Lean row also keeps its question — the theorem, the tactics from 
 the tactic — which the index does not load: ``burnqed cache verify`` asks Lean again from it.  Two
 rows with one key hold the same answer (both were computed from the same inputs by deterministic
 code); one that differs is counted as a ``conflict`` (a non-determinism the cache makes visible),
-whether read from two shards or put while another is held, and the first one stands.
+whether read from two shards or put while another is held, and the first one stands.  A failure's
+message is compared with its metavariables renumbered (:func:`normalise_message`): Lean numbers
+``?m.N`` in the order it makes them, so another process's numbers are the same answer.
 
 **Eviction.**  An answer Lean refutes (a re-check, a rebuild, ``cache verify``) is evicted: a
 tombstone row (the key and the digest of the evicted answer) in ``<kind>/evicted/``, written like a

@@ -135,9 +135,17 @@ def test_cache_stats_and_prune_keep_models(tmp_path, capsys):
     after = ShardStore(cache / "policy", POLICY_SCHEMA, settings="s1")
     assert sorted(after._index) == ["k0", "k1", "k2"]
     assert len(ShardStore(cache / "lean", LEAN_SCHEMA, settings="s2")) == 1
-    # By the digest `stats` lists, too.
-    assert cli_main(["cache", "prune", str(cache), "--keep-models", "ffff"]) == 0
-    assert shard_files(cache / "policy") == []
+    # By the digest `stats` lists, too; a digest that matches no answer held is refused (issue 63:
+    # cb4cd23 kept nothing and dropped every answer).
+    assert cli_main(["cache", "prune", str(cache), "--keep-models", kept]) == 0
+    assert sorted(ShardStore(cache / "policy", POLICY_SCHEMA, settings="s1")._index) == [
+        "k0",
+        "k1",
+        "k2",
+    ]
+    assert cli_main(["cache", "prune", str(cache), "--keep-models", "ffff"]) == 2
+    assert "no policy answers of that model here" in capsys.readouterr().err
+    assert len(ShardStore(cache / "policy", POLICY_SCHEMA, settings="s1")) == 3
 
 
 def test_cache_commands_name_a_missing_directory(tmp_path, capsys):
