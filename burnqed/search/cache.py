@@ -848,7 +848,12 @@ class CachedSource:
                 self.counts["rechecks"]["inconclusive"] += 1
             return
         if row is not None:
-            if why != "printed_otherwise" and agrees(row, text, kind):
+            # Stored below another printed state than its path prints now: a disagreement
+            # whatever it says (found by the check, or by a redo that asked it anyway).
+            otherwise = state is not None and row.get("state_digest") not in (
+                None, state_digest(state)
+            )  # fmt: skip
+            if not otherwise and agrees(row, text, kind):
                 if why == "recheck":
                     self.counts["rechecks"]["agreed"] += 1
                 return
@@ -856,7 +861,7 @@ class CachedSource:
                 self.counts["rechecks"]["disagreed"] += 1
             said = row["text"] if row["text"] is not None else f"{row['error_kind']} failure"
             now = text if text is not None else f"{kind} failure"
-            if why == "printed_otherwise":
+            if otherwise:
                 reason = f"{why}: stored below another printed state; cached {said!r}"
             else:
                 reason = f"{why}: cached {said!r}, Lean now {now!r}"

@@ -16,7 +16,8 @@ from __future__ import annotations
 import json
 import sys
 
-from burnqed.proplogic.repl import VERSION, Repl
+from burnqed.proplogic import __main__ as proplogic
+from burnqed.proplogic.repl import Repl
 
 # tactic → the error reply it gets, in Pantograph's compact form (keys sorted)
 SCRIPTED = {
@@ -45,19 +46,15 @@ def scripted(line: str) -> str | None:
 
 
 def main() -> int:
-    args = sys.argv[1:]
-    if "--version" in args:
-        print(VERSION, flush=True)
-        return 0
-    repl = Repl(imports=[a for a in args if not a.startswith("--")])
-    stdin = open(sys.stdin.fileno(), encoding="utf-8", closefd=False)  # noqa: SIM115
-    sys.stdout.reconfigure(encoding="utf-8")  # type: ignore[union-attr]
-    print("ready.", flush=True)
-    while line := stdin.readline():
-        if not line.strip():
-            return 0
-        print(scripted(line) or repl.handle_line(line), flush=True)
-    return 0
+    """The propositional REPL's own ``main`` (``ready.``, one reply per line, ``--version``), with
+    the scripted replies answered first."""
+    answer = Repl.handle_line
+
+    def handle_line(self: Repl, line: str) -> str:
+        return scripted(line) or answer(self, line)
+
+    Repl.handle_line = handle_line  # type: ignore[method-assign]
+    return proplogic.main()
 
 
 if __name__ == "__main__":

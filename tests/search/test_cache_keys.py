@@ -84,18 +84,7 @@ def test_a_changed_wrapper_script_gives_no_lean_hits(tmp_path):
 
 def test_a_large_weights_file_is_fingerprinted_whole(tmp_path):
     """Two 65 MiB files that differ in one byte between d670ec8's sampled 1 MiB windows."""
-    size = 65 << 20
-    dirs = []
-    for name, byte in (("base", b"\x00"), ("tuned", b"\x01"), ("copy", b"\x00")):
-        d = tmp_path / name
-        d.mkdir()
-        with (d / "model.safetensors").open("wb") as f:
-            f.truncate(size)
-            f.seek((2 << 20) + 12345)  # between window 0 ([0, 1 MiB)) and window 1 (~4.3 MiB)
-            f.write(byte)
-        (d / "tokenizer.json").write_text("{}")
-        dirs.append(d)
-    base, tuned, copy = (model_fingerprint(str(d)) for d in dirs)
+    base, tuned, copy = (model_fingerprint(d) for d in one_byte_apart(tmp_path, 65 << 20))
     assert base != tuned
     assert base == copy  # the same bytes under another path
 
