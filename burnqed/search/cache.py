@@ -129,7 +129,7 @@ from burnqed.isa import VARIABLES as ISA_VARIABLES
 from burnqed.isa import pin_in_force
 from burnqed.lean.client import repl_argv
 from burnqed.lean.environment import environment_identity, observe_repl
-from burnqed.lean.errors import StartError
+from burnqed.lean.errors import ReplError, StartError
 from burnqed.lean.pool import TacticFailure
 from burnqed.policy import Candidate, Generation, SamplingParams, generation_of
 from burnqed.provenance import code_digest, files_digest, launched_modules, lean_project_versions
@@ -978,10 +978,16 @@ class CachedSource:
         keys) and reconcile the answers the cache holds: one that differs is evicted
         (``rejected_proof``) and the attempt marked for a live redo."""
         assert self.lean_store is not None
-        session = await self.live.start(theorem, attempt)
+        said: list[tuple[str, str | None, str | None]] = []
+        try:
+            session = await self.live.start(theorem, attempt)
+        except ReplError as e:  # it started before: infrastructure, nothing to reconcile
+            log.warning("%s: the rejected proof's path could not be asked again: %s",
+                        theorem.key, e)  # fmt: skip
+            return
         try:
             state = session.root
-            said: list[tuple[str, str | None, str | None]] = [(keys[0], state.text, None)]
+            said.append((keys[0], state.text, None))
             for tactic, key in zip(tactics, keys[1:], strict=True):
                 r = await session.apply(state, tactic)
                 self.counts["rejected_proofs"]["steps_asked"] += 1
@@ -993,6 +999,8 @@ class CachedSource:
                 if st is None:
                     break
                 state = st
+        except ReplError as e:  # what was answered before it stands
+            log.warning("%s: asking the rejected proof's path again failed: %s", theorem.key, e)
         finally:
             await session.close()
         for key, text, kind in said:
