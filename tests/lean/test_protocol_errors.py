@@ -50,7 +50,8 @@ def stored_tactics(cache: Path) -> list[str | None]:
 def test_a_protocol_error_is_a_failure_of_its_own_and_never_stored(tmp_path):
     cache = tmp_path / "cache"
     answer, block, pool = ask(cache, "protocol_error")
-    assert answer.kind == "protocol" and "operation" in answer.message
+    assert answer.kind == "protocol", "a protocol error passed for Lean's verdict on the tactic"
+    assert "operation" in answer.message
     assert block["not_stored"] == {"protocol": 1}
     assert stored_tactics(cache) == [None]  # the start is stored, the protocol error is not
     assert pool["protocol_errors"] == 1 and pool["crashes"] == 0 and pool["restarts"] == 0
@@ -71,6 +72,6 @@ def test_a_lean_exception_inside_a_tactic_is_a_failed_tactic_and_kept(tmp_path):
 def test_an_interrupt_in_another_wording_is_a_timeout_that_keeps_the_repl(tmp_path):
     cache = tmp_path / "cache"
     answer, block, pool = ask(cache, "slow_interrupted")
-    assert answer.kind == "timeout"
+    assert answer.kind == "timeout", "an interrupt worded otherwise passed for a failed tactic"
     assert pool["interrupts"] == 1 and pool["crashes"] == 0 and pool["restarts"] == 0
     assert block["not_stored"] == {"timeout": 1} and stored_tactics(cache) == [None]
