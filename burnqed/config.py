@@ -606,9 +606,16 @@ class ReportConfig(Section):
     unique_candidates_red_line: float = 1.5
     energy_bins: int = 40
     tree_files: int = 20  # search-tree pages per list (newly solved, unsolved) beside each report
+    # compare.md flags an eval whose refuted cached Lean answers pass this share of its questions
+    cache_refuted_max: float = 0.0
 
     def __post_init__(self) -> None:
         self._require(self.tree_files >= 0, "tree_files", f"must be >= 0, got {self.tree_files}")
+        self._require(
+            0.0 <= self.cache_refuted_max <= 1.0,
+            "cache_refuted_max",
+            f"must be within [0, 1], got {self.cache_refuted_max}",
+        )
         for gate in THRESHOLD_GATES:
             target, red = getattr(self, f"{gate}_target"), getattr(self, f"{gate}_red_line")
             self._require(

@@ -77,6 +77,7 @@ TACTIC_FAILURE_KINDS = {
     "sorry": "its result uses sorry or unsafe code",
     "heartbeats": "it hit the deterministic per-tactic heartbeat limit (lean.tactic_heartbeats)",
     "timeout": "a wall-clock backstop fired (a non-deterministic event)",
+    "protocol": "the REPL answered an error reply of its protocol's (no verdict of Lean's)",
 }
 
 NONDETERMINISTIC_EVENTS = {
@@ -90,6 +91,7 @@ POOL_COUNTERS = {
     "restarts": "REPL processes replaced (crash, hard hang, repeated timeout, recycle)",
     "crashes": "processes that died or broke the protocol",
     "interrupts": "cooperative interrupts answered by the REPL's own timeout; the REPL is kept",
+    "protocol_errors": "tactics the REPL answered with an error reply of its protocol's, not Lean's",
     "hard_hangs": "no reply within the grace period after the REPL's timeout: killed",
     "recycles": "workers replaced after lean.recycle_after_requests / recycle_after_s",
     "spare_takeovers": "a pre-started spare took a killed worker's place",

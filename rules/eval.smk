@@ -541,6 +541,8 @@ rule compare:
         # Read, not declared (a tracked file `burnqed ledger add` changes after runs; a fresh
         # clone must not rerun compare): the looks recorded before this run (docs/confirmation.md).
         ledger="ledger/looks.jsonl",
+        # How much of an eval's cached Lean answers Lean may refute before compare.md flags it.
+        cache_refuted_max=lookup(dpath="report/cache_refuted_max", within=config),
         code=code_digest("eval_compare"),
     script:
         "../workflow/scripts/eval_compare.py"

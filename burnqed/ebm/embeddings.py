@@ -9,9 +9,12 @@ moved aside as ``part-….parquet.corrupt`` and its states are embedded again.  
 written last by the stage.
 
 The *embedding-model digest* ties embeddings, EBMs and policies together: it fingerprints the model
-directory's files (sizes, plus the bytes of small files and 16 sampled 1 MiB windows of large ones:
-a merged LoRA changes every projection, so a sample sees it) and the pooling.  A served model with no
-local directory is fingerprinted by its name.  It is what an EBM is checked against at search time.
+directory's files — each file's name and whole bytes (:func:`~burnqed.provenance.file_digest`, read
+once and remembered by the file's identity on disk), so two checkpoints that differ in one byte
+anywhere differ (a sample of a large file's bytes would not see a fine-tune that touched only some
+tensors) — and the pooling.  A served model with no local directory is fingerprinted by its name.
+It is what an EBM is checked against at search time, and (:func:`weights_digest`) what joint
+training's resume key holds of the weights it starts from.
 
 The *embedding key* decides which cached rows a run may reuse: a digest of
 :func:`embedding_settings`, everything besides the text that decides a vector — the model digest
@@ -55,14 +58,12 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from burnqed.isa import VARIABLES
+from burnqed.provenance import file_digest
 from burnqed.trajectory import write_parquet_atomic
 
 log = logging.getLogger(__name__)
 
 _PART = re.compile(r"^part-(\d{6,})\.parquet$")
-_SMALL_FILE = 64 << 20  # files up to 64 MiB are hashed whole
-_WINDOW = 1 << 20
-_WINDOWS = 16
 
 CACHE_SCHEMA = pa.schema(
     [
@@ -89,16 +90,8 @@ class EmbeddingError(RuntimeError):
 
 
 def _file_fingerprint(path: Path, h: Any) -> None:
-    size = path.stat().st_size
-    h.update(f"{path.name}\0{size}\0".encode())
-    with path.open("rb") as f:
-        if size <= _SMALL_FILE:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                h.update(block)
-            return
-        for k in range(_WINDOWS):
-            f.seek((size - _WINDOW) * k // (_WINDOWS - 1))
-            h.update(f.read(_WINDOW))
+    """A file's name and whole bytes (their sha256, remembered by the file's identity on disk)."""
+    h.update(f"{path.name}\0{file_digest(path)}\0".encode())
 
 
 def _directory_fingerprint(path: Path, h: Any) -> None:
@@ -124,7 +117,8 @@ def model_digest(model: str | Path, pooling: str) -> str:
     from burnqed.data.prompt import EMBEDDED_TEXT as TEXT
 
     # The text embedded (a state's prompt since v2): an EBM of raw-state vectors never matches.
-    h = hashlib.sha256(f"burnqed-embedding-v2\0text={TEXT}\0pooling={pooling}\0".encode())
+    # v3: every file whole (v2 sampled 16 windows of a file over 64 MiB).
+    h = hashlib.sha256(f"burnqed-embedding-v3\0text={TEXT}\0pooling={pooling}\0".encode())
     path = Path(model)
     if path.is_dir():
         _directory_fingerprint(path, h)
@@ -136,7 +130,7 @@ def model_digest(model: str | Path, pooling: str) -> str:
 def weights_digest(directory: str | Path) -> str:
     """Fingerprint of the weights in ``directory`` (a model or an adapter), as :func:`model_digest`
     takes it, without a pooling: what a training checkpoint that starts from them is keyed by."""
-    h = hashlib.sha256(b"burnqed-weights-v1\0")
+    h = hashlib.sha256(b"burnqed-weights-v2\0")
     _directory_fingerprint(Path(directory), h)
     return h.hexdigest()[:16]
 

@@ -322,9 +322,15 @@ def ended_by_markdown(c: Mapping[str, Any]) -> list[str]:
     ]
 
 
-def cache_rows(evals: Sequence[tuple[Path, Mapping[str, Any]]]) -> list[dict]:
+def cache_rows(
+    evals: Sequence[tuple[Path, Mapping[str, Any]]], refuted_max: float = 0.0
+) -> list[dict]:
     """What the expansion cache answered and saved in each eval that ran through it (its ``cache``
-    block: :mod:`burnqed.search.cache`), one row per file, in the order given."""
+    block: :mod:`burnqed.search.cache`), one row per file, in the order given — with what Lean
+    refuted of it: re-checks that disagreed, answers evicted (by cause), conflicts, attempts
+    redone live and attempts written before an answer they used was evicted (``stale``).  A row is
+    ``flagged`` when its evicted answers and conflicts pass ``refuted_max`` of its Lean questions
+    (``report.cache_refuted_max``), or when any attempt is stale (its result may be wrong)."""
     out, seen = [], set()
     for path, e in evals:
         block = e.get("cache")
@@ -333,6 +339,12 @@ def cache_rows(evals: Sequence[tuple[Path, Mapping[str, Any]]]) -> list[dict]:
         seen.add(str(path))
         policy, lean = block.get("policy") or {}, block.get("lean") or {}
         cands = policy.get("candidates") or {}
+        states, rechecks = block.get("states") or {}, block.get("rechecks") or {}
+        evicted = dict(block.get("evicted") or {})
+        questions = lean.get("hits", 0) + lean.get("misses", 0)
+        refuted = sum(evicted.values()) + int(block.get("conflicts") or 0)
+        stale = int(block.get("stale_attempts") or 0)
+        share = refuted / questions if questions else float(refuted > 0)
         out.append(
             {
                 "file": str(path),
@@ -342,10 +354,19 @@ def cache_rows(evals: Sequence[tuple[Path, Mapping[str, Any]]]) -> list[dict]:
                 "policy_hit_rate": policy.get("hit_rate"),
                 "expansions_answered": (policy.get("expansions") or {}).get("hits", 0),
                 "lean_hits": lean.get("hits", 0),
-                "lean_questions": lean.get("hits", 0) + lean.get("misses", 0),
+                "lean_questions": questions,
                 "lean_hit_rate": lean.get("hit_rate"),
-                "rebuilds": (block.get("states") or {}).get("rebuilds", 0),
-                "disagreements": (block.get("states") or {}).get("disagreements", 0),
+                "rebuilds": states.get("rebuilds", 0),
+                "disagreements": states.get("disagreements", 0),
+                "rechecks_asked": rechecks.get("asked", 0),
+                "rechecks_disagreed": rechecks.get("disagreed", 0),
+                "evicted": evicted,
+                "conflicts": int(block.get("conflicts") or 0),
+                "redone_attempts": states.get("redone_attempts", 0),
+                "stale_attempts": stale,
+                "refuted": refuted,
+                "refuted_share": share,
+                "flagged": share > refuted_max or stale > 0,
                 "policy_saved_s": policy.get("saved_s", 0.0),
                 "lean_net_saved_s": lean.get("net_saved_s", 0.0),
             }
@@ -353,31 +374,71 @@ def cache_rows(evals: Sequence[tuple[Path, Mapping[str, Any]]]) -> list[dict]:
     return out
 
 
-def cache_markdown(rows: Sequence[Mapping[str, Any]]) -> list[str]:
-    """The expansion cache's section of ``compare.md``: hit rates and the time saved per eval."""
+def cache_markdown(rows: Sequence[Mapping[str, Any]], refuted_max: float = 0.0) -> list[str]:
+    """The expansion cache's section of ``compare.md``: hit rates, what Lean refuted of the
+    cache and the time saved per eval; a flag on each eval past ``refuted_max``; "the same
+    results as without it" only when nothing it served was refuted and no attempt is stale."""
     if not rows:
         return []
     table = [
         [r["file"], f"{pct(r['policy_hit_rate'])} ({r['policy_hits']}/{r['policy_candidates']})",
          str(r["expansions_answered"]),
          f"{pct(r['lean_hit_rate'])} ({r['lean_hits']}/{r['lean_questions']})",
-         str(r["rebuilds"]), str(r["disagreements"]), f"{r['policy_saved_s']:.1f}",
-         f"{r['lean_net_saved_s']:.1f}"]
+         str(r["rebuilds"]), str(r["disagreements"]),
+         f"{r['rechecks_disagreed']}/{r['rechecks_asked']}",
+         ", ".join(f"{k} {v}" for k, v in sorted(r["evicted"].items())) or "0",
+         str(r["conflicts"]), str(r["redone_attempts"]), str(r["stale_attempts"]),
+         f"{r['policy_saved_s']:.1f}", f"{r['lean_net_saved_s']:.1f}",
+         "**flagged**" if r["flagged"] else ""]
         for r in rows
     ]  # fmt: skip
     saved = sum(r["policy_saved_s"] for r in rows), sum(r["lean_net_saved_s"] for r in rows)
     headers = ["eval", "policy hits", "expansions answered", "Lean hits", "rebuilds",
-               "disagreements", "policy s saved", "Lean s saved (net)"]  # fmt: skip
-    return [
+               "disagreements", "re-checks disagreed", "evicted", "conflicts", "redone",
+               "stale", "policy s saved", "Lean s saved (net)", ""]  # fmt: skip
+    refuted = sum(r["refuted"] for r in rows)
+    stale = sum(r["stale_attempts"] for r in rows)
+    flagged = [r["file"] for r in rows if r["flagged"]]
+    if refuted == 0 and stale == 0:
+        verdict = (
+            "Nothing the cache served was refuted — no re-check or rebuild disagreed, no proof "
+            "through it was rejected for a wrong step, no conflict — so these are the results "
+            "without it, as far as Lean's re-checks can tell "
+            f"({sum(r['rechecks_asked'] for r in rows)} asked, none disagreed)."
+        )
+    else:
+        verdict = (
+            f"Lean refuted {refuted} answer(s) the cache held (evicted, or conflicting); every "
+            "attempt of these evals that was served one was redone live"
+            + (f", but {stale} attempt(s) were written before and may be wrong" if stale else "")
+            + ".  Answers no re-check reached may be wrong the same way: compare with a run "
+            "without the cache (`--config cache=`) before trusting these results."
+        )
+    out = [
         "## Expansion cache",
         "",
-        "What each eval's answers came from (burnqed.search.cache: the same results with or without "
-        "it): policy candidates and Lean tactic outcomes answered from the cache, expansions that "
-        "needed no model call, states rebuilt in Lean below cached answers, rebuilt states Lean "
-        "printed otherwise (disagreements), and the generation and Lean seconds saved (the cost "
-        "recorded with each answer; Lean net of the rebuilds).",
+        "What each eval's answers came from (burnqed.search.cache): policy candidates and Lean "
+        "tactic outcomes answered from the cache, expansions that needed no model call, states "
+        "rebuilt in Lean below cached answers, rebuilt states Lean printed otherwise "
+        "(disagreements), re-checks of cached answers that Lean answered otherwise, answers "
+        "evicted (by cause), conflicts (one key, two answers: a non-determinism), attempts redone "
+        "live because an answer they went on from was refuted, attempts written before that "
+        "(stale), and the generation and Lean seconds saved (the cost recorded with each answer; "
+        "Lean net of the rebuilds).",
         "",
+    ]
+    if flagged:
+        out += [
+            f"> **Flagged** (evicted answers and conflicts above {100 * refuted_max:g} % of an "
+            f"eval's Lean questions, `report.cache_refuted_max`, or a stale attempt): "
+            f"{', '.join(flagged)}.",
+            "",
+        ]
+    return [
+        *out,
         markdown_table(headers, table),
+        "",
+        verdict,
         "",
         f"In all: {saved[0]:.1f} s of generation and {saved[1]:.1f} s of Lean saved.",
         "",
@@ -440,7 +501,7 @@ def compare_markdown(c: Mapping[str, Any]) -> str:
     out += learning_markdown(c.get("learning") or {})
     for section in c.get("configs") or []:
         out += configs_markdown(section)
-    out += cache_markdown(c.get("cache") or [])
+    out += cache_markdown(c.get("cache") or [], c.get("cache_refuted_max") or 0.0)
     out += ["## Newly solved theorems", ""]
     for r in c["rows"]:
         if r["newly_solved"] is not None:
@@ -458,6 +519,7 @@ def run(
     configs: Mapping[int, Mapping[str, Mapping[str, Path]]] | None = None,
     benchmarks: Path | None = None,
     ledger: Path | None = None,
+    cache_refuted_max: float = 0.0,
 ) -> dict:
     """Write the comparison of ``evals`` as markdown (and JSON); returns the JSON dict.
     ``controls`` (search-longer evals, ``eval_longer.json``) are shown apart and checked against
@@ -468,7 +530,9 @@ def run(
     far: every eval and what they rest on) is shown (:mod:`burnqed.eval.memory`).  ``ledger``:
     the ledger of looks (``ledger/looks.jsonl``; absent: empty), read to count the designs that
     have looked at the benchmark with this seed, beside this run's own looks
-    (:mod:`burnqed.eval.ledger`)."""
+    (:mod:`burnqed.eval.ledger`).  ``cache_refuted_max`` (``report.cache_refuted_max``): the
+    share of an eval's Lean questions whose cached answers Lean may refute before the expansion
+    cache's section flags it (:func:`cache_rows`)."""
     from burnqed.eval.configs import config_comparisons
     from burnqed.eval.stage import write_json
 
@@ -489,7 +553,8 @@ def run(
     c["memory"] = (
         peak_memory(Path(benchmarks)) if benchmarks and Path(benchmarks).is_dir() else None
     )
-    c["cache"] = cache_rows(every)
+    c["cache"] = cache_rows(every, cache_refuted_max)
+    c["cache_refuted_max"] = cache_refuted_max
     first = loaded_evals[0][1]
     c["looks"] = looks_summary(
         read_ledger(Path(ledger)) if ledger is not None else [],

@@ -64,7 +64,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 from burnqed.config import LeanConfig
-from burnqed.lean.errors import ReplError, ReplProtocolError, ReplTimeoutError, ReplVersionError
+from burnqed.lean.errors import (
+    ReplError,
+    ReplProtocolError,
+    ReplTimeoutError,
+    ReplVersionError,
+    is_interrupt,
+)
 from burnqed.lean.goals import Goal, render_goals
 
 log = logging.getLogger(__name__)
@@ -930,7 +936,7 @@ class ReplClient:
             p.future.cancel()
             raise
         if "error" in reply and "desc" in reply:
-            if reply["error"] == "internal" and reply["desc"] == "interrupt":
+            if is_interrupt(str(reply["error"]), str(reply["desc"])):
                 raise ReplTimeoutError(
                     f"{self.name}: {p.cmd} interrupted by the REPL's timeout "
                     f"({self.cfg.tactic_timeout_s} s, lean.tactic_timeout_s)",

@@ -18,6 +18,16 @@ same REPL program, toolchain and imported library.  The expansion cache
   once they are built.  A file is read once and remembered by its identity on disk (the first
   digest of a Mathlib build reads its gigabytes of ``.olean`` files; later ones only stat them).
 
+**Where the REPL runs is read off the running REPL.**  A wrapper may set up its own environment —
+``cd ../project && exec lake env repl``, a ``PATH`` with another ``lean`` — that the caller's
+environment and ``lean.project_path`` do not show.  So the identity is taken from the process that
+answers a running REPL's requests (:func:`repl_process`: the deepest process below the one started,
+since a wrapper's ``exec`` keeps its pid and ``lake env`` runs the REPL as its child): its
+executable's bytes (``program.running``), and its own ``PATH``, ``LEAN_SYSROOT``, ``LEAN_PATH`` and
+working directory for ``toolchain`` and ``lean_path``.  :func:`observe_repl` starts one to look
+(the search stage looks at its pool's first worker instead); where none starts, the caller's
+environment stands in and ``program.running`` is None.
+
 An absent part is None (no ``lean`` on the PATH, no ``LEAN_PATH``, a command not found here).  A
 command that runs a burnqed module (``python -m burnqed.proplogic``, which runs no Lean) has all
 three None: that module's code keys it (:func:`~burnqed.provenance.code_digest`, by the caller).
@@ -39,6 +49,7 @@ import os
 import shutil
 import subprocess
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -121,12 +132,59 @@ def _lean_path(env: dict[str, str]) -> dict[str, str | None] | None:
     return out
 
 
-def environment_identity(cfg: LeanConfig) -> dict[str, Any]:
+def repl_process(pid: int | None) -> dict[str, Any] | None:
+    """The process that answers the requests of the REPL started as ``pid``, as it runs: its
+    executable, working directory and environment — the deepest process below ``pid`` (a
+    wrapper's ``exec`` keeps the pid; ``lake env`` starts the REPL as its child).  None when it
+    cannot be read (gone, another user's, no ``/proc``)."""
+    import psutil
+
+    if pid is None:
+        return None
+    try:
+        root = psutil.Process(pid)
+        below = root.children(recursive=True)
+        parent = {p.pid: p.ppid() for p in below}
+
+        def depth(p: psutil.Process) -> int:
+            d, q = 0, p.pid
+            while q in parent:
+                d, q = d + 1, parent[q]
+            return d
+
+        leaf = max([root, *below], key=lambda p: (depth(p), p.create_time()))
+        return {"exe": leaf.exe(), "cwd": leaf.cwd(), "env": dict(leaf.environ())}
+    except (psutil.Error, OSError) as e:
+        log.warning("REPL pid %s: cannot read the process that runs it (%s)", pid, e)
+        return None
+
+
+async def observe_repl(cfg: LeanConfig) -> dict[str, Any] | None:
+    """Start ``lean.repl_command`` as a pool would, read the process that answers it
+    (:func:`repl_process`) once it is ready, and stop it; None when it does not start (the
+    search would fail there anyway) or runs a burnqed module (keyed by its code)."""
+    from burnqed.lean.client import ReplClient
+
+    if launched_modules(cfg.to_dict()):
+        return None
+    try:
+        async with ReplClient(cfg, name="observe") as client:
+            return repl_process(client.pid)
+    except (ReplError, OSError) as e:
+        log.info("lean.repl_command %s: not started to see where it runs (%s); the caller's "
+                 "environment stands in", list(cfg.repl_command), e)  # fmt: skip
+        return None
+
+
+def environment_identity(
+    cfg: LeanConfig, running: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """What decides a Lean answer besides the question (module docstring): ``program``,
-    ``toolchain`` and ``lean_path``.  A project whose ``LEAN_PATH`` cannot be had (no ``lake``)
-    gives ``lean_path: {"error": …}`` (such a REPL does not start either).  A REPL that is a
-    burnqed module (the propositional stand-in) runs no Lean: all three are None, its code keys
-    it (so the demo's cache does not depend on whether a machine has Lean installed)."""
+    ``toolchain`` and ``lean_path``, from the environment of ``running`` (:func:`repl_process`
+    of a running REPL) where given, else the caller's.  A project whose ``LEAN_PATH`` cannot be
+    had (no ``lake``) gives ``lean_path: {"error": …}`` (such a REPL does not start either).  A REPL
+    that is a burnqed module (the propositional stand-in) runs no Lean: all three are None, its
+    code keys it (so the demo's cache does not depend on whether a machine has Lean installed)."""
     if launched_modules(cfg.to_dict()):
         return {"program": None, "toolchain": None, "lean_path": None}
     try:
@@ -135,12 +193,17 @@ def environment_identity(cfg: LeanConfig) -> dict[str, Any]:
         env, cwd = dict(os.environ), cfg.project_path
         lean_path: Any = {"error": str(e)}
     else:
+        lean_path = None  # below, from the environment the REPL runs in
+    program = _program(cfg, env, cwd)
+    program["running"] = None
+    if running is not None:
+        env, cwd = dict(running["env"]), running["cwd"]
+        with contextlib.suppress(OSError):
+            program["running"] = file_digest(running["exe"])
+        lean_path = None
+    if lean_path is None:
         lean_path = _lean_path(env)
-    return {
-        "program": _program(cfg, env, cwd),
-        "toolchain": _toolchain(env, cwd),
-        "lean_path": lean_path,
-    }
+    return {"program": program, "toolchain": _toolchain(env, cwd), "lean_path": lean_path}
 
 
-__all__ = ["environment_identity", "olean_files"]
+__all__ = ["environment_identity", "observe_repl", "olean_files", "repl_process"]

@@ -20,6 +20,8 @@ Example::
 
 from __future__ import annotations
 
+import re
+
 
 class ReplError(RuntimeError):
     """A process or protocol failure of a REPL (the message says which and quotes the cause)."""
@@ -43,6 +45,32 @@ class ReplTimeoutError(ReplError):
         self.killed = killed
 
 
+# The kinds of an ``{"error": kind, "desc": …}`` reply that are a Lean exception raised while the
+# tactic ran (``reference/pantograph.md`` §5: "Lean exception inside CoreM"): Lean's verdict on the
+# tactic — some tactics a file accepts fail so in ``goal.tactic`` (PyPantograph #82) — kept as a
+# failed tactic.  Every other kind is the protocol's (a malformed request, an unknown state, an IO
+# error): no verdict on the tactic.
+LEAN_EXCEPTION_KINDS = frozenset({"core", "exception"})
+
+
+def is_interrupt(kind: str, desc: str) -> bool:
+    """Whether an error reply is the REPL's own timeout firing: Pantograph answers ``{"error":
+    "internal", "desc": "interrupt"}`` (``reference/pantograph.md`` §8), but the text of Lean's
+    interrupt exception has changed between versions ("interrupt", "interrupted", "(interrupt)",
+    "internal exception: interrupt") and may reach a client under ``core`` or ``exception``, so any
+    ``internal``, ``core`` or ``exception`` reply whose description names an interrupt is one.
+
+    >>> is_interrupt("internal", "interrupt"), is_interrupt("core", "Interrupted")
+    (True, True)
+    >>> is_interrupt("internal", "unknown free variable"), is_interrupt("index", "interrupt")
+    (False, False)
+    """
+    words = re.findall(r"[a-z]+", desc.lower())
+    return kind in ("internal", "core", "exception") and any(
+        w in ("interrupt", "interrupted", "interruption") for w in words
+    )
+
+
 class ReplProtocolError(ReplError):
     """The REPL answered ``{"error": kind, "desc": desc}`` to ``command``; the process is still usable."""
 
@@ -61,4 +89,12 @@ class StartError(ReplError):
     """
 
 
-__all__ = ["ReplError", "ReplProtocolError", "ReplTimeoutError", "ReplVersionError", "StartError"]
+__all__ = [
+    "LEAN_EXCEPTION_KINDS",
+    "ReplError",
+    "ReplProtocolError",
+    "ReplTimeoutError",
+    "ReplVersionError",
+    "StartError",
+    "is_interrupt",
+]

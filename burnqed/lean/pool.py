@@ -22,6 +22,14 @@ fails that one tactic (kind ``timeout``, which the search counts as a non-determ
 - **a hard hang kills it**: no reply within ``lean.hang_grace_s`` after the REPL's timeout
   (``hard_hangs``).
 
+An error reply to ``goal.tactic`` (``{"error": kind, "desc": …}``) is one of three things: the
+REPL's interrupt (any wording of it: :func:`~burnqed.lean.errors.is_interrupt`), a ``timeout``
+above; a Lean exception raised inside the tactic (``core``, ``exception``: some tactics a file
+accepts fail so, PyPantograph #82), a failed tactic of kind ``error`` like any other; or the
+protocol's own (a malformed request, an index that is not a state's: ``protocol_errors``), a
+failure of kind ``protocol`` — no verdict of Lean's on the tactic, so the expansion cache never
+keeps it — except a stale state index, which restarts the worker and retries.
+
 Workers also restart after EOF, a crash or garbage on stdout (``crashes``; the request is retried
 once after the restart, then :class:`ReplError` quotes the cause), and are recycled after
 ``recycle_after_requests`` requests or ``recycle_after_s`` seconds (``recycles``: the old process
@@ -116,6 +124,7 @@ from burnqed.lean.client import (
     read_version,
 )
 from burnqed.lean.errors import (
+    LEAN_EXCEPTION_KINDS,
     ReplError,
     ReplProtocolError,
     ReplTimeoutError,
@@ -158,8 +167,9 @@ class TacticSuccess:
 
 @dataclass(frozen=True)
 class TacticFailure:
-    # heartbeats: the deterministic per-tactic limit; timeout: a wall-clock backstop fired
-    kind: Literal["error", "parse", "guard", "sorry", "heartbeats", "timeout"]
+    # heartbeats: the deterministic per-tactic limit; timeout: a wall-clock backstop fired;
+    # protocol: the REPL answered an error reply of its protocol's, no verdict of Lean's
+    kind: Literal["error", "parse", "guard", "sorry", "heartbeats", "timeout", "protocol"]
     message: str
     lean_time_s: float  # REPL time; for a timeout or protocol error, the call's wall time
 
@@ -341,6 +351,17 @@ class LeanPool:
         clients = [w.client for w in self._workers if w.client is not None]
         clients += [*self._retiring, *self._spares, *self._warm_verifiers, *self._starting]
         return sorted({c.pid for c in clients if c.pid is not None and c.alive})
+
+    def repl_process(self) -> dict | None:
+        """Where a worker's REPL runs — the executable, working directory and environment of the
+        process that answers it (:func:`~burnqed.lean.environment.repl_process`): what the
+        expansion cache keys Lean answers on; None when no worker is running."""
+        from burnqed.lean.environment import repl_process
+
+        for w in self._workers:
+            if w.client is not None and w.client.alive:
+                return repl_process(w.client.pid)
+        return None
 
     def stats(self) -> dict:
         """:data:`~burnqed.outcomes.POOL_COUNTERS` since the pool started, with ``workers``,
@@ -1090,8 +1111,13 @@ class ProofSession:
                                 if own_failures == 2:
                                     break
                             continue
-                        # A Lean exception inside the tactic (PyPantograph #82): the tactic failed.
-                        return TacticFailure("error", e.desc, time.perf_counter() - t0)
+                        elapsed = time.perf_counter() - t0
+                        if e.kind in LEAN_EXCEPTION_KINDS:  # Lean's, inside the tactic (#82)
+                            return TacticFailure("error", e.desc, elapsed)
+                        # The protocol's: no verdict on the tactic (never cached, not a result).
+                        pool._counts["protocol_errors"] += 1
+                        log.warning("%s: %r: %s", self.theorem.key, tactic, e)
+                        return TacticFailure("protocol", f"{e.kind}: {e.desc}", elapsed)
                     except ReplError as e:
                         last = e
                         if pool._failed(w, client, e, str(e)):

@@ -29,20 +29,26 @@ without the cache, except clock fields, per-node Lean times and the ``cache`` bl
   ``server_url`` (neither SGLang nor vLLM states its GPU), one that says it is not deterministic —
   is not cached: counted (``expansions.uncached``), one log line, the block says why;
 - a Lean answer: :func:`lean_settings` — the Lean project's toolchain, Mathlib and packages, the
-  REPL's ``--version`` (or the code of a burnqed REPL), the Lean environment the REPL runs in
-  (:func:`burnqed.lean.environment.environment_identity`: the REPL program's and any wrapper
-  script's bytes, the toolchain's full ``lean --version``, and every ``.olean`` file on its
-  ``LEAN_PATH``, whole), burnqed's Lean client code, imports, ``lean.options`` (pretty-printer
-  options), the heartbeat limit and the tactic guard — plus the theorem's whole statement (header
-  and all) and, for a tactic, the state as the REPL printed it and the tactic (:func:`tactic_key`,
-  :func:`start_key`) → the new state's printed form, or the failure (kind and message), or for a
-  start the root state or Lean's verdict on the statement.  Each row also keeps its question (the
-  theorem, the tactics from its root, the tactic) for ``burnqed cache verify``.
+  REPL's ``--version`` (or the code of a burnqed REPL) and its arguments (``--maxHeartbeats=…``,
+  imports, options), the Lean environment the REPL runs in, read off the running REPL
+  (:func:`burnqed.lean.environment.environment_identity`: the bytes of the process that answers it
+  and of the REPL program and any wrapper script, the full ``lean --version`` on its ``PATH``, and
+  every ``.olean`` file on its ``LEAN_PATH``, whole), burnqed's Lean client code, imports,
+  ``lean.options`` (pretty-printer options), the heartbeat limit and the tactic guard — plus the
+  theorem's whole statement (header and all) and, for a tactic, the **tactic path from the root**:
+  a tactic's key chains its parent state's key (:func:`start_key` for the root) with the tactic
+  (:func:`tactic_key`), so two states Lean prints alike reached by different paths never share a
+  key → the new state's printed form, or the failure (kind and message), or for a start the root
+  state or Lean's verdict on the statement.  Each row also keeps the digest of the state its tactic
+  ran on as Lean printed it (:func:`state_digest`: a check, a path printed otherwise today is a
+  disagreement) and its question (the theorem, the tactics from its root, the tactic) for
+  ``burnqed cache verify``.
 
 Never stored: infrastructure errors (a ``ReplError`` or server failure raises through the source
-and is never an answer), wall-clock timeouts (a ``timeout`` failure: the clock decided), samples a
-server aborted, unseeded sampling and a backend that is not deterministic.  Never served: a stored
-Lean answer that cost more than today's ``lean.tactic_timeout_s`` (a live run would have timed out
+and is never an answer), wall-clock timeouts (a ``timeout`` failure: the clock decided), protocol
+errors (a ``protocol`` failure: the REPL's error reply, no verdict of Lean's), samples a server
+aborted, unseeded sampling and a backend that is not deterministic.  Never served: a stored Lean
+answer that cost more than today's ``lean.tactic_timeout_s`` (a live run would have timed out
 there; it is asked again).  Whole-proof verification always runs live.
 
 **Live state after cached answers.**  A cached Lean answer leaves no state in any REPL; the first
@@ -52,28 +58,37 @@ the pool (:mod:`burnqed.search.answered`: ``ProofSession.adopt``, rebuilt on fir
 cached cost of each adopted step, the live start below a cached root — is subtracted from the
 saving.
 
-**Answers Lean refutes are evicted** (the printed state is a lossy key on real Lean: ``⋯``, ``✝``,
-metavariable context; a cache moved between machines may hold answers of another Lean):
+**Answers Lean refutes are evicted, and every attempt that was served one is redone live** (a
+key holds what burnqed sees decide an answer; a non-deterministic REPL or a cache moved from a Lean
+that differs where no key part looks can still hold a wrong one).  A disagreement evicts the
+answer (a tombstone every reader honours), stores Lean's, and marks for a redo with every Lean
+question asked live (:meth:`CachedSource.redo`, which the engine calls) the attempt that found it
+and every attempt of this run that was served the answer — the engine holds a theorem's attempts
+until its last one ends, so none of them is written first; one written before (an answer shared
+across theorems, evicted meanwhile by another process) is counted ``stale_attempts``.  The checks:
 
-- *re-checks*: a fraction of the Lean hits (``cache_recheck``; drawn from the run's own seeded
-  hash of the key, theorem and attempt, so the search's draws do not move and the choice does not
-  depend on the order questions come in) is asked live — the hit's chain replayed in the pool,
-  then the tactic — and the live answer is used; one that differs (another state, success for
-  failure or back, another failure kind) is a ``disagreement``: the key is evicted and the live
-  answer stored;
+- *re-checks*: a fraction of the Lean hits (``cache_recheck``; drawn from a hash of the key,
+  theorem and attempt seeded by ``recheck_seed`` — the search stage's is the job's — so the
+  search's draws do not move, a rerun re-checks the same hits, and the choice does not depend on
+  the order questions come in) is asked live — the hit's chain replayed in the pool, then the
+  tactic — and the live answer is used; one that differs (another state, success for failure or
+  back, another failure kind) is a ``disagreement``;
 - *rebuilds*: a cached state the pool cannot rebuild (its step fails) or rebuilds printed otherwise
-  (or a cached root Lean prints otherwise) ends the attempt, its answer is evicted, and the attempt
-  is redone with every Lean question asked live (:meth:`CachedSource.redo`, which the engine
-  calls): the attempt's true result, never an ``error``;
+  (or a cached root Lean prints otherwise) ends the attempt: its true result, never an ``error``;
+- *the printed-state check*: a row stored below another printed state than its path prints now;
+- *rejected proofs*: a proof Lean rejects whole that went through answers this attempt was served
+  has its path asked again live (:meth:`CachedSource._recheck_path`); an answer Lean gives
+  otherwise is evicted (all standing: Lean's own verdict on the proof, the search goes on);
 - ``burnqed cache verify`` asks a sample of the stored questions again offline.
 
 **The ``cache`` block** (:meth:`CachedSource.stats`, in the search manifest and the eval JSON):
 policy hits and misses (per candidate, and per expansion answered whole), Lean hits and misses
 (starts apart), answers not stored and not served and why, adopted states, rebuilds,
 disagreements, re-checks (asked, agreed, disagreed, inconclusive), evictions by cause, attempts
-redone, conflicts (a key read or put twice with different answers: a non-determinism), and
-seconds: generation and Lean time saved (the cost recorded with each hit), the rebuilds' Lean
-time, and the Lean saving net of it.
+redone, stale attempts, proofs rejected through the cache (their paths' steps asked, refuted),
+conflicts (a key read or put twice with different answers: a non-determinism; a failure message
+compares with its metavariables renumbered), and seconds: generation and Lean time saved (the cost
+recorded with each hit), the rebuilds' Lean time, and the Lean saving net of it.
 
 Example (``gen`` a backend, ``pool`` a ``LeanPool``, ``lean_cfg`` its config)::
 
@@ -90,13 +105,16 @@ Example (``gen`` a backend, ``pool`` a ``LeanPool``, ``lean_cfg`` its config)::
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import contextlib
 import dataclasses
 import hashlib
 import json
 import logging
 import os
-import secrets
+import re
+import shutil
 import subprocess
 import threading
 import time
@@ -109,8 +127,9 @@ from burnqed.config import LeanConfig, PolicyConfig
 from burnqed.determinism import RUN_SPECIFIC_FILES, cpu_name, determinism_mode
 from burnqed.isa import VARIABLES as ISA_VARIABLES
 from burnqed.isa import pin_in_force
-from burnqed.lean.environment import environment_identity
-from burnqed.lean.errors import StartError
+from burnqed.lean.client import repl_argv
+from burnqed.lean.environment import environment_identity, observe_repl
+from burnqed.lean.errors import ReplError, StartError
 from burnqed.lean.pool import TacticFailure
 from burnqed.policy import Candidate, Generation, SamplingParams, generation_of
 from burnqed.provenance import code_digest, files_digest, launched_modules, lean_project_versions
@@ -134,14 +153,17 @@ from burnqed.theorems import Theorem
 log = logging.getLogger(__name__)
 
 # Part of every key: a new layout starts afresh (v2: server identity, Lean environment, whole-file
-# model digests).
-KEY_VERSION = "burnqed-expansion-cache-v2"
-# Failures the clock decided, not Lean: never stored (burnqed.outcomes: non-deterministic events).
-NOT_STORED = frozenset({"timeout"})
+# model digests; v3: Lean answers keyed on the tactic path from the root).
+KEY_VERSION = "burnqed-expansion-cache-v3"
+# Failures the clock decided (a wall-clock backstop) or the REPL's protocol (an error reply that is
+# not Lean's verdict on the tactic), not Lean: never stored (burnqed.outcomes).
+NOT_STORED = frozenset({"timeout", "protocol"})
 DETERMINISTIC_SGLANG = "--enable-deterministic-inference"
 REFRESH_S = 30.0  # at most this often, a start reads the shards other processes wrote meanwhile
-# The variables of this process a launched server inherits that choose its hardware or kernels.
+# The variables of this process a launched server inherits that choose its hardware or kernels:
+# these, and every one named with a prefix of the servers' own settings.
 SERVER_VARIABLES = ("CUDA_VISIBLE_DEVICES", "VLLM_BATCH_INVARIANT", "VLLM_ATTENTION_BACKEND")
+SERVER_PREFIXES = ("SGLANG_", "SGL_", "VLLM_", "FLASHINFER_")
 
 
 # --------------------------------------------------------------------------------------------
@@ -195,29 +217,137 @@ def _code(obj: Any) -> str:
     return f"{module}.{type(obj).__qualname__}"
 
 
+def _gpu_driver() -> str | None:
+    """The NVIDIA driver's version (``nvidia-smi``), None without one: the kernels a server's
+    CUDA libraries load come with it."""
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=10)  # fmt: skip
+        versions = sorted({v.strip() for v in out.stdout.splitlines() if v.strip()})
+        if out.returncode == 0 and versions:
+            return ",".join(versions)
+    return None
+
+
 def local_hardware() -> dict[str, Any]:
     """What a server launched here computes on: the visible GPUs' names (torch's view, else
-    ``nvidia-smi``'s with ``$CUDA_VISIBLE_DEVICES``), else the CPU (its model name and the kernel
-    level torch dispatches to here)."""
+    ``nvidia-smi``'s with ``$CUDA_VISIBLE_DEVICES``) and the driver's version, else the CPU (its
+    model name and the kernel level torch dispatches to here)."""
     import torch
 
     if torch.cuda.is_available():
-        return {"gpus": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]}
+        return {"gpus": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())],
+                "driver": _gpu_driver()}  # fmt: skip
     with contextlib.suppress(OSError, subprocess.SubprocessError):
         out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
                              capture_output=True, text=True, timeout=10)  # fmt: skip
         names = [n.strip() for n in out.stdout.splitlines() if n.strip()]
         if out.returncode == 0 and names:
-            return {"gpus": names, "visible": os.environ.get("CUDA_VISIBLE_DEVICES")}
+            return {"gpus": names, "visible": os.environ.get("CUDA_VISIBLE_DEVICES"),
+                    "driver": _gpu_driver()}  # fmt: skip
     return {"cpu": cpu_name(), "cpu_capability": torch.backends.cpu.get_cpu_capability()}
 
 
+def server_environment(command: Sequence[str]) -> tuple[dict[str, str], list[str]]:
+    """The environment a server launched with ``command`` runs in — this process's (the launcher
+    passes it on) with what an ``env NAME=VALUE …`` in front of the command sets or unsets — and
+    the command after it."""
+    env, words = dict(os.environ), list(command)
+    if words and Path(words[0]).name == "env":
+        words = words[1:]
+        while words:
+            word = words[0]
+            if word in ("-u", "--unset") and len(words) > 1:
+                env.pop(words[1], None)
+                words = words[2:]
+            elif word.startswith("-"):
+                words = words[1:]  # -i and the like: not seen in a launch command
+            elif "=" in word:
+                name, _, value = word.partition("=")
+                env[name] = value
+                words = words[1:]
+            else:
+                break
+    return env, words
+
+
+# The packages whose code computes a launched server's tokens (kernels, attention, sampling), as
+# its own interpreter has them installed (None: not installed there).
+SERVER_PACKAGES = ("sglang", "sgl-kernel", "flashinfer-python", "flashinfer", "vllm", "torch",
+                   "triton", "transformers", "xformers")  # fmt: skip
+_VERSIONS = (
+    "import importlib.metadata as m, json, sys\n"
+    "def v(n):\n"
+    "    try:\n        return m.version(n)\n"
+    "    except m.PackageNotFoundError:\n        return None\n"
+    "print(json.dumps({n: v(n) for n in sys.argv[1:]}))"
+)
+
+
+def _interpreter(program: str, env: Mapping[str, str]) -> str | None:
+    """The Python that runs a server's ``program`` (itself, or its script's ``#!`` line's)."""
+    exe = shutil.which(program, path=env.get("PATH"))
+    if exe is None:
+        return None
+    if re.fullmatch(r"python[\d.]*", Path(exe).name):
+        return exe
+    with contextlib.suppress(OSError, UnicodeDecodeError), open(exe, "rb") as f:
+        first = f.readline(512).decode()
+        words = first[2:].split() if first.startswith("#!") else []
+        if len(words) > 1 and Path(words[0]).name == "env":
+            return shutil.which(words[1], path=env.get("PATH"))
+        if words and re.fullmatch(r"python[\d.]*", Path(words[0]).name):
+            return words[0]
+    return None
+
+
+def server_packages(command: Sequence[str]) -> dict[str, str | None] | None:
+    """The :data:`SERVER_PACKAGES` versions of the interpreter a launch command runs (its own
+    environment: SGLang lives in one of its own), asked of that interpreter; None when the
+    command's program is not a Python or a Python script (the key then holds the command only)."""
+    env, words = server_environment(command)
+    python = _interpreter(words[0], env) if words else None
+    if python is None:
+        return None
+    with contextlib.suppress(OSError, subprocess.SubprocessError, ValueError, IndexError):
+        out = subprocess.run([python, "-c", _VERSIONS, *SERVER_PACKAGES], env=env,
+                             stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                             timeout=120)  # fmt: skip
+        if out.returncode == 0:
+            versions = json.loads(out.stdout.strip().splitlines()[-1])
+            if isinstance(versions, dict):
+                return versions
+    log.warning("%s: could not ask it for its packages' versions", python)
+    return None
+
+
+def _by_content(identity: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    """A server's identity with the local model and tokenizer directories it names replaced by
+    their content (:func:`model_fingerprint`): another tokenizer under the same path misses, the
+    same one under another path hits."""
+    if identity is None:
+        return None
+    out = json.loads(json.dumps(identity, default=str))
+    where = [(out.get("args") or {}, k) for k in ("model_path", "tokenizer_path")]
+    where.append((out.get("model") or {}, "root"))
+    for holder, k in where:
+        value = holder.get(k)
+        if isinstance(value, str) and Path(value).is_dir():
+            holder[k] = f"content:{model_fingerprint(value)}"
+    return out
+
+
 def _server_uncached(
-    cfg: PolicyConfig, identity: Mapping[str, Any] | None, command: list[str] | None
+    cfg: PolicyConfig,
+    identity: Mapping[str, Any] | None,
+    command: list[str] | None,
+    env: Mapping[str, str] | None = None,
 ) -> str | None:
     """Why a server's answers cannot be cached (None: they can): it did not say what it runs, an
-    external one states no hardware, or it is not deterministic as it states it (SGLang's
-    ``enable_deterministic_inference``; a launched SGLang that does not state it: its command)."""
+    external one states no hardware, it is not deterministic as it states it (SGLang's
+    ``enable_deterministic_inference``; a launched SGLang that does not state it: its command), or
+    it is a vLLM launched without batch invariance (``VLLM_BATCH_INVARIANT=1`` in ``env``, its
+    environment: without it a sample depends on what else is in the batch)."""
     where = cfg.server_url or "the launched server"
     if identity is not None and identity.get("error"):
         return f"{where} did not state what it runs ({identity['error']})"
@@ -233,6 +363,12 @@ def _server_uncached(
     flagged = cfg.server_url is None and DETERMINISTIC_SGLANG in (command or ())
     if cfg.backend == "sglang" and stated is None and not flagged:
         return "the backend's answers are not deterministic (no seeded deterministic mode)"
+    vllm = identity is not None and identity.get("server") == "vllm"
+    if vllm and (env or {}).get("VLLM_BATCH_INVARIANT") != "1":
+        return (
+            f"{where} is a vLLM not launched batch-invariant (VLLM_BATCH_INVARIANT=1 in its "
+            "environment): its samples depend on what else is in the batch"
+        )
     return None
 
 
@@ -274,36 +410,65 @@ def policy_settings(generator: Any, policy: PolicyConfig | Mapping[str, Any]) ->
         command = list(cfg.server_command) if cfg.server_command else None
         ask = getattr(generator, "server_identity", None)
         identity = ask() if callable(ask) else None
-        settings["server"] = identity
+        settings["server"] = _by_content(identity)
+        env = None
         if cfg.server_url is None:
+            env, _ = server_environment(command or [])
             settings["launch"] = command
             settings["hardware"] = local_hardware()
-            settings["server_variables"] = {v: os.environ.get(v) for v in SERVER_VARIABLES}
+            # What the server's own environment holds: its packages, and the variables (this
+            # process's, or set by an `env` in front of the command) that choose its kernels.
+            settings["server_packages"] = server_packages(command) if command else None
+            named = {*SERVER_VARIABLES, *(k for k in env if k.startswith(SERVER_PREFIXES))}
+            settings["server_variables"] = {k: env.get(k) for k in sorted(named)}
         else:
             settings["url"] = cfg.server_url
-        settings["uncached"] = _server_uncached(cfg, identity, command)
+        settings["uncached"] = _server_uncached(cfg, identity, command, env)
     return settings
 
 
-def lean_settings(lean: LeanConfig | Mapping[str, Any], repl_version: str | None) -> dict[str, Any]:
+def lean_settings(
+    lean: LeanConfig | Mapping[str, Any],
+    repl_version: str | None,
+    *,
+    running: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     """The run-wide part of a Lean answer's key (module docstring): toolchain, Mathlib and packages
     of ``lean.project_path``, the REPL's ``--version`` text ``repl_version`` (the search stage
-    reads it), the code of a REPL that is a burnqed module, the Lean environment the REPL runs in
-    (:func:`~burnqed.lean.environment.environment_identity`), burnqed's Lean client, imports,
+    reads it), its arguments as the pool starts it (``repl_command`` past the executable, then
+    imports and ``lean.options`` as ``--key=value``: a ``--maxHeartbeats=N`` there decides
+    answers), the code of a REPL that is a burnqed module, the Lean environment the REPL runs in
+    (:func:`~burnqed.lean.environment.environment_identity`, read off ``running`` — a running
+    REPL's :func:`~burnqed.lean.environment.repl_process` — or, without it, off one started here
+    to look: :func:`~burnqed.lean.environment.observe_repl`), burnqed's Lean client, imports,
     ``lean.options``, the heartbeat limit and the guard's patterns."""
     cfg = lean if isinstance(lean, LeanConfig) else LeanConfig.from_dict(dict(lean))
     launched = launched_modules(cfg.to_dict())
+    if running is None and not launched:
+        running = _observed(cfg)
     return {
         "lean_project": lean_project_versions(cfg.project_path),
         "repl_version": repl_version,
+        "repl_arguments": repl_argv(cfg)[1:],
         "repl_code": code_digest(*launched) if launched else None,
-        "environment": environment_identity(cfg),
+        "environment": environment_identity(cfg, running),
         "client_code": code_digest("burnqed.lean.pool"),  # tactic wrapping, goal printing, guard
         "imports": list(cfg.imports),
         "options": dict(cfg.options),
         "tactic_heartbeats": cfg.tactic_heartbeats,
         "banned_tactics": list(cfg.banned_tactics),
     }
+
+
+def _observed(cfg: LeanConfig) -> dict[str, Any] | None:
+    """:func:`~burnqed.lean.environment.observe_repl` from synchronous code (on a thread of its
+    own when an event loop runs here)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(observe_repl(cfg))
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, observe_repl(cfg)).result()
 
 
 def candidate_key(
@@ -328,13 +493,38 @@ def statement_digest(theorem: Theorem) -> str:
 
 
 def start_key(settings: str, statement: str) -> str:
-    """The key of a theorem's start (its root state, or Lean's verdict on the statement)."""
+    """The key of a theorem's start (its root state, or Lean's verdict on the statement): the
+    run-wide Lean settings and the theorem's whole statement — and the key every state of the
+    theorem chains from (:func:`tactic_key`)."""
     return _digest(KEY_VERSION, "start", settings, statement)
 
 
-def tactic_key(settings: str, statement: str, state: str, tactic: str) -> str:
-    """The key of ``tactic`` on the state printed as ``state`` in the theorem ``statement``."""
-    return _digest(KEY_VERSION, "tactic", settings, statement, state, tactic)
+def tactic_key(parent: str, tactic: str) -> str:
+    """The key of ``tactic`` on the state the answer keyed ``parent`` made (:func:`start_key` for
+    the root): so a tactic's key holds the settings, the statement and the whole tactic path from
+    the root, never the printed state alone — two states Lean prints alike (``↑x = ↑y`` over ℤ and
+    over ℝ, ``⋯``, ``✝``) reached by different paths have different keys.
+
+    >>> root = start_key("settings", "theorem t : p → p := by")
+    >>> tactic_key(tactic_key(root, "intro h"), "exact h") != tactic_key(root, "exact h")
+    True
+    """
+    return _digest(KEY_VERSION, "tactic", parent, tactic)
+
+
+def path_keys(settings: str, statement: str, path: Sequence[str]) -> list[str]:
+    """The keys of a theorem's start and of each step of ``path`` (tactics from its root)."""
+    keys = [start_key(settings, statement)]
+    for tactic in path:
+        keys.append(tactic_key(keys[-1], tactic))
+    return keys
+
+
+def state_digest(text: str) -> str:
+    """The check a tactic's row keeps beside its key: the digest of the state it ran on, as Lean
+    printed it.  A path that now prints its state otherwise is a disagreement (another Lean, a
+    non-determinism), not a hit."""
+    return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
 
 
 THEOREM_FIELDS = ("name", "key", "formal_statement", "header", "informal_prefix")
@@ -370,7 +560,7 @@ class CacheSpec:
     policy: Mapping[str, Any] | None  # policy_settings(...); None: the policy is not cached
     lean: Mapping[str, Any] | None  # lean_settings(...); None: Lean is not cached
     recheck: float = 0.0
-    recheck_seed: int | None = None  # None: a fresh one per run (recorded in the block)
+    recheck_seed: int | None = None  # the re-check draws' seed (None: 0; recorded in the block)
     tactic_timeout_s: float | None = None
 
     def open(self, live: LiveSource) -> CachedSource:
@@ -393,7 +583,8 @@ class CachedSource:
 
     ``policy`` / ``lean``: the run-wide key parts (:func:`policy_settings`, :func:`lean_settings`);
     None leaves that kind uncached.  ``recheck``: the fraction of Lean hits asked live again (its
-    draws from ``recheck_seed``: a fresh one when None); ``tactic_timeout_s``: a stored answer that
+    draws seeded by ``recheck_seed``: the search stage derives it from the job, None is 0, so a
+    rerun re-checks the same hits); ``tactic_timeout_s``: a stored answer that
     cost more is not served.  :meth:`close` writes what is still buffered and the run's record
     (``runs/``); call it when the search ends, however it ends."""
 
@@ -420,7 +611,7 @@ class CachedSource:
         self.writer = new_writer_id()
         self.refresh_s = refresh_s
         self.recheck = float(recheck)
-        self.recheck_seed = secrets.randbits(63) if recheck_seed is None else int(recheck_seed)
+        self.recheck_seed = 0 if recheck_seed is None else int(recheck_seed)
         self.tactic_timeout_s = tactic_timeout_s
         self.policy_off = self._policy_off(policy)
         self.policy = dict(policy or {})
@@ -444,12 +635,18 @@ class CachedSource:
         self.counts: dict[str, Counter] = {
             k: Counter()
             for k in ("requests", "candidates", "lean", "starts", "not_stored", "not_served",
-                      "states", "verifications", "rechecks", "evicted")
+                      "states", "verifications", "rechecks", "evicted", "rejected_proofs")
         }  # fmt: skip
         self.seconds: Counter[str] = Counter()  # saved / spent per kind, rebuilds
         # Attempts whose answers Lean refuted (to redo), and those redone with Lean asked live.
         self._redo: set[tuple[str, int]] = set()
         self._live_attempts: set[tuple[str, int]] = set()
+        # Which Lean answers were served to which attempts (key → attempts, attempt → keys), the
+        # attempts the engine has written, and those written before an answer they used went.
+        self._served_to: dict[str, set[tuple[str, int]]] = {}
+        self._served_keys: dict[tuple[str, int], set[str]] = {}
+        self._settled: set[tuple[str, int]] = set()
+        self._stale: set[tuple[str, int]] = set()
         # lookup runs on the event loop, generate on the generator's thread: counts under a lock
         self._count_lock = threading.Lock()
         self._closed = False
@@ -557,13 +754,18 @@ class CachedSource:
     # -- Lean --------------------------------------------------------------------------------
 
     def _maybe_refresh(self) -> None:
-        """Read what other processes wrote meanwhile (two evals of one model side by side)."""
+        """Read what other processes wrote meanwhile (two evals of one model side by side); an
+        answer another writer evicted that this run served redoes the attempts that used it."""
         if time.monotonic() - self._refreshed < self.refresh_s:
             return
         self._refreshed = time.monotonic()
         for store in (self.policy_store, self.lean_store):
             if store is not None:
                 store.refresh()
+        if self.lean_store is not None:
+            dropped, self.lean_store.dropped = self.lean_store.dropped, []
+            for key in dropped:
+                self._refuted_key(key)
 
     def _recheck_drawn(self, key: str, theorem: str, attempt: int) -> bool:
         """Whether this hit is re-checked: a draw of the run's own seeded hash of (key, theorem,
@@ -578,18 +780,47 @@ class CachedSource:
         return int.from_bytes(h.digest(), "big") / 2.0**64 < self.recheck
 
     def _why_live(self, row: Mapping[str, Any], key: str, theorem: str, attempt: int,
-                  *, live_only: bool, tactic: bool) -> str | None:  # fmt: skip
-        """Why a held answer is asked live instead of served (None: served)."""
+                  *, live_only: bool, state: str | None = None) -> str | None:  # fmt: skip
+        """Why a held answer is asked live instead of served (None: served).  ``state``: the
+        printed state a tactic runs on (None for a start), checked against the row's."""
         if live_only:
             return "live"  # the attempt is redone with every Lean question asked live
+        if state is not None and row.get("state_digest") not in (None, state_digest(state)):
+            self.counts["not_served"]["printed_otherwise"] += 1
+            return "printed_otherwise"  # the path printed its state otherwise when it was stored
         limit = self.tactic_timeout_s
-        if tactic and limit is not None and row["cost_s"] > limit:
+        if state is not None and limit is not None and row["cost_s"] > limit:
             self.counts["not_served"]["over_time_limit"] += 1
             return "over_time_limit"  # a live run would time out here today
         if self._recheck_drawn(key, theorem, attempt):
             self.counts["rechecks"]["asked"] += 1
             return "recheck"
         return None
+
+    def _served(self, key: str, theorem: str, attempt: int) -> None:
+        """Answer ``key`` was served to ``attempt`` of ``theorem`` (a hit): if it is evicted
+        later in this run, that attempt is redone (or, written already, counted stale)."""
+        ident = (theorem, attempt)
+        self._served_to.setdefault(key, set()).add(ident)
+        self._served_keys.setdefault(ident, set()).add(key)
+
+    def _refuted_key(self, key: str) -> None:
+        """The answer of ``key`` is gone (evicted here or by another writer): every attempt of
+        this run it was served to is redone live — before it is written, since the engine holds
+        a theorem's attempts until its last one ends — or, written already (an answer shared
+        across theorems, an eviction by another process), counted in ``stale_attempts``."""
+        for ident in self._served_to.pop(key, set()):
+            if ident in self._settled:
+                self._stale.add(ident)
+            else:
+                self._redo.add(ident)
+
+    def _evict(self, key: str, cause: str, reason: str) -> None:
+        """Evict ``key``'s answer (``cause``: what refuted it), and redo what was served it."""
+        assert self.lean_store is not None
+        if self.lean_store.evict(key, reason):
+            self.counts["evicted"][cause] += 1
+        self._refuted_key(key)
 
     def _answered_live(
         self,
@@ -602,17 +833,27 @@ class CachedSource:
         message: str | None,
         cost_s: float,
         question: Mapping[str, Any],
+        ident: tuple[str, int],
+        state: str | None,
     ) -> None:
-        """Lean answered ``key`` live (``row``: what the cache held, asked again because ``why``):
-        store a new answer; reconcile a held one — the same answer stands, a different one is a
-        disagreement (evicted, the live answer stored); a timeout stores and refutes nothing."""
+        """Lean answered ``key`` live for attempt ``ident`` (``row``: what the cache held, asked
+        again because ``why``): store a new answer; reconcile a held one — the same answer
+        stands; a different one (or a row whose printed state is not today's) is a
+        disagreement: evicted, the live answer stored, and the attempt redone live, since other
+        answers it was served may be as wrong.  A timeout or a protocol error stores and
+        refutes nothing."""
         if kind in NOT_STORED:
             self.counts["not_stored"][kind] += 1
             if row is not None and why == "recheck":
                 self.counts["rechecks"]["inconclusive"] += 1
             return
         if row is not None:
-            if agrees(row, text, kind):
+            # Stored below another printed state than its path prints now: a disagreement
+            # whatever it says (found by the check, or by a redo that asked it anyway).
+            otherwise = state is not None and row.get("state_digest") not in (
+                None, state_digest(state)
+            )  # fmt: skip
+            if not otherwise and agrees(row, text, kind):
                 if why == "recheck":
                     self.counts["rechecks"]["agreed"] += 1
                 return
@@ -620,15 +861,19 @@ class CachedSource:
                 self.counts["rechecks"]["disagreed"] += 1
             said = row["text"] if row["text"] is not None else f"{row['error_kind']} failure"
             now = text if text is not None else f"{kind} failure"
-            assert self.lean_store is not None
-            self.lean_store.evict(key, f"{why}: cached {said!r}, Lean now {now!r}")
-            self.counts["evicted"][why or "live"] += 1
-        self._store_lean(key, text, kind, message, cost_s, question)
+            if otherwise:
+                reason = f"{why}: stored below another printed state; cached {said!r}"
+            else:
+                reason = f"{why}: cached {said!r}, Lean now {now!r}"
+            self._evict(key, why or "live", reason)
+            self._redo.add(ident)
+        self._store_lean(key, text, kind, message, cost_s, question, state)
 
     async def start(self, theorem: Theorem, attempt: int) -> Any:
         self._maybe_refresh()
         store = self.lean_store
-        live_only = (theorem.key, attempt) in self._live_attempts
+        ident = (theorem.key, attempt)
+        live_only = ident in self._live_attempts
         if store is None:
             session = CachedSession(self, theorem, attempt, None)
             await session.start_live()
@@ -638,10 +883,11 @@ class CachedSource:
         row = store.get(key)
         why = None
         if row is not None:
-            why = self._why_live(row, key, theorem.key, attempt, live_only=live_only, tactic=False)
+            why = self._why_live(row, key, theorem.key, attempt, live_only=live_only)
             if why is None:
                 self.counts["starts"]["hits"] += 1
                 self.seconds["lean_saved"] += row["cost_s"]
+                self._served(key, *ident)
                 if row["text"] is None:
                     raise StartError(row["error"])
                 return CachedSession(self, theorem, attempt, row["text"], statement, row["cost_s"])
@@ -654,12 +900,13 @@ class CachedSource:
             await session.start_live()
         except StartError as e:  # Lean's verdict on the statement: an answer (ReplError is not)
             self._answered_live(key, row, why, text=None, kind="statement", message=str(e),
-                                cost_s=time.perf_counter() - t0, question=question)  # fmt: skip
+                                cost_s=time.perf_counter() - t0, question=question,
+                                ident=ident, state=None)  # fmt: skip
             raise
         spent = time.perf_counter() - t0
         self.seconds["lean_spent"] += spent
         self._answered_live(key, row, why, text=session.root.text, kind=None, message=None,
-                            cost_s=spent, question=question)  # fmt: skip
+                            cost_s=spent, question=question, ident=ident, state=None)  # fmt: skip
         return session
 
     def _store_lean(
@@ -670,36 +917,101 @@ class CachedSource:
         error: str | None,
         cost: float,
         question: Mapping[str, Any] | None = None,
+        state: str | None = None,
     ) -> None:
         assert self.lean_store is not None
         self.lean_store.put(
             {"key": key, "text": text, "error_kind": kind, "error": error, "cost_s": float(cost),
-             **(question or {})}
+             "state_digest": None if state is None else state_digest(state), **(question or {})}
         )  # fmt: skip
 
     def refuted(self, theorem: Theorem, attempt: int, key: str, e: AnswerRefuted) -> None:
         """Lean refuted the cached answer ``key`` an attempt went on from: evict it, and redo the
-        attempt with every Lean question asked live (:meth:`redo`)."""
-        assert self.lean_store is not None
+        attempt (and any other of this run that was served it) with every Lean question asked
+        live (:meth:`redo`)."""
         what = "fails" if e.live_text is None else "is printed otherwise"
-        if self.lean_store.evict(key, f"rebuild: the cached state {what} in Lean"):
-            self.counts["evicted"]["rebuild"] += 1
+        self._evict(key, "rebuild", f"rebuild: the cached state {what} in Lean")
         self._redo.add((theorem.key, attempt))
 
     def redo(self, theorem: str, attempt: int) -> bool:
-        """Whether the engine should search ``attempt`` of ``theorem`` again (Lean refuted an
-        answer it went on from); the redo asks Lean every question live, so it is asked once."""
+        """Whether the engine should search ``attempt`` of ``theorem`` again: an answer it was
+        served proved wrong (a re-check or a rebuild disagreed, Lean rejected a proof assembled
+        from cached steps, another writer evicted it).  The redo asks Lean every question live,
+        so it is asked once."""
         ident = (theorem, attempt)
         if ident not in self._redo or ident in self._live_attempts:
             return False
         self._live_attempts.add(ident)
+        for key in self._served_keys.pop(ident, set()):  # the redo is served nothing
+            self._served_to.get(key, set()).discard(ident)
         self.counts["states"]["redone_attempts"] += 1
         return True
 
+    def settled(self, theorem: str, attempt: int) -> None:
+        """The engine wrote ``attempt``'s result: an answer it was served evicted from now on
+        makes it stale (counted), no longer redone."""
+        self._settled.add((theorem, attempt))
+
     async def verify(self, theorem: Theorem, tactics: Sequence[str], *, attempt: int) -> Any:
-        """Always live: a proof found through cached answers is checked whole by Lean."""
+        """Always live: a proof found through cached answers is checked whole by Lean.  When Lean
+        rejects one (not for the clock) that went through answers the cache served this attempt,
+        the path is asked again live (:meth:`_recheck_path`): an answer Lean now refutes is
+        evicted and the attempt redone live; when every answer stands, Lean rejects the proof
+        itself (a step-wise success the file check refuses) and the attempt goes on as it would
+        live."""
         self.counts["verifications"]["live"] += 1
-        return await self.live.verify(theorem, tactics, attempt=attempt)
+        verdict = await self.live.verify(theorem, tactics, attempt=attempt)
+        ident = (theorem.key, attempt)
+        served = self._served_keys.get(ident)
+        timed_out = any(str(r).startswith("timeout:") for r in verdict.reasons)
+        if verdict.ok is False and not timed_out and served and self.lean_store is not None:
+            keys = path_keys(self.lean_settings, statement_digest(theorem), tactics)
+            if any(k in served for k in keys):
+                self.counts["rejected_proofs"]["through_cache"] += 1
+                await self._recheck_path(theorem, attempt, tactics, keys)
+        return verdict
+
+    async def _recheck_path(
+        self, theorem: Theorem, attempt: int, tactics: Sequence[str], keys: Sequence[str]
+    ) -> None:
+        """Ask Lean live the start and each step of a rejected proof's path (``keys``: their
+        keys) and reconcile the answers the cache holds: one that differs is evicted
+        (``rejected_proof``) and the attempt marked for a live redo."""
+        assert self.lean_store is not None
+        said: list[tuple[str, str | None, str | None]] = []
+        try:
+            session = await self.live.start(theorem, attempt)
+        except ReplError as e:  # it started before: infrastructure, nothing to reconcile
+            log.warning("%s: the rejected proof's path could not be asked again: %s",
+                        theorem.key, e)  # fmt: skip
+            return
+        try:
+            state = session.root
+            said.append((keys[0], state.text, None))
+            for tactic, key in zip(tactics, keys[1:], strict=True):
+                r = await session.apply(state, tactic)
+                self.counts["rejected_proofs"]["steps_asked"] += 1
+                self.seconds["lean_spent"] += float(r.lean_time_s)
+                st = getattr(r, "state", None)
+                if st is None and r.kind in NOT_STORED:
+                    break  # the clock or the protocol decided: nothing to reconcile from here
+                said.append((key, None if st is None else st.text, None if st else r.kind))
+                if st is None:
+                    break
+                state = st
+        except ReplError as e:  # what was answered before it stands
+            log.warning("%s: asking the rejected proof's path again failed: %s", theorem.key, e)
+        finally:
+            await session.close()
+        for key, text, kind in said:
+            row = self.lean_store.get(key)
+            if row is not None and not agrees(row, text, kind):
+                was = row["text"] if row["text"] is not None else f"{row['error_kind']} failure"
+                now = text if text is not None else f"{kind} failure"
+                self._evict(key, "rejected_proof",
+                            f"rejected_proof: cached {was!r}, Lean now {now!r}")  # fmt: skip
+                self._redo.add((theorem.key, attempt))
+                self.counts["rejected_proofs"]["refuted"] += 1
 
     # -- accounting ----------------------------------------------------------------------------
 
@@ -740,6 +1052,14 @@ class CachedSource:
             "not_served": dict(sorted(c["not_served"].items())),
             "states": {
                 k: states[k] for k in ("adopted", "rebuilds", "disagreements", "redone_attempts")
+            },
+            # attempts written before an answer they were served was evicted: not redone, their
+            # results may be wrong (compare.md flags them)
+            "stale_attempts": len(self._stale),
+            # proofs Lean rejected whole that went through answers the cache served, and those
+            # whose path Lean then answered otherwise than the cache (evicted, redone)
+            "rejected_proofs": {
+                k: c["rejected_proofs"][k] for k in ("through_cache", "steps_asked", "refuted")
             },
             "rechecks": {
                 "fraction": self.recheck,
@@ -793,13 +1113,24 @@ class CachedSession(AnsweredSession):
         self.statement = statement or statement_digest(theorem)
         self.live_only = live_only
         self.record = theorem_record(theorem)
+        self._keys: dict[int, str] = {}  # answered state → the key of the answer that made it
 
     def _step_key(self, sid: int) -> str:
-        """The cache key of the answer that made answered state ``sid`` (0: the start)."""
-        parent, tactic = self.step(sid)
-        if parent is None:
-            return start_key(self.source.lean_settings, self.statement)
-        return tactic_key(self.source.lean_settings, self.statement, parent.text, tactic)
+        """The cache key of the answer that made answered state ``sid`` (0: the start): the start's
+        key chained through the tactics from the root (:func:`tactic_key`), remembered."""
+        chain = []
+        while sid not in self._keys:
+            parent, _ = self.step(sid)
+            if parent is None:
+                self._keys[sid] = start_key(self.source.lean_settings, self.statement)
+                break
+            chain.append(sid)
+            sid = parent.sid
+        key = self._keys[sid]
+        for s in reversed(chain):
+            key = tactic_key(key, self.step(s)[1])
+            self._keys[s] = key
+        return key
 
     async def _ask_lean(self, state: AnsweredState, tactic: str) -> Any:
         try:
@@ -814,29 +1145,34 @@ class CachedSession(AnsweredSession):
         store = src.lean_store
         if store is None:
             return await self._ask_lean(state, tactic)
-        key = tactic_key(src.lean_settings, self.statement, state.text, tactic)
+        key = tactic_key(self._step_key(state.sid), tactic)
         row = store.get(key)
         why = None
         if row is not None:
             why = src._why_live(row, key, self.theorem.key, self.attempt,
-                                live_only=self.live_only, tactic=True)  # fmt: skip
+                                live_only=self.live_only, state=state.text)  # fmt: skip
             if why is None:
                 src.counts["lean"]["hits"] += 1
                 src.seconds["lean_saved"] += row["cost_s"]
+                src._served(key, self.theorem.key, self.attempt)
                 if row["text"] is None:
                     return TacticFailure(row["error_kind"], row["error"], 0.0)
                 child = self.add(state.sid, tactic, row["text"], row["cost_s"])
+                self._keys[child.sid] = key
                 return AnsweredSuccess(child, (), 0.0)
         else:
             src.counts["lean"]["misses"] += 1
         r = await self._ask_lean(state, tactic)  # an infrastructure error raises: never stored
         src.seconds["lean_spent"] += float(r.lean_time_s)
         st = getattr(r, "state", None)
+        if st is not None:
+            self._keys[st.sid] = key
         question = {"theorem": self.record, "path": self.path(state.sid), "tactic": tactic}
         src._answered_live(
             key, row, why, text=None if st is None else st.text,
             kind=None if st is not None else r.kind, message=None if st is not None else r.message,
             cost_s=float(r.lean_time_s), question=question,
+            ident=(self.theorem.key, self.attempt), state=state.text,
         )  # fmt: skip
         return r
 
@@ -855,9 +1191,11 @@ __all__ = [
     "lean_settings",
     "local_hardware",
     "model_fingerprint",
+    "path_keys",
     "policy_settings",
     "settings_digest",
     "start_key",
+    "state_digest",
     "statement_digest",
     "tactic_key",
     "theorem_of",

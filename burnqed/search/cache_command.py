@@ -3,11 +3,14 @@
 ``stats`` prints its size, shards and entries per kind (policy candidates by model, Lean answers by
 toolchain and REPL), answers evicted, temporaries killed writers left, and the hit rates by kind of
 every run that used it (each run's record in ``runs/``); ``prune --keep-models`` drops the policy
-answers of every other model; ``prune --lean --toolchain T`` the Lean answers of a toolchain or REPL
-(``T``: a ``lean-toolchain`` such as ``leanprover/lean4:v4.9.0`` or its version ``v4.9.0``, a REPL
-``--version`` text, or a settings digest ``stats`` lists), ``prune --lean --all`` every Lean answer;
-``verify`` asks Lean again a ``--sample`` of the stored Lean questions (:mod:`burnqed.search.cache_verify`)
-and evicts what it now refutes (exit 1 when it found any).  The directory is the argument, else the
+answers of every other model (a model that matches no answer held is refused: a typo would drop
+them all); ``prune --lean --toolchain T`` the Lean answers of a toolchain or REPL (``T``: a
+``lean-toolchain`` such as ``leanprover/lean4:v4.9.0``, its whole version ``v4.9.0`` or ``4.9.0`` —
+never part of one —, a REPL ``--version`` text, or a settings digest ``stats`` lists), ``prune
+--lean --all`` every Lean answer; ``verify`` asks Lean again a ``--sample`` of the stored Lean
+questions (:mod:`burnqed.search.cache_verify`) and evicts what it now refutes (exit 1 when it found
+any; 3, saying so, when it settled none: nothing drawn, no question kept, every one unreachable or
+inconclusive).  The directory is the argument, else the
 config's ``cache`` (``--params`` + ``--configfile``, whose ``lean`` section ``verify`` uses).
 
 Example::
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -63,8 +67,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         "--toolchain",
         default=None,
         metavar="T",
-        help="prune --lean: the toolchain or REPL whose answers go (a lean-toolchain, its version, "
-        "a REPL --version text, or a settings digest `stats` lists)",
+        help="prune --lean: the toolchain or REPL whose answers go (a lean-toolchain, its whole "
+        "version, a REPL --version text, or a settings digest `stats` lists)",
     )
     g.add_argument("--all", action="store_true", help="prune --lean: every Lean answer")
     p.add_argument(
@@ -144,15 +148,27 @@ def stats_markdown(s: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _versions(label: str) -> set[str]:
+    """The whole version numbers a toolchain or REPL label names, with and without a leading
+    ``v`` — ``leanprover/lean4:v4.9.0`` → {4.9.0, v4.9.0}; ``Lean (version 4.9.0, …)`` →
+    {4.9.0, v4.9.0} — never a part of one (``4.9`` is not ``4.9.0``).
+
+    >>> sorted(_versions("leanprover/lean4:v4.10.0-rc1"))
+    ['4.10.0-rc1', 'v4.10.0-rc1']
+    """
+    found = re.findall(r"(?<![\w.])v?(\d+(?:\.\d+)+(?:-[\w.]+)?)(?![\w.])", label)
+    return {v for n in found for v in (n, f"v{n}")}
+
+
 def _lean_matches(description: dict, value: str) -> bool:
     """Whether a Lean settings description names the toolchain or REPL ``value``: one of its
-    labels (:func:`~burnqed.search.cache_store.lean_label`) is ``value`` or has it as a word."""
-    import re
-
+    labels (:func:`~burnqed.search.cache_store.lean_label`) is ``value`` or names it as a whole
+    version (:func:`_versions`) — ``v4.9.0`` matches ``leanprover/lean4:v4.9.0``, while ``4``,
+    ``v4.9`` or ``Lean`` match nothing."""
     from burnqed.search.cache_store import lean_label
 
     for label in lean_label(description).values():
-        if label and (label == value or value in re.split(r"[\s,():/]+", str(label))):
+        if label and (str(label) == value or value in _versions(str(label))):
             return True
     return False
 
@@ -181,10 +197,8 @@ def _prune_lean(directory: Path, args: argparse.Namespace) -> dict:
 
 def _kept_models(directory: Path, models: list[str]) -> set[str]:
     """The model digests and served names ``--keep-models`` keeps: a model directory here (by its
-    fingerprint), a digest or served name the store holds; a path that is not here is an error
-    (its answers would go silently), a bare name the store does not hold keeps nothing (warned)."""
-    import logging
-
+    fingerprint), a digest or served name the store holds.  One that matches no answer held is
+    refused, naming what is held — a typo would otherwise keep nothing and drop every answer."""
     from burnqed.config import InputError
     from burnqed.search.cache import model_fingerprint
     from burnqed.search.cache_store import summary
@@ -193,9 +207,7 @@ def _kept_models(directory: Path, models: list[str]) -> set[str]:
     keep = set()
     for m in models:
         if Path(m).is_dir():
-            keep.add(model_fingerprint(m))
-        elif m in held or f"served:{m}" in held:
-            keep |= {m, f"served:{m}"}
+            names = {model_fingerprint(m)}
         elif "/" in m or m.startswith((".", "~")):
             raise InputError(
                 f"prune --keep-models {m}: no such model directory here, and no policy answers "
@@ -203,8 +215,13 @@ def _kept_models(directory: Path, models: list[str]) -> set[str]:
                 "them) to keep its answers; nothing pruned"
             )
         else:
-            logging.getLogger(__name__).warning("prune --keep-models %s: no answers held", m)
-            keep.add(m)
+            names = {m, f"served:{m}"}
+        if not names & held:
+            raise InputError(
+                f"prune --keep-models {m}: no policy answers of that model here (held: "
+                f"{', '.join(sorted(held)) or 'none'}); nothing pruned"
+            )
+        keep |= names
     return keep
 
 
@@ -257,4 +274,14 @@ def _verify(directory: Path, args: argparse.Namespace) -> int:
         for key in ("rows", "other_settings_rows", "checked", "agreed", "disagreed",
                     "inconclusive", "unreachable", "no_question", "errors", "evicted"):  # fmt: skip
             print(f"{key}={report[key]}")
+    if report["agreed"] + report["disagreed"] == 0:  # no answer was settled either way
+        print(
+            f"cache verify {directory}: checked nothing — {report['rows']} row(s) under this "
+            f"Lean's key, {report['checked']} drawn, {report['other_settings_rows']} of other "
+            "toolchains or REPLs, "
+            f"{report['no_question'] + report['unreachable'] + report['inconclusive']} without a "
+            f"verdict, {report['errors']} REPL error(s)",
+            file=sys.stderr,
+        )
+        return 3
     return 1 if report["disagreed"] else 0

@@ -19,7 +19,9 @@ matches).  A Lean row also keeps its question — the theorem, the tactics from 
 the tactic — which the index does not load: ``burnqed cache verify`` asks Lean again from it.  Two
 rows with one key hold the same answer (both were computed from the same inputs by deterministic
 code); one that differs is counted as a ``conflict`` (a non-determinism the cache makes visible),
-whether read from two shards or put while another is held, and the first one stands.
+whether read from two shards or put while another is held, and the first one stands.  A failure's
+message is compared with its metavariables renumbered (:func:`normalise_message`): Lean numbers
+``?m.N`` in the order it makes them, so another process's numbers are the same answer.
 
 **Eviction.**  An answer Lean refutes (a re-check, a rebuild, ``cache verify``) is evicted: a
 tombstone row (the key and the digest of the evicted answer) in ``<kind>/evicted/``, written like a
@@ -88,6 +90,9 @@ LEAN_SCHEMA = pa.schema(
         pa.field("error_kind", pa.string()),  # TacticFailure.kind, or "statement" (StartError)
         pa.field("error", pa.string()),  # the failure's message
         pa.field("cost_s", pa.float64(), nullable=False),  # Lean seconds it cost
+        # The check beside the key: the digest of the state the tactic ran on as Lean printed it
+        # (burnqed.search.cache.state_digest; null: a start, or a row from before it was kept).
+        pa.field("state_digest", pa.string()),
         # The question, for `burnqed cache verify` (not loaded into the index): the theorem as JSON
         # (burnqed.search.cache.theorem_record), the tactics from its root to the state, the tactic
         # (null: a start).  Null in rows written before it was kept.
@@ -109,6 +114,9 @@ EVICTION_SCHEMA = pa.schema(
 )
 EVICTED = "evicted"  # <kind>/evicted/part-*.parquet: tombstones
 SETTINGS = "settings"  # settings/<digest>.json: what a settings digest stands for
+# Metavariable and unique-name numbers Lean hands out in the order it creates them: another process
+# (another history of elaboration) numbers them otherwise, so they are no part of an answer.
+_RENUMBERED = re.compile(r"(\?[mu]\.|_uniq\.)\d+")
 _TEMPORARY = re.compile(r"^\.part-.*\.tmp$")  # a shard being written (or a killed writer's)
 STALE_TEMPORARY_S = 3600.0  # prune removes temporaries older than this (a write takes seconds)
 
@@ -123,6 +131,16 @@ def shard_files(directory: Path) -> list[Path]:
     if not Path(directory).is_dir():
         return []
     return sorted(p for p in Path(directory).iterdir() if _SHARD.match(p.name))
+
+
+def normalise_message(message: str | None) -> str | None:
+    """A failure's message as an answer compares it: ``?m.N``, ``?u.N`` and ``_uniq.N`` renumbered
+    (a renumbering is the same answer, not a conflict).
+
+    >>> normalise_message("don't know how to synthesize placeholder ?m.1234 for ?u.7")
+    "don't know how to synthesize placeholder ?m.N for ?u.N"
+    """
+    return None if message is None else _RENUMBERED.sub(r"\1N", message)
 
 
 def answer_digest(answer: Any) -> str:
@@ -190,6 +208,7 @@ class ShardStore:
         self.written = 0  # rows this store wrote
         self.conflicts = 0  # a key read or put twice with different answers
         self.evicted = 0  # answers this store evicted
+        self.dropped: list[str] = []  # keys whose held answer another writer's tombstone dropped
         self.skipped: list[str] = []  # shards that could not be read
         self.refresh()
 
@@ -216,6 +235,7 @@ class ShardStore:
                     known = self._index.get(key)
                     if known is not None and answer_digest(self.answer(known)) == digest:
                         del self._index[key]
+                        self.dropped.append(key)
         added = 0
         for path in shard_files(self.directory):
             if path.name in self._seen:
@@ -247,10 +267,15 @@ class ShardStore:
         return added
 
     def answer(self, row: tuple | Mapping[str, Any]) -> tuple:
-        """The part of a row that is the answer (not what it cost, which the clock decided)."""
+        """The part of a row that is the answer: not what it cost (the clock decided that), and a
+        failure's message with its metavariables renumbered (:func:`normalise_message`)."""
         if isinstance(row, Mapping):
-            row = tuple(row[n] for n in self._names)
-        return tuple(v for n, v in zip(self._names, row, strict=True) if n != "cost_s")
+            row = tuple(row.get(n) for n in self._names)
+        return tuple(
+            normalise_message(v) if n == "error" else v
+            for n, v in zip(self._names, row, strict=True)
+            if n != "cost_s"
+        )
 
     def get(self, key: str) -> dict[str, Any] | None:
         row = self._index.get(key)
@@ -262,7 +287,7 @@ class ShardStore:
         waiting or ``flush_s`` have passed.  A key held already keeps its answer; a different
         one is counted as a conflict."""
         values = tuple(row.get(n) for n in self._columns)
-        indexed = tuple(row[n] for n in self._names)
+        indexed = tuple(row.get(n) for n in self._names)
         with self._lock:
             known = self._index.get(row["key"])
             if known is not None:
@@ -527,6 +552,7 @@ __all__ = [
     "hit_rate",
     "lean_label",
     "new_writer_id",
+    "normalise_message",
     "prune",
     "read_shard",
     "settings_descriptions",

@@ -11,9 +11,12 @@ replays the path and runs the tactic.  Per row:
 - ``agreed`` — Lean says what the row says (:func:`~burnqed.search.cache.agrees`);
 - ``disagreed`` — it says otherwise: the answer is evicted (a tombstone every reader honours) and
   Lean's answer stored in its place;
-- ``inconclusive`` — the wall clock stopped it (a ``timeout``);
-- ``unreachable`` — a step of its path fails, or leads to a state printed otherwise than the one the
-  row was keyed under (an ancestor's answer is wrong or lossy: verifying that row settles it);
+- ``inconclusive`` — the wall clock stopped it (a ``timeout``), or the REPL answered a protocol
+  error;
+- ``disagreed`` too — the state its path leads to is printed otherwise than the one the row was
+  stored below (another Lean, or a non-determinism): evicted, Lean's answer stored;
+- ``unreachable`` — a step of its path fails (an ancestor's answer is wrong: verifying that row
+  settles it), or its key is not its question's under today's settings;
 - ``no_question`` — written before rows kept their question; ``errors`` — the REPL failed.
 
 Example::
@@ -35,12 +38,14 @@ import pyarrow as pa
 from burnqed.config import LeanConfig
 from burnqed.lean.errors import ReplError, StartError
 from burnqed.search.cache import (
+    NOT_STORED,
     agrees,
     lean_settings,
+    path_keys,
     settings_digest,
     start_key,
+    state_digest,
     statement_digest,
-    tactic_key,
     theorem_of,
 )
 from burnqed.search.cache_store import LEAN_SCHEMA, ShardStore, read_shard, shard_files
@@ -48,7 +53,8 @@ from burnqed.search.cache_store import LEAN_SCHEMA, ShardStore, read_shard, shar
 log = logging.getLogger(__name__)
 
 OUTCOMES = ("agreed", "disagreed", "inconclusive", "unreachable", "no_question", "errors")
-COLUMNS = ["key", "settings", "text", "error_kind", "error", "cost_s", "theorem", "path", "tactic"]
+COLUMNS = ["key", "settings", "text", "error_kind", "error", "cost_s", "state_digest", "theorem",
+           "path", "tactic"]  # fmt: skip
 
 
 def drawn(key: str, sample: float, seed: int) -> bool:
@@ -88,19 +94,24 @@ async def _check_theorem(
     theorem = theorem_of(record)
     statement = statement_digest(theorem)
 
-    def settle(row: dict, text: str | None, kind: str | None, message: str | None, cost: float):
-        if kind == "timeout":
+    def settle(row: dict, text: str | None, kind: str | None, message: str | None, cost: float,
+               printed: str | None = None) -> None:  # fmt: skip
+        """Reconcile ``row`` with Lean's answer (``printed``: the digest of the state the tactic
+        ran on today; a row stored under another one disagrees whatever it says)."""
+        otherwise = printed is not None and row.get("state_digest") not in (None, printed)
+        if kind in NOT_STORED:
             counts["inconclusive"] += 1
-        elif agrees(row, text, kind):
+        elif agrees(row, text, kind) and not otherwise:
             counts["agreed"] += 1
         else:
             counts["disagreed"] += 1
             said = row["text"] if row["text"] is not None else f"{row['error_kind']} failure"
             now = text if text is not None else f"{kind} failure"
-            store.evict(row["key"], f"verify: cached {said!r}, Lean now {now!r}")
+            where = " (stored below another printed state)" if otherwise else ""
+            store.evict(row["key"], f"verify: cached {said!r}{where}, Lean now {now!r}")
             question = {k: row[k] for k in ("theorem", "path", "tactic")}
             store.put({"key": row["key"], "text": text, "error_kind": kind, "error": message,
-                       "cost_s": cost, **question})  # fmt: skip
+                       "cost_s": cost, "state_digest": printed, **question})  # fmt: skip
 
     try:
         session = await pool.start(theorem)
@@ -116,23 +127,25 @@ async def _check_theorem(
             if row["tactic"] is None:
                 settle(row, session.root.text, None, None, 0.0)
                 continue
+            path = list(row["path"] or [])
+            if path_keys(digest, statement, [*path, row["tactic"]])[-1] != row["key"]:
+                counts["unreachable"] += 1  # not this theorem's question under today's key
+                continue
             state = session.root
-            for step in row["path"] or []:
+            for step in path:
                 r = await session.apply(state, step)
                 if getattr(r, "state", None) is None:
                     state = None
                     break
                 state = r.state
-            if (
-                state is None
-                or tactic_key(digest, statement, state.text, row["tactic"]) != row["key"]
-            ):
+            if state is None:
                 counts["unreachable"] += 1
                 continue
             r = await session.apply(state, row["tactic"])
             st = getattr(r, "state", None)
             settle(row, None if st is None else st.text, None if st is not None else r.kind,
-                   None if st is not None else r.message, float(r.lean_time_s))  # fmt: skip
+                   None if st is not None else r.message, float(r.lean_time_s),
+                   state_digest(state.text))  # fmt: skip
     finally:
         await session.close()
 
@@ -142,9 +155,10 @@ async def verify_async(
     log_dir: Path | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """:func:`verify` inside a running event loop."""
+    from burnqed.lean.environment import observe_repl
     from burnqed.lean.pool import LeanPool
 
-    settings = lean_settings(lean, repl_version)
+    settings = lean_settings(lean, repl_version, running=await observe_repl(lean))
     digest = settings_digest(settings)
     store = ShardStore(Path(cache_dir) / "lean", LEAN_SCHEMA, settings=digest, description=settings)
     rows, others, unreadable = _rows(store)

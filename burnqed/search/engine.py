@@ -66,7 +66,7 @@ import hashlib
 import heapq
 import logging
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -703,26 +703,49 @@ async def search_from_source(
     t0 = time.perf_counter()
 
     # A source that finds an answer it gave was wrong (the expansion cache: Lean refuted a cached
-    # state) asks for the attempt again; it answers the redo from Lean, so it happens once.
+    # answer) asks for the attempt again; it answers the redo from Lean, so it happens once.  Such
+    # an answer may have been served to another attempt of the same theorem (an answer is keyed on
+    # the theorem's statement and tactic path), so with such a source a theorem's attempts are
+    # held until its last one ends, and each is asked about again before any is written.
     redo = getattr(source, "redo", None)
+    settled = getattr(source, "settled", None)
+    left = Counter(t.key for t, _ in work)
+    held: dict[str, list[tuple[Theorem, int, SearchResult]]] = {}
+
+    async def searched(theorem: Theorem, a: int) -> SearchResult:
+        while True:
+            attempt = _Attempt(sched, source, cfg, theorem, a,
+                               use_value=value_model is not None, order=order)  # fmt: skip
+            result = await attempt.run()
+            if redo is None or not redo(theorem.key, a):
+                return result
+            log.warning("%s attempt %d: redone (%s)", theorem.key, a, "; ".join(result.reasons))
+
+    def emit(result: SearchResult) -> None:
+        if settled is not None:
+            settled(result.theorem, result.attempt)
+        if writer is not None:
+            writer.add(result)
+        if on_result is not None:
+            on_result(result)
+        results.append(result if keep_trees else _without_tree(result))
 
     async def worker() -> None:
         while work:
             theorem, a = work.popleft()
-            while True:
-                attempt = _Attempt(sched, source, cfg, theorem, a,
-                                   use_value=value_model is not None, order=order)  # fmt: skip
-                result = await attempt.run()
-                if redo is None or not redo(theorem.key, a):
-                    break
-                log.warning("%s attempt %d: redone (%s)", theorem.key, a, "; ".join(result.reasons))
-            if writer is not None:
-                writer.add(result)
-            if on_result is not None:
-                on_result(result)
-            if not keep_trees:
-                result = _without_tree(result)
-            results.append(result)
+            result = await searched(theorem, a)
+            if redo is None:
+                emit(result)
+                continue
+            held.setdefault(theorem.key, []).append((theorem, a, result))
+            left[theorem.key] -= 1
+            if left[theorem.key]:
+                continue
+            for th, aa, r in sorted(held.pop(theorem.key), key=lambda x: x[1]):
+                if redo(th.key, aa):  # an answer it was served went since it ended
+                    log.warning("%s attempt %d: redone (an answer it used was evicted)", th.key, aa)
+                    r = await searched(th, aa)
+                emit(r)
 
     try:
         await asyncio.gather(*(worker() for _ in range(max(1, cfg.concurrency))))

@@ -26,7 +26,10 @@ Each source reports what answered what in :meth:`AnswerSource.stats` (a JSON-abl
 or an eval JSON carries: hits, misses, unexpanded nodes, rebuilt states, disagreements).  A source
 may also have ``redo(theorem, attempt) -> bool``, which the engine asks after each attempt: True
 when an answer the attempt went on from proved wrong (the expansion cache: Lean refuted a cached
-state), and the attempt is searched again.
+answer), and the attempt is searched again.  With such a source the engine holds a theorem's
+attempts until its last one ends and asks again about each before writing any (an answer one
+attempt refutes may have been served to another), then tells the source ``settled(theorem,
+attempt)`` as it writes each.
 
 Example (with a policy ``gen`` and a ``LeanPool`` or fake environment ``env``)::
 

@@ -316,6 +316,18 @@ def recheck_fraction(value: float | str | None) -> float:
     return fraction
 
 
+def recheck_seed(fingerprint: str) -> int:
+    """The seed of a search job's re-check draws (:class:`~burnqed.search.cache.CachedSource`):
+    from its :func:`job_fingerprint`, so a rerun of the job re-checks the same hits and two jobs
+    (an eval and its twin) draw apart.
+
+    >>> recheck_seed("ab" * 32) == recheck_seed("ab" * 32) != recheck_seed("cd" * 32)
+    True
+    """
+    digest = hashlib.blake2b(f"recheck\0{fingerprint}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") >> 1
+
+
 def check_repl(cfg: LeanConfig) -> str:
     """``lean.repl_command --version`` answers a version burnqed speaks; returns its text."""
     from burnqed.lean.client import read_version
@@ -669,19 +681,28 @@ def run(
                 search_cfg.energy_weight, value_meta(value_model),
                 logprob_weight=search_cfg.logprob_weight,
             )  # fmt: skip
-        spec = None
-        if cache is not None:
-            spec = CacheSpec(
-                Path(cache),
-                policy=policy_settings(generator, policy_cfg),
-                lean=lean_settings(lean_cfg, repl_version),
-                recheck=recheck,
-                tactic_timeout_s=lean_cfg.tactic_timeout_s,
-            )
+        policy_key = policy_settings(generator, policy_cfg) if cache is not None else None
 
         async def main() -> dict:
             pool: AbstractAsyncContextManager = LeanPool(lean_cfg, log_dir=log_dir)
             async with pool as env:
+                spec = None
+                if cache is not None:
+                    # The Lean key where the pool's REPL runs (a wrapper may `lake env` elsewhere),
+                    # its .olean files read off the event loop; the re-check draws seeded by the job.
+                    where = getattr(env, "repl_process", None)  # a LeanPool's; a fake has none
+                    lean_key = await asyncio.to_thread(
+                        lean_settings, lean_cfg, repl_version,
+                        running=where() if callable(where) else None,
+                    )  # fmt: skip
+                    spec = CacheSpec(
+                        Path(cache),
+                        policy=policy_key,
+                        lean=lean_key,
+                        recheck=recheck,
+                        recheck_seed=recheck_seed(fingerprint),
+                        tactic_timeout_s=lean_cfg.tactic_timeout_s,
+                    )
                 try:
                     return await search_to_dir(
                         pool_theorems,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 from burnqed.eval.compare import run as compare_run
 from burnqed.eval.stage import run, without_run_specific
@@ -79,3 +80,44 @@ def test_the_ablation_twin_is_answered_from_the_cache_and_compare_states_it(
     rate = twin["cache"]["policy"]["hit_rate"]
     assert f"| {tmp_path / 'eval_no_ebm.json'} | {100 * rate:.1f}% (" in md
     assert "s of generation and" in md
+
+
+def cache_block(*, evicted=None, conflicts=0, stale=0, redone=0, asked=4, disagreed=0) -> dict:
+    """An eval JSON's ``cache`` block (burnqed.search.cache.CachedSource.stats), as far as
+    compare.md reads it: 100 Lean questions, 90 answered from the cache."""
+    return {
+        "policy": {"candidates": {"hits": 30, "misses": 10}, "hit_rate": 0.75,
+                   "expansions": {"hits": 5}, "saved_s": 2.0},
+        "lean": {"hits": 90, "misses": 10, "hit_rate": 0.9, "net_saved_s": 1.0},
+        "states": {"rebuilds": 3, "disagreements": 0, "redone_attempts": redone},
+        "rechecks": {"asked": asked, "agreed": asked - disagreed, "disagreed": disagreed},
+        "evicted": evicted or {}, "conflicts": conflicts, "stale_attempts": stale,
+    }  # fmt: skip
+
+
+def test_compare_reports_what_lean_refuted_and_says_the_same_results_only_when_true():
+    """Issue 63: compare.md's cache section counts re-check disagreements, evictions, conflicts,
+    redone and stale attempts, flags an eval past ``report.cache_refuted_max``, and says the
+    results are those without the cache only when nothing it served was refuted (cb4cd23 said
+    "the same results with or without it" whatever the block held)."""
+    from burnqed.eval.compare import cache_markdown, cache_rows
+
+    clean = (Path("clean.json"), {"label": "clean", "cache": cache_block()})
+    refuted = (Path("refuted.json"), {"label": "refuted", "cache": cache_block(
+        evicted={"recheck": 1, "rejected_proof": 1}, disagreed=1, redone=2)})  # fmt: skip
+    stale = (Path("stale.json"), {"label": "stale", "cache": cache_block(stale=1, conflicts=1)})
+
+    rows = cache_rows([clean, refuted, stale])
+    md = "\n".join(cache_markdown(rows))
+    assert "the same results" not in md, "compare.md claims the same results after refutations"
+    assert "Lean refuted 3 answer(s)" in md and "1 attempt(s) were written before" in md
+    assert "> **Flagged**" in md and "refuted.json, stale.json" in md
+    by = {r["label"]: r for r in rows}
+    assert by["refuted"]["evicted"] == {"recheck": 1, "rejected_proof": 1}
+    assert by["refuted"]["rechecks_disagreed"] == 1 and by["refuted"]["redone_attempts"] == 2
+    assert "| refuted.json |" in md and "recheck 1, rejected_proof 1" in md
+    # Above the threshold only: 2 of 100 questions refuted flags at 1 %, not at 5 %; stale always.
+    assert [r["flagged"] for r in cache_rows([clean, refuted, stale], 0.05)] == [False, False, True]
+    assert [r["flagged"] for r in cache_rows([clean, refuted, stale], 0.01)] == [False, True, True]
+    md = "\n".join(cache_markdown(cache_rows([clean])))
+    assert "these are the results without it" in md and "Flagged" not in md

@@ -140,18 +140,25 @@ def test_embeddings_have_the_hidden_size(served, generator):
     np.testing.assert_allclose(vectors, generator.embed(texts), atol=1e-3)
 
 
-def test_the_server_states_its_version_and_model_for_the_cache_key(served, tiny_model):
+def test_the_server_states_its_version_and_model_for_the_cache_key(served, tiny_model, monkeypatch):
     """What vLLM states about itself (``/version``, ``/v1/models``) is what the expansion cache
-    keys a launched server's answers on; vLLM states neither its hardware nor batch invariance,
-    so the hardware is this machine's and an external vLLM is not cached."""
-    from burnqed.search.cache import policy_settings
+    keys a launched server's answers on (the model's root by its content); vLLM states neither its
+    hardware nor batch invariance, so the hardware is this machine's, a launched vLLM is cached
+    only with ``VLLM_BATCH_INVARIANT=1`` in its environment, and an external one is not cached."""
+    from burnqed.search.cache import model_fingerprint, policy_settings
 
     identity = served.gen.server_identity()
     assert identity["server"] == "vllm" and identity["version"].startswith("0.32")
     assert identity["model"] == {"id": str(tiny_model), "root": str(tiny_model)}
     assert identity["deterministic"] is None and identity["hardware"] is None
+    monkeypatch.delenv("VLLM_BATCH_INVARIANT", raising=False)
+    plain = policy_settings(served.gen, PolicyConfig(backend="openai", server_command=("x",)))
+    assert "batch-invariant" in plain["uncached"]
+    monkeypatch.setenv("VLLM_BATCH_INVARIANT", "1")
     launched = policy_settings(served.gen, PolicyConfig(backend="openai", server_command=("x",)))
-    assert launched["uncached"] is None and launched["server"] == identity
+    assert launched["uncached"] is None
+    content = f"content:{model_fingerprint(str(tiny_model))}"
+    assert launched["server"] == {**identity, "model": {"id": str(tiny_model), "root": content}}
     assert "cpu" in launched["hardware"]
     external = policy_settings(
         served.gen, PolicyConfig(backend="openai", server_url=served.gen.url)

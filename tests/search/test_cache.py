@@ -92,8 +92,12 @@ def test_a_search_through_the_cache_equals_the_live_one_and_a_rerun_is_answered_
     assert empty["lean"]["hits"] == 0 and empty["lean"]["misses"] > 0
     assert empty["starts"] == {"hits": 0, "misses": 8}
     assert empty["written"]["policy"] == candidates
-    # C asked neither the model nor Lean (only the whole-file checks of its proofs run live).
-    assert policy.asked == [] and env.applies == 0 and env.open_sessions == 0
+    # C asked neither the model nor Lean (only the whole-file checks of its proofs run live, and
+    # the paths of the proofs Lean rejects whole — ``cheat`` — are asked again, and stand).
+    rejected = full["rejected_proofs"]
+    assert rejected["through_cache"] > 0 and rejected["refuted"] == 0
+    assert policy.asked == [] and env.applies == rejected["steps_asked"] and env.open_sessions == 0
+    assert full["states"]["redone_attempts"] == 0 and full["evicted"] == {}
     assert full["policy"]["candidates"] == {"hits": candidates, "misses": 0}
     assert full["policy"]["expansions"] == {"hits": expansions, "misses": 0, "uncached": 0}
     assert full["policy"]["hit_rate"] == 1.0 and full["lean"]["hit_rate"] == 1.0

@@ -54,6 +54,19 @@ def test_a_different_answer_put_under_a_held_key_is_a_conflict(tmp_path):
     assert s.conflicts == 1 and s.get("w0-1")["text"] == lean_row(0, 1)["text"]
 
 
+def test_a_failure_message_renumbered_is_the_same_answer_not_a_conflict(tmp_path):
+    """Lean numbers metavariables in the order it makes them: another process's ``?m.N`` is the
+    same failure (cb4cd23 counted it a conflict); another message is not."""
+    s = ShardStore(tmp_path / "lean", LEAN_SCHEMA, settings="s")
+    failure = {**lean_row(0, 1), "text": None, "error_kind": "error",
+               "error": "typeclass instance problem is stuck ?m.1234 : Type ?u.56"}  # fmt: skip
+    s.put(failure)
+    s.put({**failure, "error": "typeclass instance problem is stuck ?m.98 : Type ?u.7"})
+    assert s.conflicts == 0, "a renumbered metavariable is a conflict"
+    s.put({**failure, "error": "unknown identifier 'foo'"})
+    assert s.conflicts == 1
+
+
 def test_an_eviction_reaches_every_reader_and_a_new_answer_stands(tmp_path):
     a = ShardStore(tmp_path / "lean", LEAN_SCHEMA, settings="s", writer="a")
     a.put(lean_row(0, 1))
@@ -92,12 +105,18 @@ def test_stats_lists_temporaries_apart_and_prune_removes_stale_ones(tmp_path, ca
     assert not stale.exists() and fresh.exists()  # a writer may still be writing that one
 
 
-def test_prune_keep_models_refuses_a_model_path_that_is_not_here(tmp_path, capsys):
+def one_models_answers(tmp_path) -> Path:
+    """A cache holding three policy answers of the model ``0123456789abcdef``."""
     cache = tmp_path / "cache"
     s = ShardStore(cache / "policy", POLICY_SCHEMA, settings="s1", writer="a")
     for i in range(3):
         s.put(policy_row(f"k{i}", "0123456789abcdef"))
     s.flush()
+    return cache
+
+
+def test_prune_keep_models_refuses_a_model_path_that_is_not_here(tmp_path, capsys):
+    cache = one_models_answers(tmp_path)
     code = cli_main(["cache", "prune", str(cache), "--keep-models", "models/iter_1/merged"])
     assert code == 2 and "no such model directory here" in capsys.readouterr().err
     assert len(ShardStore(cache / "policy", POLICY_SCHEMA, settings="s1")) == 3  # nothing went
@@ -122,8 +141,9 @@ def test_prune_goes_on_past_an_unreadable_shard(tmp_path):
 # -- prune --lean on a real store ------------------------------------------------------------------
 
 
-def test_prune_lean_drops_the_answers_of_one_toolchain_or_all(tmp_path, capsys):
-    cache = tmp_path / "cache"
+def two_toolchains(tmp_path, cache) -> dict[str, str]:
+    """Fill ``cache`` from two Lean projects pinned to v4.9.0 and v4.10.0; their settings
+    digests by version."""
     digests = {}
     for version in ("v4.9.0", "v4.10.0"):
         project = tmp_path / version
@@ -133,6 +153,12 @@ def test_prune_lean_drops_the_answers_of_one_toolchain_or_all(tmp_path, capsys):
         k = keys(SeededToyPolicy(seed=1), lean=lean)
         digests[version] = settings_digest(k["lean"])
         search(tmp_path / version / "out", SeededToyPolicy(seed=1), ToyEnv(), cache, key=k)
+    return digests
+
+
+def test_prune_lean_drops_the_answers_of_one_toolchain_or_all(tmp_path, capsys):
+    cache = tmp_path / "cache"
+    digests = two_toolchains(tmp_path, cache)
     st = summary(cache)
     held = st["kinds"]["lean"]["rows_by_settings"]
     assert set(held) == set(digests.values())
@@ -157,13 +183,19 @@ def test_prune_lean_drops_the_answers_of_one_toolchain_or_all(tmp_path, capsys):
 # -- verify on a real store ------------------------------------------------------------------------
 
 
-def test_cache_verify_evicts_planted_wrong_answers_of_a_real_store(tmp_path, capsys):
+def verify_overlay(tmp_path, *, workers: int) -> Path:
+    """A config overlay: the cache under ``tmp_path``, the propositional REPL as Lean."""
     overlay = tmp_path / "overlay.yaml"
     overlay.write_text(yaml.safe_dump({
         "cache": str(tmp_path / "cache"),
         "lean": {"repl_command": ["python", "-m", "burnqed.proplogic"], "imports": [],
-                 "workers": 2, "spares": 0, "verifiers": 1},
+                 "workers": workers, "spares": 0, "verifiers": 1},
     }))  # fmt: skip
+    return overlay
+
+
+def test_cache_verify_evicts_planted_wrong_answers_of_a_real_store(tmp_path, capsys):
+    overlay = verify_overlay(tmp_path, workers=2)
     params = load_params(REPO / "params.yaml", [overlay])
     lean = LeanConfig.from_dict(params["lean"])
     theorems = generate_theorems(6, seed=5, min_depth=3, max_depth=4)
@@ -246,3 +278,63 @@ def test_search_cache_recheck_option_rechecks_the_lean_hits(tmp_path, monkeypatc
     assert block["rechecks"]["fraction"] == 1.0
     assert block["rechecks"]["asked"] == block["rechecks"]["agreed"] > 0
     assert block["lean"]["hits"] == 0 and block["evicted"] == {}
+
+
+# -- issue 63: the CLI refuses what would drop or check nothing ------------------------------------
+
+
+def test_prune_keep_models_matching_nothing_refuses(tmp_path, capsys):
+    """cb4cd23 warned and kept nothing: every model's answers went for a typo."""
+    cache = one_models_answers(tmp_path)
+    code = cli_main(["cache", "prune", str(cache), "--keep-models", "0123456789abcdeg"])
+    assert code == 2, "a model name matching no answer dropped them all"
+    assert "no policy answers of that model here (held: 0123456789abcdef)" in (
+        capsys.readouterr().err
+    )
+    assert len(ShardStore(cache / "policy", POLICY_SCHEMA, settings="s1")) == 3  # nothing went
+
+
+def test_prune_lean_toolchain_matches_a_whole_version_not_a_word(tmp_path, capsys):
+    """cb4cd23 matched any word of a label: ``lean4`` (of ``leanprover/lean4:…``) dropped every
+    toolchain's answers."""
+    cache = tmp_path / "cache"
+    digests = two_toolchains(tmp_path, cache)
+    for word in ("lean4", "leanprover", "4", "v4.9", "toy"):
+        code = cli_main(["cache", "prune", str(cache), "--lean", "--toolchain", word])
+        assert code == 2, f"--toolchain {word} matched a word, not a whole version"
+        assert "nothing pruned" in capsys.readouterr().err
+    assert set(summary(cache)["kinds"]["lean"]["rows_by_settings"]) == set(digests.values())
+    assert cli_main(["cache", "prune", str(cache), "--lean", "--toolchain", "4.9.0"]) == 0
+    assert set(summary(cache)["kinds"]["lean"]["rows_by_settings"]) == {digests["v4.10.0"]}
+
+
+def test_cache_verify_that_checked_nothing_says_so_and_exits_non_zero(tmp_path, capsys):
+    """An empty cache, a sample that draws no row, a cache of another REPL's answers: cb4cd23
+    printed zeros and exited 0, as if every answer had been checked and had stood."""
+    overlay = verify_overlay(tmp_path, workers=1)
+    (tmp_path / "cache").mkdir()
+    args = ["cache", "verify", "--params", str(REPO / "params.yaml"), "--configfile", str(overlay)]
+    assert cli_main(args) == 3, "a verify that checked nothing exited 0"
+    captured = capsys.readouterr()
+    assert "checked nothing" in captured.err and "checked=0" in captured.out
+
+
+def test_the_recheck_draws_are_seeded_by_the_job(tmp_path, monkeypatch):
+    """Two runs of one search job re-check the same hits (cb4cd23 drew from a fresh random seed
+    per run: a re-check could not be repeated)."""
+    import sys
+
+    from tests.search.test_errors import fake_policy
+    from tests.search.test_errors import search as cli_search
+
+    cache = tmp_path / "cache"
+    repl = [sys.executable, "-m", "burnqed.proplogic"]
+    with fake_policy(monkeypatch):
+        assert cli_search(tmp_path / "a", repl, "--cache", str(cache)) == 0
+        for run in ("b", "c"):
+            assert cli_search(tmp_path / run, repl, "--cache", str(cache), "--cache-recheck",
+                              "0.5") == 0  # fmt: skip
+    b, c = (json.loads((tmp_path / r / "out" / "manifest.json").read_text())["cache"]["rechecks"]
+            for r in ("b", "c"))  # fmt: skip
+    assert b["seed"] == c["seed"], "the re-check draws are not seeded"
+    assert b == c and b["asked"] > 0 and b["agreed"] == b["asked"]

@@ -25,7 +25,7 @@ ROWS = 1500  # per writer; 100 a shard: 15 shards each, written while the other 
 
 def lean_row(writer: int, i: int) -> dict:
     return {"key": f"w{writer}-{i}", "text": f"h{i} : p{writer}\n⊢ q", "error_kind": None,
-            "error": None, "cost_s": 0.001 * i}  # fmt: skip
+            "error": None, "cost_s": 0.001 * i, "state_digest": None}  # fmt: skip
 
 
 def write_many(directory: str, writer: int, start) -> None:
@@ -135,9 +135,17 @@ def test_cache_stats_and_prune_keep_models(tmp_path, capsys):
     after = ShardStore(cache / "policy", POLICY_SCHEMA, settings="s1")
     assert sorted(after._index) == ["k0", "k1", "k2"]
     assert len(ShardStore(cache / "lean", LEAN_SCHEMA, settings="s2")) == 1
-    # By the digest `stats` lists, too.
-    assert cli_main(["cache", "prune", str(cache), "--keep-models", "ffff"]) == 0
-    assert shard_files(cache / "policy") == []
+    # By the digest `stats` lists, too; a digest that matches no answer held is refused (issue 63:
+    # cb4cd23 kept nothing and dropped every answer).
+    assert cli_main(["cache", "prune", str(cache), "--keep-models", kept]) == 0
+    assert sorted(ShardStore(cache / "policy", POLICY_SCHEMA, settings="s1")._index) == [
+        "k0",
+        "k1",
+        "k2",
+    ]
+    assert cli_main(["cache", "prune", str(cache), "--keep-models", "ffff"]) == 2
+    assert "no policy answers of that model here" in capsys.readouterr().err
+    assert len(ShardStore(cache / "policy", POLICY_SCHEMA, settings="s1")) == 3
 
 
 def test_cache_commands_name_a_missing_directory(tmp_path, capsys):

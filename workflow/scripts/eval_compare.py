@@ -14,4 +14,5 @@ with to_log_file(snakemake.log[0]):
         configs=snakemake.params.configs,  # the value-model configurations of each iteration
         benchmarks=Path(snakemake.params.benchmarks),  # the jobs' peak memory so far
         ledger=Path(snakemake.params.ledger),  # the looks recorded before this run
+        cache_refuted_max=float(snakemake.params.cache_refuted_max),  # the cache section's flag
     )
