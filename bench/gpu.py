@@ -365,7 +365,8 @@ def training_batches(b: Bench, tokenizer, *, groups: bool, real: bool = False,
     """The ``sft.grad_accum`` micro-batches of one step at the configured shape: every sequence full
     length (one micro-batch, taken ``grad_accum`` times), or (``real``) lengths drawn from
     ``bench/lengths.json`` — a prompt of the drawn length and the completion after it, states and
-    goals of theirs — ``grad_accum`` different ones (seeded: the same in every section).  Packed
+    goals of theirs — ``grad_accum`` different ones (lengths and token ids seeded: the same
+    micro-batches in every section that draws them).  Packed
     (``layout=packed``, as training on CUDA packs it: a row of the micro-batch's tokens rounded up
     to a bucket, or the burnqed in use's fixed width) where ``packed`` and the burnqed in use packs,
     else right-padded."""
@@ -386,9 +387,14 @@ def training_batches(b: Bench, tokenizer, *, groups: bool, real: bool = False,
         m = b.sft.joint_state_max_length
         draws = [([(half, n - half)] * b.sft.batch_size, [m] * (g * k1), [m] * g)]
     made = []
+    id_rng = np.random.default_rng(62) if real else b.rng
+
+    def ids(n: int) -> list[int]:  # ordinary words, as Bench.ids
+        return id_rng.integers(3, b.arch.vocab, n).tolist()
+
     for sft_rows, state_lengths, goal_lengths in draws:
-        rows = [(ids := b.ids(p + c), [-100] * p + ids[p:]) for p, c in sft_rows]
-        states, goals = [b.ids(n) for n in state_lengths], [b.ids(n) for n in goal_lengths]
+        rows = [(x := ids(p + c), [-100] * p + x[p:]) for p, c in sft_rows]
+        states, goals = [ids(n) for n in state_lengths], [ids(n) for n in goal_lengths]
         lengths = [p + c for p, c in sft_rows] + state_lengths + goal_lengths
         args = (tokenizer, rows, states, goals, k1)
         if packed and packs():
