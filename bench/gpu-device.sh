@@ -9,8 +9,16 @@
 #   bench/gpu-device.sh fetch           # here, with PyPI: the wheels into .whl/ (Python 3.12, x86-64)
 #   bench/gpu-device.sh check           # there: install, size check, every section at a tiny size on
 #                                       # CUDA (a minute: the CUDA code paths before a long run)
-#   bench/gpu-device.sh run             # there: install, size check, the full bench (<= 6 minutes)
+#   bench/gpu-device.sh run             # there: install, size check, the full bench (<= 7 minutes)
 #   bench/gpu-device.sh run --smoke     # anywhere: the same steps on the CPU at the tiny size (a test)
+#   bench/gpu-device.sh lengths         # there: install, size check, bench/packed_attention.py (the
+#                                       # CUDA checks: unaligned layouts, the packed bf16 step
+#                                       # against the padded float32 one; stops if one fails), then
+#                                       # bench/gpu.py's issue-62 sections — the full-length joint
+#                                       # step, the real-length one packed (profiled) and padded
+#                                       # float32 — 3 timed steps each, and the acceptance figures
+#                                       # (<= 6.5 min; about 4)
+#   bench/gpu-device.sh lengths --smoke # anywhere: the same on the CPU at the tiny size (a test)
 #   bench/gpu-device.sh compare DIR     # there: install, size check, bench/packed_attention.py (flex
 #                                       # attention and the fused loss against their references;
 #                                       # stops here if a check fails), then the training sections
@@ -22,7 +30,8 @@
 #
 # Output: $OUT/gpu.txt (bench/gpu.py's name=value lines), $OUT/gpu.log (its stderr), $OUT/env.txt
 # (nvidia-smi, lscpu, pip list); compare: $OUT/check.txt, before.txt, after.txt, profile.txt (the
-# kernel table), stderr.log, and the after/before ratios on stdout.  $OUT defaults to
+# kernel table), stderr.log, and the after/before ratios on stdout; lengths: check.txt, gpu.txt,
+# profile.txt (one real-length packed micro-batch), stderr.log, and the issue's figures on stdout.  $OUT defaults to
 # ./gpu-bench-out.  Exit status: bench/gpu.py's (compare: the first that failed).
 set -euo pipefail
 CALLED_FROM=$PWD
@@ -71,6 +80,31 @@ install_wheels() {
   fi
 }
 
+# What compare and lengths do first: $OUT, the size of what travels, the carried wheels, the machine
+# in $OUT/env.txt and the environment every run gets.
+prepare() {
+  OUT=${OUT:-gpu-bench-out}
+  mkdir -p "$OUT"
+  echo "travelling tree: $(tree_mib) MiB (limit $LIMIT_MIB)"
+  install_wheels
+  {
+    date -u +%FT%TZ
+    nvidia-smi 2>&1 || echo "nvidia-smi: not available"
+    "$PYTHON" -m pip list 2>/dev/null || true
+  } >"$OUT/env.txt"
+  export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+}
+
+# bench/packed_attention.py (its --smoke with `checks --smoke SECONDS`) under a time limit, its lines
+# to $OUT/check.txt: a failed check stops the run before anything is timed.
+checks() {
+  local smoke=()
+  [[ $1 == --smoke ]] && smoke=(--smoke)
+  echo "== check: bench/packed_attention.py ${smoke[*]}"
+  timeout "$2" "$PYTHON" bench/packed_attention.py "${smoke[@]}" 2>>"$OUT/stderr.log" |
+    tee "$OUT/check.txt" || { echo "the CUDA checks failed: no training measured" >&2; exit 1; }
+}
+
 case "${1:-}" in
   fetch)
     mkdir -p "$WHEELS"
@@ -87,27 +121,14 @@ case "${1:-}" in
     [[ -f $before/burnqed/__init__.py ]] || { echo "compare: no burnqed/ package in $2" >&2; exit 2; }
     dev=(--device cuda)
     [[ "${3:-}" == --smoke ]] && dev=(--smoke --device cpu)
-    OUT=${OUT:-gpu-bench-out}
-    mkdir -p "$OUT"
-    echo "travelling tree: $(tree_mib) MiB (limit $LIMIT_MIB)"
-    install_wheels
+    prepare
     after_path=$PYTHONPATH
     before_path=${PYTHONPATH//$PWD/$before}  # the same, the BEFORE package in place of this tree
-    {
-      date -u +%FT%TZ
-      nvidia-smi 2>&1 || echo "nvidia-smi: not available"
-      "$PYTHON" -m pip list 2>/dev/null || true
-    } >"$OUT/env.txt"
-    export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
     shm=/tmp
     [[ -d /dev/shm ]] && shm=/dev/shm
     ckpt=$(mktemp -d "$shm/burnqed-compare-XXXXXX")
     trap 'rm -rf "$ckpt"' EXIT
-    check=()
-    [[ ${dev[0]} == --smoke ]] && check=(--smoke)
-    echo "== check: bench/packed_attention.py ${check[*]}"
-    timeout 150 "$PYTHON" bench/packed_attention.py "${check[@]}" 2>>"$OUT/stderr.log" |
-      tee "$OUT/check.txt" || { echo "the CUDA check failed: no training measured" >&2; exit 1; }
+    checks "${dev[0]}" 150
     common=(--sections checkpoint,joint,sft --checkpoint "$ckpt/policy" "${dev[@]}")
     status=0
     echo "== before: burnqed from $2"
@@ -131,6 +152,37 @@ for key in ("joint_tokens_per_s", "sft_tokens_per_s"):
 for key in ("joint_peak_reserved_gib", "joint_peak_allocated_gib", "joint_mfu", "sft_mfu"):
     print(f"{key}_before={num(before, key):.4g}")
     print(f"{key}_after={num(after, key):.4g}")
+PY
+    tail -3 "$OUT/stderr.log" >&2 || true
+    exit "$status"
+    ;;
+  lengths)
+    dev=(--device cuda)
+    [[ "${2:-}" == --smoke ]] && dev=(--smoke --device cpu)
+    prepare
+    start=$(date +%s)
+    checks "${dev[0]}" 100
+    echo "== bench/gpu.py: full length, real lengths packed and padded float32"
+    status=0
+    # 240 s of sections (bench/gpu.py CAPS) and 30 s of start-up, then the run is stopped.
+    timeout 270 "$PYTHON" bench/gpu.py --sections checkpoint,joint,joint_real,padded "${dev[@]}" \
+      --profile-joint "$OUT/profile.txt" --profile-section joint_real 2>>"$OUT/stderr.log" |
+      tee "$OUT/gpu.txt" || status=$?
+    echo "bench_wall_s=$(($(date +%s) - start))" | tee -a "$OUT/gpu.txt"
+    # The issue's acceptance figures: real lengths >= 2x the padded float32 step; at full length the
+    # published 9,442 tokens/s within 5 % and 22.86 GiB reserved at most (docs/cloud.md §8).
+    "$PYTHON" - "$OUT/gpu.txt" <<'PY'
+import sys
+got = {k: v.strip() for k, _, v in (l.partition("=") for l in open(sys.argv[1])) if v}
+def num(k):
+    try:
+        return float(got[k])
+    except (KeyError, ValueError):
+        return float("nan")
+speedup, full, peak = num("joint_real_speedup"), num("joint_tokens_per_s"), num("joint_peak_reserved_gib")
+print(f"real_lengths_speedup={speedup:.3g} (target >= 2)")
+print(f"full_length_tokens_per_s_vs_published={full / 9442:.3g} (target >= 0.95)")
+print(f"full_length_peak_reserved_gib={peak:.4g} (target <= 22.9)")
 PY
     tail -3 "$OUT/stderr.log" >&2 || true
     exit "$status"
@@ -163,7 +215,7 @@ PY
     fi
     start=$(date +%s)
     set +e
-    # 6 minutes of sections (bench/gpu.py CAPS) and 60 s of start-up, then the whole run is stopped.
+    # 370 s of sections (bench/gpu.py CAPS) and 50 s of start-up, then the whole run is stopped.
     timeout 420 "$PYTHON" bench/gpu.py "${args[@]}" 2>"$OUT/gpu.log" | tee "$OUT/gpu.txt"
     status=${PIPESTATUS[0]}
     set -e
@@ -172,7 +224,7 @@ PY
     exit "$status"
     ;;
   *)
-    sed -n '2,17p' "$0"
+    sed -n '2,29p' "$0"
     exit 2
     ;;
 esac

@@ -17,36 +17,51 @@ section under its own time cap (``--cap-<section>``) and printed as soon as it e
    :func:`~burnqed.train.joint.joint_forward` per micro-batch of ``sft.batch_size`` SFT sequences
    of ``sft.max_length`` tokens and ``sft.joint_groups_per_step`` groups of ``1 + ebm.negatives``
    states and a goal of ``sft.joint_state_max_length`` tokens (every sequence full length: the
-   worst case), packed padding-free into one row as training on CUDA packs it
-   (:func:`~burnqed.train.joint.collate_packed`: flex attention on CUDA, the fused SFT loss, a bf16
+   worst case for the step, packing's best: no padding tail), packed padding-free into one row as
+   training on CUDA packs it (``sft.gpu_layout: packed_bf16``,
+   :func:`~burnqed.train.joint.collate_packed`: flex attention on CUDA, the fused SFT loss, a bf16
    residual stream; ``layout=packed``) — or, run with the branch point of issue 47 on the path
    (``bench/gpu-device.sh compare``), right-padded into one batch by
    :func:`~burnqed.train.joint.collate` (``layout=padded``) — ``sft.grad_accum``
    micro-batches per step (:func:`~burnqed.train.joint.accumulate`), AdamW over three groups
    (:func:`~burnqed.train.joint.optimizer`: the LoRA, the head's layers, its scale) with its
    schedule; one warm-up step (it allocates the optimizer's moments and compiles flex attention),
-   then timed steps; ``--profile-joint FILE``: then one more optimizer step over one micro-batch
-   under ``torch.profiler``, its top-20 kernels by device time to FILE
-   (``joint_profiled_micro_step_s``);
-3. **sft**: the same loop without the groups and the head — SFT's loss through the joint loop's
-   forward, not through trl's ``SFTTrainer`` (trl is not in the GPU image; its step differs by the
-   autocast it runs under);
-4. **embed**: the value model's state embedding (``policy.pooling``) of the bf16 policy loaded by the
+   then ``--steps`` timed steps (3), their median; ``--profile-joint FILE``: then one more
+   optimizer step over one micro-batch of the ``--profile-section`` (``joint``) under
+   ``torch.profiler``, its top-20 kernels by device time to FILE
+   (``<section>_profiled_micro_step_s``);
+3. **joint_real**: the same step at **real lengths**: ``sft.grad_accum`` micro-batches of the same
+   shape whose sequences' lengths are drawn (seeded) from ``bench/lengths.json`` — real tactic
+   pairs and miniF2F goals in tokens at an assumed 3.0 characters a token (:mod:`bench.lengths`
+   says what was read and why) — each packed into a row of its own tokens rounded up to a bucket
+   (:func:`burnqed.train.packing.bucket_width`; with a ``burnqed`` that packs into one fixed
+   width, that width); the same micro-batches every step (the warm-up step compiles each row
+   width once, so no timed step compiles);
+4. **sft**: the joint loop without the groups and the head — SFT's loss through the joint loop's
+   forward, not through trl's ``SFTTrainer``, which the SFT stage runs (trl is not in the GPU
+   image: that stage's own step is not measured here);
+5. **padded**: the base loaded again as ``sft.gpu_layout: padded_fp32`` loads it (the layout before
+   issue 47: peft's ``prepare_model_for_kbit_training``, a float32 residual stream, no autocast)
+   and joint_real's micro-batches right-padded (:func:`~burnqed.train.joint.collate`, SDPA, whole
+   float32 logits): the step packing is measured against at the same lengths
+   (``joint_real_speedup``);
+6. **embed**: the value model's state embedding (``policy.pooling``) of the bf16 policy loaded by the
    in-process backend (:class:`~burnqed.policy.transformers_backend.TransformersGenerator`): at batch
    1 its own ``embed`` (one state per forward, what burnqed scores with today), at 8, 32 and 128 one
    right-padded forward per batch, pooled at each state's last token;
-5. **ebm**: the energy head's training on the GPU (:func:`burnqed.ebm.train.train_head` on
+7. **ebm**: the energy head's training on the GPU (:func:`burnqed.ebm.train.train_head` on
    synthetic embeddings of the policy's width, the ``ebm`` section's sizes) and search's scoring
    (:class:`~burnqed.ebm.scorer.EBMValueModel`, embedding included, ``search.batch_encode_size``
    states a call);
-6. **generation**: ``search.num_candidates`` candidates of ``policy.max_new_tokens`` tokens for
+8. **generation**: ``search.num_candidates`` candidates of ``policy.max_new_tokens`` tokens for
    each of ``--gen-states`` states through the in-process backend (per-candidate seeds,
    ``search.temperature``, ``policy.top_p``).  Random weights never emit the stop fence, so every
    candidate runs to ``max_new_tokens``: the worst case, and the in-process backend's figure, not
    SGLang's.
 
-``--sections`` runs some of them (``checkpoint,joint,sft``: the training sections); ``--checkpoint
-DIR`` keeps the random checkpoint in DIR and reuses it when a later run finds it there.
+``--sections`` runs some of them (``checkpoint,joint,joint_real,padded``: issue 62's, what
+``bench/gpu-device.sh lengths`` runs; ``checkpoint,joint,sft``: issue 47's); ``--checkpoint DIR``
+keeps the random checkpoint in DIR and reuses it when a later run finds it there.
 
 MFU: model FLOPs per step over the step time and ``--peak-tflops`` (989: the H100/H200 SXM
 datasheet's dense bf16 rate; 790 measured for a bf16 product on this workplace's H200s): per micro-
@@ -54,7 +69,8 @@ batch ``4·P`` a real token (``P`` the decoder's linear weights, 6.07 B: forward
 activations' gradient ``2·P``; the frozen weights get none), ``12·h`` per (query, key) pair of each
 sequence's causal triangle per layer, and ``4·h·V`` per scored SFT token through ``lm_head``
 (:func:`model_flops`); HFU adds what checkpointing recomputes (``2·P`` a token, ``4·h`` a pair).
-Padding is not model work: the padded layout's MFU counts the real tokens too.
+Padding is not model work: the padded layout's MFU counts the real tokens too (and so does a
+packed row's padding tail).
 
 Before the sections: the device, its driver and CUDA, the versions in use, and which of
 ``constraints.txt``'s pins did not hold (``pins_not_held``).  A section that runs past its cap or out
@@ -77,11 +93,23 @@ Prints (every line ``name=value``: device, versions and each section's parameter
 - ``joint_model_tflop``: model FLOPs of one joint step (TFLOP; :func:`model_flops`)
 - ``joint_mfu``: the joint step's model FLOPs per second over ``--peak-tflops``
 - ``joint_hfu``: the same with the recomputed forward counted
+- ``joint_real_tokens_per_step``: real tokens of one real-length joint step (4 micro-batches)
+- ``joint_real_positions_per_step``: positions of its packed rows (tokens rounded up to buckets)
+- ``joint_real_peak_reserved_gib``: peak reserved memory of the real-length joint steps (GiB)
+- ``joint_real_step_s``: seconds per real-length joint optimizer step (median)
+- ``joint_real_tokens_per_s``: real tokens per second at real lengths, packed
+- ``joint_real_mfu``: the real-length step's model FLOPs per second over ``--peak-tflops``
 - ``sft_peak_allocated_gib``: peak allocated memory of the SFT-only steps (GiB)
 - ``sft_peak_reserved_gib``: peak reserved memory of the SFT-only steps (GiB)
 - ``sft_step_s``: seconds per SFT-only optimizer step
 - ``sft_tokens_per_s``: tokens per second of SFT-only training
 - ``sft_mfu``: the SFT-only step's model FLOPs per second over ``--peak-tflops``
+- ``load_padded_s``: seconds to load the base as ``padded_fp32`` does (float32 residual stream)
+- ``joint_real_padded_positions_per_step``: positions of the same micro-batches right-padded
+- ``joint_real_padded_peak_reserved_gib``: peak reserved memory of the padded float32 steps (GiB)
+- ``joint_real_padded_step_s``: seconds per padded float32 joint step at the same lengths (median)
+- ``joint_real_padded_tokens_per_s``: real tokens per second of the padded float32 step
+- ``joint_real_speedup``: packed bf16 tokens/s over padded float32 tokens/s at real lengths
 - ``load_bf16_s``: seconds for the in-process backend to load the bf16 policy
 - ``embed_batch1_states_per_s``: states per second embedded one per forward
 - ``embed_batch8_states_per_s``: states per second at 8 per forward
@@ -97,6 +125,7 @@ Example::
     python bench/gpu.py --configfile config/a100-7b.yaml   # on a CUDA machine: the 7B figures
     python bench/gpu.py --smoke                            # CPU, tiny sizes: that it runs (CI)
     bench/gpu-device.sh run                                # the prepared run on a lent GPU machine
+    bench/gpu-device.sh lengths                            # issue 62's: checks, real lengths
     bench/gpu-device.sh compare before/                    # issue 47's: before, after, a profile
 """
 
@@ -106,15 +135,17 @@ import argparse
 import contextlib
 import gc
 import importlib.metadata
+import json
 import logging
 import resource
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -127,10 +158,13 @@ REPO = Path(__file__).resolve().parents[1]
 EOS, PAD, UNK = "<eos>", "<pad>", "<unk>"
 # The packages whose versions decide a figure here, against constraints.txt's pins.
 PACKAGES = ("torch", "transformers", "tokenizers", "peft", "accelerate", "bitsandbytes",
-            "safetensors", "numpy")  # fmt: skip
+            "safetensors", "numpy", "liger-kernel", "triton", "trl")  # fmt: skip
 SMOKE_ARCH = Architecture(layers=2, hidden=64, ffn=128, heads=1, kv_heads=1, vocab=512)
-# Seconds per section: 360 in all, the device run's six minutes (bench/gpu-device.sh).
-CAPS = {"checkpoint": 100, "joint": 130, "sft": 40, "embed": 45, "ebm": 15, "generation": 30}
+# Seconds per section (H200, 2026-11-27: checkpoint 17 s, joint 18 s of warm-up + 11 s a step).
+# Issue 62's sections (bench/gpu-device.sh lengths) take 240 s at most; all of them 430.
+CAPS = {"checkpoint": 45, "joint": 80, "joint_real": 55, "sft": 40, "padded": 60, "embed": 45,
+        "ebm": 15, "generation": 30}  # fmt: skip
+LENGTHS = REPO / "bench" / "lengths.json"  # bench/lengths.py --write
 
 
 class SectionTimeout(Exception):
@@ -178,6 +212,9 @@ class Bench:
     rng: np.random.Generator
     peak_tflops: float = 989.0
     profile: Path | None = None
+    profile_section: str = "joint"
+    lengths: dict | None = None  # bench/lengths.json: the real-length sections' draws
+    tokens_per_s: dict[str, float] = field(default_factory=dict)  # by section, for the ratio
 
     @property
     def cuda(self) -> bool:
@@ -313,25 +350,64 @@ def packs() -> bool:
     return hasattr(joint, "collate_packed")
 
 
-def training_batch(b: Bench, tokenizer, *, groups: bool):
-    """One micro-batch at the configured shape, every sequence full length: packed (``layout`` =
-    ``packed``, as training on CUDA packs it) where the burnqed in use packs, else right-padded;
-    with the sequence lengths and the scored (completion) tokens, for the FLOP count."""
+@dataclass(frozen=True)
+class Micro:
+    """One micro-batch on the device, with what the FLOP count needs: each sequence's length and
+    the scored (completion) tokens."""
+
+    batch: object  # burnqed.train.joint.Batch or PackedBatch
+    lengths: list[int]
+    scored: int
+
+
+def training_batches(b: Bench, tokenizer, *, groups: bool, real: bool = False,
+                     packed: bool = True) -> list[Micro]:  # fmt: skip
+    """The ``sft.grad_accum`` micro-batches of one step at the configured shape: every sequence full
+    length (one micro-batch, taken ``grad_accum`` times), or (``real``) lengths drawn from
+    ``bench/lengths.json`` — a prompt of the drawn length and the completion after it, states and
+    goals of theirs — ``grad_accum`` different ones (lengths and token ids seeded: the same
+    micro-batches in every section that draws them).  Packed
+    (``layout=packed``, as training on CUDA packs it: a row of the micro-batch's tokens rounded up
+    to a bucket, or the burnqed in use's fixed width) where ``packed`` and the burnqed in use packs,
+    else right-padded."""
+    import random
+
     from burnqed.train import joint
 
-    n, half = b.sft.max_length, b.sft.max_length // 2
-    rows = [(ids := b.ids(n), [-100] * half + ids[half:]) for _ in range(b.sft.batch_size)]
-    g = b.sft.joint_groups_per_step if groups else 0
     k1 = b.ebm.negatives + 1
-    states = [b.ids(b.sft.joint_state_max_length) for _ in range(g * k1)]
-    goals = [b.ids(b.sft.joint_state_max_length) for _ in range(g)]
-    args = (tokenizer, rows, states, goals, k1)
-    if packs():
-        batch = joint.collate_packed(*args, width=joint.packed_width(b.sft, k1, groups=groups))
+    g = b.sft.joint_groups_per_step if groups else 0
+    if real:
+        import lengths as length_table  # bench/lengths.py, beside this script
+
+        rng = random.Random(62)
+        draws = [length_table.draw(b.lengths, b.sft, k1, rng, groups=groups)
+                 for _ in range(b.sft.grad_accum)]  # fmt: skip
     else:
-        batch = joint.collate(*args)
-    lengths = [n] * b.sft.batch_size + [b.sft.joint_state_max_length] * (g * k1 + g)
-    return joint._to(batch, b.dev), lengths, b.sft.batch_size * (n - half)
+        n, half = b.sft.max_length, b.sft.max_length // 2
+        m = b.sft.joint_state_max_length
+        draws = [([(half, n - half)] * b.sft.batch_size, [m] * (g * k1), [m] * g)]
+    made = []
+    id_rng = np.random.default_rng(62) if real else b.rng
+
+    def ids(n: int) -> list[int]:  # ordinary words, as Bench.ids
+        return id_rng.integers(3, b.arch.vocab, n).tolist()
+
+    for sft_rows, state_lengths, goal_lengths in draws:
+        rows = [(x := ids(p + c), [-100] * p + x[p:]) for p, c in sft_rows]
+        states, goals = [ids(n) for n in state_lengths], [ids(n) for n in goal_lengths]
+        lengths = [p + c for p, c in sft_rows] + state_lengths + goal_lengths
+        args = (tokenizer, rows, states, goals, k1)
+        if packed and packs():
+            from burnqed.train import packing
+
+            most = joint.packed_width(b.sft, k1, groups=groups)
+            bucket = getattr(packing, "bucket_width", None)  # None: one fixed width (cb4cd23)
+            width = bucket(sum(lengths), most) if bucket else most
+            batch = joint.collate_packed(*args, width=width)
+        else:
+            batch = joint.collate(*args)
+        made.append(Micro(joint._to(batch, b.dev), lengths, sum(c for _, c in sft_rows)))
+    return made if real else made * b.sft.grad_accum
 
 
 def model_flops(a: Architecture, lengths: list[int], scored: int) -> tuple[float, float]:
@@ -352,17 +428,21 @@ def model_flops(a: Architecture, lengths: list[int], scored: int) -> tuple[float
     return model, model + 2 * p * tokens + 4 * h * pairs
 
 
-def train_steps(b: Bench, name: str, model, tokenizer, head, *, groups: bool) -> None:
-    """One warm-up optimizer step, then ``b.steps`` timed ones, each as joint training takes it
-    (:func:`burnqed.train.joint.accumulate` over ``sft.grad_accum`` micro-batches, then the
-    optimiser and schedule of :func:`burnqed.train.joint.optimizer`: the LoRA, the head's layers and
-    its scale, or the LoRA alone without a head); peaks over all of them."""
+def train_steps(b: Bench, name: str, model, tokenizer, head, *, groups: bool, real: bool = False,
+                packed: bool = True) -> None:  # fmt: skip
+    """One warm-up optimizer step, then ``b.steps`` timed ones (their median), each as joint
+    training takes it (:func:`burnqed.train.joint.accumulate` over ``sft.grad_accum`` micro-batches,
+    :func:`training_batches`, then the optimiser and schedule of
+    :func:`burnqed.train.joint.optimizer`: the LoRA, the head's layers and its scale, or the LoRA
+    alone without a head); peaks over all of them."""
     from burnqed.train.joint import LossScales, accumulate, optimizer
 
-    batch, lengths, scored = training_batch(b, tokenizer, groups=groups)
-    real = sum(lengths)
-    out(f"{name}_tokens_per_step", real * b.sft.grad_accum)
-    out(f"{name}_positions_per_step", batch.input_ids.numel() * b.sft.grad_accum)
+    micros = training_batches(b, tokenizer, groups=groups, real=real, packed=packed)
+    tokens = sum(sum(m.lengths) for m in micros)
+    out(f"{name}_tokens_per_step", tokens)
+    out(f"{name}_positions_per_step", sum(m.batch.input_ids.numel() for m in micros))
+    if real:
+        out(f"{name}_row_widths", ",".join(str(m.batch.input_ids.shape[1]) for m in micros))
     scales = LossScales()
     opt, schedule = optimizer(
         model, head, b.sft, learning_rate=b.sft.learning_rate, max_steps=b.steps + 1
@@ -374,7 +454,7 @@ def train_steps(b: Bench, name: str, model, tokenizer, head, *, groups: bool) ->
     def step(micro: int = b.sft.grad_accum) -> None:
         opt.zero_grad(set_to_none=True)
         accumulate(
-            model, head, [batch] * micro, scales, lam=b.sft.joint_lambda,
+            model, head, [m.batch for m in micros[:micro]], scales, lam=b.sft.joint_lambda,
             pooling=b.policy["pooling"], grad_accum=b.sft.grad_accum,
         )  # fmt: skip
         opt.step()
@@ -398,39 +478,51 @@ def train_steps(b: Bench, name: str, model, tokenizer, head, *, groups: bool) ->
             out(f"{name}_peak_reserved_gib", reserved)
     finally:
         opt.zero_grad(set_to_none=True)  # the gradients go now, the moments with this frame
-    seconds = sum(times) / len(times)
+    out(f"{name}_step_times_s", ",".join(f"{t:.4g}" for t in times))
+    seconds = statistics.median(times)
     out(f"{name}_step_s", seconds)
-    out(f"{name}_tokens_per_s", real * b.sft.grad_accum / seconds)
-    flops, hardware = (f * b.sft.grad_accum for f in model_flops(b.arch, lengths, scored))
+    out(f"{name}_tokens_per_s", tokens / seconds)
+    b.tokens_per_s[name] = tokens / seconds
+    flops, hardware = (sum(f) for f in zip(*(model_flops(b.arch, m.lengths, m.scored)
+                                             for m in micros), strict=True))  # fmt: skip
     out(f"{name}_model_tflop", flops / 1e12)
     out(f"{name}_mfu", flops / seconds / (b.peak_tflops * 1e12))
     out(f"{name}_hfu", hardware / seconds / (b.peak_tflops * 1e12))
-    if name == "joint" and b.profile is not None:
-        profile_step(b, step)
+    if name == b.profile_section and b.profile is not None:
+        profile_step(b, name, step)
 
 
-def profile_step(b: Bench, step: Callable[[int], None]) -> None:
-    """One more optimizer step over one micro-batch (a quarter of the joint step at grad_accum 4)
-    under ``torch.profiler``: its kernels, top 20 by their own device time, to ``b.profile``."""
+def profile_step(b: Bench, name: str, step: Callable[[int], None]) -> None:
+    """One more optimizer step of section ``name`` over one micro-batch (a quarter of the step at
+    grad_accum 4) under ``torch.profiler``: its kernels, top 20 by their own device time, to
+    ``b.profile``."""
     from torch.profiler import ProfilerActivity, profile
 
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if b.cuda else [])
     t0 = time.perf_counter()
     with profile(activities=activities) as prof:
         step(1)
-    out("joint_profiled_micro_step_s", time.perf_counter() - t0)
+    out(f"{name}_profiled_micro_step_s", time.perf_counter() - t0)
     events = prof.key_averages()
     key = "self_device_time_total" if b.cuda else "self_cpu_time_total"
     try:
         table = events.table(sort_by=key, row_limit=20, max_name_column_width=90)
     except (AttributeError, KeyError, ValueError):  # older torch: the CUDA name
         table = events.table(sort_by="self_cuda_time_total", row_limit=20)
-    b.profile.write_text(f"# one joint micro-batch + optimizer step, {b.dev}\n{table}\n")
+    b.profile.write_text(f"# one {name} micro-batch + optimizer step, {b.dev}\n{table}\n")
+
+
+def lora_config(b: Bench):
+    """The LoRA of ``sft``: rank, scale and dropout on its target modules."""
+    from peft import LoraConfig
+
+    return LoraConfig(r=b.sft.lora_r, lora_alpha=b.sft.lora_alpha, lora_dropout=b.sft.lora_dropout,
+                      target_modules=list(b.sft.target_modules), task_type="CAUSAL_LM")  # fmt: skip
 
 
 def section_training(b: Bench, state: dict) -> None:
-    """checkpoint → joint → sft (module docstring, 1–3)."""
-    from peft import LoraConfig, get_peft_model
+    """checkpoint → joint → joint_real → sft (module docstring, 1–4)."""
+    from peft import get_peft_model
 
     from burnqed.train.loop import load_base_model, load_tokenizer
 
@@ -439,11 +531,7 @@ def section_training(b: Bench, state: dict) -> None:
     model = load_base_model(b.ckpt, quantization=quantization, cuda=b.cuda)
     b.sync()
     out("load_nf4_s", time.perf_counter() - t0)
-    model = get_peft_model(
-        model,
-        LoraConfig(r=b.sft.lora_r, lora_alpha=b.sft.lora_alpha, lora_dropout=b.sft.lora_dropout,
-                   target_modules=list(b.sft.target_modules), task_type="CAUSAL_LM"),
-    )  # fmt: skip
+    model = get_peft_model(model, lora_config(b))
     state["model"], state["tokenizer"] = model, load_tokenizer(b.ckpt)
     out("layout", "packed" if packs() else "padded")
     if packs():
@@ -469,13 +557,19 @@ def section_training(b: Bench, state: dict) -> None:
         out("resident_weights_gib", torch.cuda.memory_allocated() / GIB)
 
 
-def section_joint(b: Bench, state: dict) -> None:
+def energy_head(b: Bench):
+    """The energy head as joint training builds it, its input statistics from random embeddings."""
     from burnqed.ebm.train import build_head
 
-    model, tokenizer = state["model"], state["tokenizer"]
     torch.manual_seed(0)
     head = build_head(b.arch.hidden, b.ebm).to(b.dev)
     head.set_input_stats(torch.randn(64, b.arch.hidden, device=b.dev))
+    return head
+
+
+def section_joint(b: Bench, state: dict) -> None:
+    model, tokenizer = state["model"], state["tokenizer"]
+    head = energy_head(b)
     from burnqed.train import memory
 
     # The plan of the layout in use: packed, bf16 and the fused loss where burnqed packs (the
@@ -492,6 +586,45 @@ def section_joint(b: Bench, state: dict) -> None:
         train_steps(b, "joint", model, tokenizer, head, groups=True)
     finally:
         del head
+        free()
+
+
+def section_joint_real(b: Bench, state: dict) -> None:
+    """The joint step at real lengths, packed (module docstring, 3)."""
+    model, tokenizer = state["model"], state["tokenizer"]
+    head = energy_head(b)
+    out("lengths_chars_per_token", b.lengths["chars_per_token"])
+    try:
+        train_steps(b, "joint_real", model, tokenizer, head, groups=True, real=True)
+    finally:
+        del head
+        free()
+
+
+def section_padded(b: Bench, state: dict) -> None:
+    """joint_real's micro-batches in the layout before issue 47 (module docstring, 5): the base
+    loaded as ``sft.gpu_layout: padded_fp32`` loads it, right-padded, float32 residual stream."""
+    from peft import get_peft_model
+
+    from burnqed.train.loop import load_base_model, load_tokenizer
+
+    state.pop("model", None)  # one 4-bit base on the device at a time
+    free()
+    t0 = time.perf_counter()
+    model = load_base_model(b.ckpt, quantization=b.sft.quantization, cuda=b.cuda,
+                            bf16_stream=False)  # fmt: skip
+    b.sync()
+    out("load_padded_s", time.perf_counter() - t0)
+    model = get_peft_model(model, lora_config(b))
+    head = energy_head(b)
+    try:
+        train_steps(b, "joint_real_padded", model, load_tokenizer(b.ckpt), head, groups=True,
+                    real=True, packed=False)  # fmt: skip
+        if "joint_real" in b.tokens_per_s:
+            speedup = b.tokens_per_s["joint_real"] / b.tokens_per_s["joint_real_padded"]
+            out("joint_real_speedup", speedup)
+    finally:
+        del model, head
         free()
 
 
@@ -641,7 +774,9 @@ def section_generation(b: Bench, state: dict) -> None:
 SECTIONS = (
     ("checkpoint", lambda b, s: (build_checkpoint(b), free(), section_training(b, s))),
     ("joint", section_joint),
+    ("joint_real", section_joint_real),
     ("sft", section_sft),
+    ("padded", section_padded),
     ("embed", lambda b, s: (section_load_policy(b, s), section_embed(b, s))),
     ("ebm", section_ebm),
     ("generation", section_generation),
@@ -649,7 +784,7 @@ SECTIONS = (
 
 
 # What a section needs from an earlier one: without it, it is skipped (and counted as failed).
-NEEDS = {"joint": "model", "sft": "model", "ebm": "gen", "generation": "gen"}
+NEEDS = {"joint": "model", "joint_real": "model", "sft": "model", "ebm": "gen", "generation": "gen"}
 
 
 def run_sections(b: Bench, caps: dict[str, int], only: set[str] | None = None) -> int:
@@ -686,6 +821,16 @@ def run_sections(b: Bench, caps: dict[str, int], only: set[str] | None = None) -
     return failed
 
 
+def real_lengths(path: Path, *, smoke: bool) -> dict:
+    """The real-length table (``bench/lengths.json``); at ``--smoke`` every length a quarter (at
+    least 1), so that the tiny sizes' bounds (32 and 16 tokens) admit most sequences."""
+    table = json.loads(path.read_text(encoding="utf-8"))
+    if smoke:
+        quarter = [[max(1, p // 4), max(1, c // 4)] for p, c in table["sft"]]
+        table = {**table, "sft": quarter, "states": [max(1, n // 4) for n in table["states"]]}
+    return table
+
+
 def _shown(path: Path) -> str:
     """``path`` relative to the repository when it lies inside it (no machine's paths in output)."""
     try:
@@ -699,7 +844,8 @@ def main() -> int:
     p.add_argument("--params", default=str(REPO / "params.yaml"))
     p.add_argument("--configfile", action="append", default=None,
                    help="overlays (default: config/a100-7b.yaml)")  # fmt: skip
-    p.add_argument("--steps", type=int, default=1, help="timed optimizer steps after the warm-up")
+    p.add_argument("--steps", type=int, default=None, help="timed optimizer steps after the "
+                   "warm-up, their median the figure (default 3; 1 with --smoke)")  # fmt: skip
     p.add_argument("--gen-states", type=int, default=32, help="states generated for")
     p.add_argument("--state-tokens", type=int, default=256, help="tokens of a synthetic state")
     p.add_argument("--embed-states", type=int, default=256, help="states embedded per batch size")
@@ -713,6 +859,10 @@ def main() -> int:
                    "reused by later runs (default: a temporary directory, removed)")  # fmt: skip
     p.add_argument("--profile-joint", default=None, help="a file for the kernel table (top 20 by "
                    "device time) of one profiled joint micro-batch after the timed steps")  # fmt: skip
+    p.add_argument("--profile-section", default="joint", choices=("joint", "joint_real"),
+                   help="whose micro-batch --profile-joint profiles (default joint)")  # fmt: skip
+    p.add_argument("--lengths", default=str(LENGTHS), help="the real-length table "
+                   "(bench/lengths.py --write)")  # fmt: skip
     p.add_argument("--peak-tflops", type=float, default=989.0, help="the device's dense bf16 "
                    "TFLOP/s that MFU divides by (default: the H100/H200 SXM datasheet's 989)")  # fmt: skip
     p.add_argument("--smoke", action="store_true", help="tiny sizes on the CPU: that it runs (CI)")
@@ -743,6 +893,7 @@ def main() -> int:
                       joint_state_max_length=16, lora_r=4, lora_alpha=8)  # fmt: skip
         ebm = replace(ebm, hidden_sizes=(32, 16), batch_size=16)
         args.gen_states, args.state_tokens, args.embed_states = 2, 16, 16
+        args.steps = 1 if args.steps is None else args.steps
         params["policy"] = {**params["policy"], "max_new_tokens": 8}
     out("architecture", "DeepSeek-Prover-V2-7B (unverified shape)" if not args.smoke else "smoke")
     out("arch", ",".join(f"{k}:{v}" for k, v in vars(arch).items()))
@@ -753,6 +904,8 @@ def main() -> int:
     out("micro_batch", f"{sft.batch_size}x{sft.max_length}+{sft.joint_groups_per_step}x"
         f"({ebm.negatives + 1}+1)x{sft.joint_state_max_length}")  # fmt: skip
     out("grad_accum", sft.grad_accum)
+    args.steps = 3 if args.steps is None else args.steps
+    out("timed_steps", args.steps)
     out("head", "x".join(map(str, ebm.hidden_sizes)))
     out("pooling", params["policy"]["pooling"])
     versions()
@@ -775,7 +928,9 @@ def main() -> int:
                   ckpt=ckpt, steps=args.steps, gen_states=args.gen_states,
                   state_tokens=args.state_tokens, embed_states=args.embed_states,
                   rng=np.random.default_rng(0), peak_tflops=args.peak_tflops,
-                  profile=Path(args.profile_joint) if args.profile_joint else None)  # fmt: skip
+                  profile=Path(args.profile_joint) if args.profile_joint else None,
+                  profile_section=args.profile_section,
+                  lengths=real_lengths(Path(args.lengths), smoke=args.smoke))  # fmt: skip
         out("memory_source", "cuda" if b.cuda else "cpu_rss")
         caps = {name: getattr(args, f"cap_{name}") for name in CAPS}
         failed = run_sections(b, caps, only)

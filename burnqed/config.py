@@ -704,6 +704,7 @@ class ModelConfig(Section):
 class SFTConfig(Section):
     section: ClassVar[str] = "sft"
     quantization: str = "nf4"
+    gpu_layout: str = "packed_bf16"  # the step on CUDA (burnqed.train.joint); the CPU pads, float32
     lora_r: int = 16
     lora_alpha: int = 32
     lora_dropout: float = 0.05

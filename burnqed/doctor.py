@@ -17,6 +17,11 @@ command exits 1 when any check fails:
   in-process model (skipped while it is not built);
 - ``gpu``: GPUs present (``nvidia-smi``) against what the config and the profile ask for, and free
   memory against the server's ``--mem-fraction-static``;
+- ``training``: the layout, attention and SFT loss kernel this machine's training steps will run
+  (``sft.gpu_layout`` on CUDA: packed rows, flex attention and Liger Kernel's fused loss — or the
+  chunked loss where ``liger-kernel`` is not installed, said here — or the padded float32 step; on
+  the CPU the padded float32 step, and what a GPU run of this install would use); a Liger that is
+  installed but does not import fails on CUDA (training would stop on it);
 - ``disk``: free space where the artifacts go against a rough estimate of what the run writes;
 - ``dvc remote``: the default DVC remote is reachable (a local directory exists; a URL is listed
   by ``dvc``) — skipped when none is configured.
@@ -498,6 +503,41 @@ def check_gpu(ctx: _Context) -> Check:
     return Check("ok", "gpu", f"{whose} asks for {wanted}; {desc}")
 
 
+def check_training(ctx: _Context) -> Check:
+    import torch
+
+    from burnqed.config import SFTConfig
+    from burnqed.train.fused_loss import FusedKernelError, kernel_record
+
+    setting = SFTConfig.from_dict(ctx.params["sft"]).gpu_layout
+    cuda = torch.cuda.is_available()
+    try:
+        loss = kernel_record("cuda")  # what a packed CUDA step's SFT loss runs with this install
+    except FusedKernelError as e:
+        if cuda and setting == "packed_bf16":
+            return Check("fail", "training", _one_line(e))
+        fused = f"a broken Liger ({_one_line(e)}): a GPU run would stop on it"
+    else:
+        fused = (
+            f"Liger Kernel {loss['liger-kernel']} (triton {loss['triton']})"
+            if loss["kernel"] == "liger"
+            else f"the chunked loss ({loss['why']}: pip install -c constraints.txt -e '.[gpu]')"
+        )
+    packed = f"packed rows, flex attention, a bf16 residual stream, SFT loss by {fused}"
+    padded = "right-padded batches, SDPA, a float32 residual stream, whole float32 logits"
+    if not cuda:
+        gpu = packed if setting == "packed_bf16" else padded
+        return Check(
+            "ok", "training", f"no CUDA here: training runs {padded}; on a GPU sft.gpu_layout "
+            f"{setting} would run {gpu}"
+        )  # fmt: skip
+    what = packed if setting == "packed_bf16" else f"{padded} (the step before issue 47)"
+    return Check(
+        "ok", "training", f"CUDA ({torch.cuda.get_device_name(0)}), sft.gpu_layout {setting}: "
+        f"joint training runs {what}; the SFT stage (trl) pads, whole logits, bf16 autocast"
+    )  # fmt: skip
+
+
 def disk_estimate_gb(params: Mapping[str, Any]) -> float:
     if params.get("model", {}).get("base") == "tiny":
         return TINY_DISK_GB
@@ -603,6 +643,7 @@ def run_checks(
         add(check_gpu(ctx))
     except ConfigError as e:
         add(Check("fail", "gpu", _one_line(e)))
+    add(check_training(ctx))
     add(check_disk(ctx))
     add(check_dvc(ctx))
     return results
@@ -613,7 +654,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
     p = subparsers.add_parser(
         "doctor",
-        help="check in seconds what the configured run needs (REPL, versions, policy, GPU, disk, DVC)",
+        help="check in seconds what the configured run needs (REPL, versions, policy, GPU, "
+        "training step, disk, DVC)",
         description=__doc__.split("\n\n")[0],
     )
     add_config_arguments(p)

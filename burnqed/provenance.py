@@ -43,10 +43,13 @@ from typing import Any
 
 import burnqed
 
-# What decides training, search and evaluation results.
+# What decides training, search and evaluation results.  liger-kernel (the gpu extra) and triton
+# (its compiler; CUDA torch's dependency) decide a GPU training step's SFT loss and attention
+# kernels: None where not installed (every CPU install).
 TRACKED_PACKAGES = (
     "torch", "transformers", "tokenizers", "peft", "trl", "accelerate", "datasets",
     "bitsandbytes", "safetensors", "numpy", "pyarrow", "duckdb", "snakemake", "dvc",
+    "liger-kernel", "triton",
 )  # fmt: skip
 
 

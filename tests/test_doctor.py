@@ -74,6 +74,30 @@ def test_demo_config_passes_in_a_clean_checkout(checkout):
     assert r.stdout.strip().splitlines()[-1].startswith("doctor: ")
 
 
+def test_training_names_the_layout_attention_and_loss_kernel(checkout, monkeypatch):
+    """On a machine without CUDA: the padded float32 step it trains with, and what a GPU run of
+    this install would run under each sft.gpu_layout (here: no liger-kernel installed, so the
+    chunked loss, and how to install the fused one); a bad layout is one config line naming it."""
+    monkeypatch.chdir(checkout)
+    demo = [checkout / "config" / "demo.yaml"]
+    checks = _by_name(run_checks(checkout / "params.yaml", demo))
+    assert "training" in checks, sorted(checks)
+    c = checks["training"]
+    assert c.status == "ok", c.reason
+    assert c.reason.startswith("no CUDA here: training runs right-padded batches, SDPA"), c.reason
+    assert "sft.gpu_layout packed_bf16 would run packed rows, flex attention" in c.reason
+    assert "the chunked loss (liger-kernel not installed" in c.reason and "'.[gpu]'" in c.reason
+    padded = checkout / "padded.yaml"
+    padded.write_text(yaml.safe_dump({"sft": {"gpu_layout": "padded_fp32"}}))
+    c = _by_name(run_checks(checkout / "params.yaml", [*demo, padded]))["training"]
+    assert "sft.gpu_layout padded_fp32 would run right-padded batches" in c.reason, c.reason
+    bad = checkout / "bad.yaml"
+    bad.write_text(yaml.safe_dump({"sft": {"gpu_layout": "packed"}}))
+    [config] = run_checks(checkout / "params.yaml", [*demo, bad])
+    assert config.status == "fail" and "gpu_layout" in config.reason, config.reason
+    assert "\n" not in config.reason
+
+
 def test_missing_repl_binary_is_one_fail_line(checkout):
     overlay = checkout / "missing.yaml"
     overlay.write_text(yaml.safe_dump({"lean": {"repl_command": ["/nonexistent/pantograph-repl"]}}))

@@ -8,10 +8,12 @@ policy's, so the contrastive signal keeps the embeddings apart while SFT teaches
 - **one forward pass** of the LoRA-adapted backbone over a mixed batch: ``sft.batch_size`` SFT
   examples (prompt + completion, as :mod:`.sft` trains them) and ``sft.joint_groups_per_step``
   InfoNCE groups (1 positive + ``ebm.negatives`` negatives, and the group's theorem goal): on the
-  CPU every sequence right-padded into one batch (:func:`collate`), on CUDA all of them packed end
-  to end into one row of a fixed width with per-sequence causal attention (:func:`collate_packed`,
-  :mod:`.packing`: flex attention, no padding), under bf16 autocast with the SFT loss fused
-  (:mod:`.fused_loss`) — the same losses, embeddings and gradients (``tests/train/test_packing.py``);
+  CPU every sequence right-padded into one batch (:func:`collate`), on CUDA (``sft.gpu_layout:
+  packed_bf16``) all of them packed end to end into one row sized to their tokens with
+  per-sequence causal attention (:func:`collate_packed`, :mod:`.packing`: flex attention, the
+  padding a ninth of the row at most and attending to itself only), under bf16 autocast with the
+  SFT loss fused (:mod:`.fused_loss`) — the same losses, embeddings and gradients
+  (``tests/train/test_packing.py``); ``padded_fp32`` keeps CUDA on the padded float32 step;
 - **two losses**: the SFT cross-entropy on the completion tokens only (``lm_head`` runs on the SFT
   rows alone: the group sequences need hidden states, not logits), plus λ·InfoNCE of the
   goal-conditioned energy head over the groups' embeddings, pooled from that same forward pass by
@@ -66,7 +68,8 @@ kept with its adapter; the held-out proof steps of a third, theorem-disjoint spl
 measured beside them and never used to choose.  Training runs under
 :func:`burnqed.determinism.deterministic_training` (a rerun on the same CPU type, thread count and
 versions is byte-identical).  Beside the adapter: ``training_summary.json`` (both losses, their
-scales, λ, the monitored metrics, the validation and test losses before and after),
+scales, λ, the monitored metrics, the validation and test losses before and after, and
+``training_step``: the layout, dtypes and loss kernel the step ran, :func:`~.loop.step_record`),
 ``hyperparameters.json``, ``metrics.jsonl``, ``run_info.json`` (the run's wall times) and the head
 (``joint_head.safetensors`` + ``joint_head.json``), which :func:`export_joint_ebm` turns into the
 iteration's EBM directory once the merged model (and so its embedding digest) exists.
@@ -124,6 +127,7 @@ from burnqed.train.loop import (
     publish_chosen,
     read_training_data,
     select_step,
+    step_record,
     validation_sets,
     warm_start_record,
 )
@@ -201,14 +205,17 @@ def train_joint(
     warm_start = warm_start_record(model, plan)  # the previous iteration's adapter, loaded as is
     hidden_size = model.get_base_model().config.hidden_size
     data = tokenise(tokenizer, model, mix, val_examples, states, groups, sft, ebm_cfg)
-    # On CUDA each micro-batch is packed padding-free (flex attention); the CPU keeps the padded
-    # layout (the demo's bytes), which the equivalence tests compare packing against.
-    width = packed_width(sft, data.group_size) if cuda else None
-    if width is not None:
+    # On CUDA (sft.gpu_layout: packed_bf16) each micro-batch is packed padding-free (flex
+    # attention) into a row of at most `most` positions; the CPU keeps the padded layout (the
+    # demo's bytes), which the equivalence tests compare packing against, and so does padded_fp32.
+    packed = cuda and sft.gpu_layout == "packed_bf16"
+    most = packed_width(sft, data.group_size) if packed else None
+    if packed:
         from burnqed.train.packing import enable
 
         enable(model)
         keep_lora_inputs_bf16(model)  # the bf16 residual stream (loop.prepare_bf16_training)
+    training_step = _step_record(model, sft, dev, packed)
 
     torch.manual_seed(seed)  # the head's initial weights (and spectral-norm vectors): seeded
     head = build_head(hidden_size, ebm_cfg).to(dev)
@@ -246,7 +253,7 @@ def train_joint(
         progress = Progress(log, "joint", total=plan.max_steps, unit="steps", initial=start)
         for step in progress.iter(range(start, plan.max_steps)):
             done = step + 1
-            batches = micro_batches(data, tokenizer, step, sft, seed, dev, width)
+            batches = micro_batches(data, tokenizer, step, sft, seed, dev, most)
             last = train_step(model, head, opt, schedule, scales, batches, sft=sft,
                               pooling=pooling, step=step, seed=seed,
                               remaining_weight=ebm_cfg.remaining_steps_weight)  # fmt: skip
@@ -291,6 +298,7 @@ def train_joint(
         },
         "data": {"train_examples": len(data.sft_rows), **mix.to_json()},
         "determinism": determinism,
+        "training_step": training_step,
     }
     hyperparameters = {
         "sft": sft.to_dict(), "ebm": ebm_cfg.to_dict(), "iteration": iteration,
@@ -398,11 +406,12 @@ def collate(
 class PackedBatch:
     """One micro-batch packed padding-free (:mod:`.packing`): the rows of :func:`collate`, in its
     order, end to end in one row of ``width`` positions, each sequence with its own positions and a
-    per-sequence causal mask; the positions after the last sequence are padding that nothing reads."""
+    per-sequence causal mask; the positions after the last sequence are padding that nothing reads
+    and that reads nothing but itself."""
 
     input_ids: Any  # (1, W) long: the sequences, then padding
-    position_ids: Any  # (1, W) long: 0, 1, … from each sequence's start (the padding's too)
-    doc: Any  # (W,) long: each position's sequence (the padding: one past the last)
+    position_ids: Any  # (1, W) long: 0, 1, … from each sequence's start; 0 at each padding one
+    doc: Any  # (W,) long: each position's sequence; a padding position one of its own after them
     scored: Any  # (M,) long: the positions whose next token is an SFT label (a completion token)
     targets: Any  # (M,) long: that label at each scored position
     spans: tuple[tuple[int, int], ...]  # (start, end) of each sequence in the row
@@ -413,10 +422,11 @@ class PackedBatch:
 
 
 def packed_width(sft: SFTConfig, group_size: int, *, groups: bool = True) -> int:
-    """The fixed width of a packed micro-batch: the most positions one can fill — ``sft.batch_size``
-    examples of ``sft.max_length`` tokens and ``sft.joint_groups_per_step`` groups of ``group_size``
-    states and a goal of ``sft.joint_state_max_length`` (longer ones are left out of the stream) —
-    rounded up to flex attention's block.  One width for every batch: compiled once.
+    """The most positions a packed micro-batch can fill — ``sft.batch_size`` examples of
+    ``sft.max_length`` tokens and ``sft.joint_groups_per_step`` groups of ``group_size`` states and
+    a goal of ``sft.joint_state_max_length`` (longer ones are left out of the stream) — rounded up to
+    flex attention's block: the widest row; each micro-batch's row is its own tokens rounded up to
+    a bucket no wider (:func:`micro_batches`, :func:`burnqed.train.packing.bucket_width`).
 
     >>> packed_width(SFTConfig(batch_size=8, max_length=1024, joint_groups_per_step=4,
     ...                        joint_state_max_length=512), 8)
@@ -438,9 +448,11 @@ def collate_packed(
     *,
     width: int,
 ) -> PackedBatch:
-    """:func:`collate`'s micro-batch packed into one row of ``width`` positions (:func:`packed_width`):
-    the same sequences in the same order, the same scored tokens (each SFT label after a position of
-    its own sequence), pooled at each state's and goal's own last token."""
+    """:func:`collate`'s micro-batch packed into one row of ``width`` positions (at least its tokens:
+    :func:`micro_batches` sizes it by :func:`~burnqed.train.packing.bucket_width`): the same
+    sequences in the same order, the same scored tokens (each SFT label after a position of its own
+    sequence), pooled at each state's and goal's own last token; each padding position after them a
+    sequence of its own at position 0 (it attends to itself alone, :mod:`.packing`)."""
     import torch
 
     rows = [ids for ids, _ in sft] + list(states) + list(goals)
@@ -458,7 +470,9 @@ def collate_packed(
         doc[start:end] = i
         spans.append((start, end))
         start = end
-    pos[start:] = torch.arange(width - start)  # the padding: one more sequence, never read
+    # The padding: a sequence a position, at position 0 — it sees itself only, and nothing sees it.
+    doc[start:] = len(rows) + torch.arange(width - start)
+    pos[start:] = 0
     scored, targets = [], []
     for (s, _), (_, lab) in zip(spans, sft, strict=False):
         for t in range(len(lab) - 1):
@@ -657,7 +671,9 @@ def micro_batches(
     """The ``sft.grad_accum`` micro-batches of optimizer step ``step``: ``sft.batch_size`` SFT rows
     and ``sft.joint_groups_per_step`` training groups each, drawn at their stream positions (a
     function of the seed and the step: a resumed run draws the same); right-padded
-    (:func:`collate`), or packed into ``width`` positions when given (:func:`collate_packed`)."""
+    (:func:`collate`), or, given ``width`` (the most positions, :func:`packed_width`), packed into a
+    row of its own tokens rounded up to a bucket (:func:`collate_packed`,
+    :func:`~burnqed.train.packing.bucket_width`)."""
     for micro in range(sft.grad_accum):
         pos = step * sft.grad_accum + micro
         rows = [
@@ -677,7 +693,13 @@ def micro_batches(
             data.group_size,
             [float(data.groups.remaining[i]) for i in gi] if len(data.groups.remaining) else None,
         )  # fmt: skip
-        batch = collate(*args) if width is None else collate_packed(*args, width=width)
+        if width is None:
+            batch = collate(*args)
+        else:
+            from burnqed.train.packing import bucket_width
+
+            tokens = sum(len(r) for r in [*(ids for ids, _ in rows), *args[2], *args[3]])
+            batch = collate_packed(*args, width=bucket_width(tokens, width))
         yield _to(batch, dev)
 
 
@@ -701,6 +723,25 @@ def _with_adapter(model: Any, plan: SFTPlan) -> Any:
     if plan.warm_start is None:
         raise ValueError("joint training warm-starts from the previous iteration's adapter")
     return PeftModel.from_pretrained(model, str(plan.warm_start), is_trainable=True)
+
+
+def _step_record(model: Any, sft: SFTConfig, dev: Any, packed: bool) -> dict[str, Any]:
+    """:func:`~.loop.step_record` of this training's step: packed (the fused loss's kernel,
+    :func:`~.fused_loss.kernel_record`) or padded (whole float32 logits)."""
+    import torch
+
+    from burnqed.train.fused_loss import kernel_record
+    from burnqed.train.loop import training_precision
+
+    autocast = isinstance(training_precision(model, dev), torch.autocast)
+    record = step_record(
+        model, setting=sft.gpu_layout, device=dev.type, packed=packed,
+        autocast="bfloat16" if autocast else None,
+        loss_kernel=kernel_record(dev) if packed else {"kernel": "materialised",
+                                                       "why": "padded: whole float32 logits"},
+    )  # fmt: skip
+    log.info("joint training step: %s", record)
+    return record
 
 
 def _start_head(
@@ -760,8 +801,8 @@ def joint_forward(
     rows and float32 cross-entropy over their logits; a :class:`PackedBatch` (training on CUDA)
     runs padding-free attention (:mod:`.packing`, :func:`burnqed.train.packing.enable` first) and
     the fused loss over its scored positions only (:mod:`.fused_loss`).  Either way the decoder runs
-    in :func:`~burnqed.train.loop.training_precision` (bf16 autocast on CUDA), the losses and the
-    head in float32; ``scored_hidden`` / ``scored_targets`` are the hidden state before each
+    in :func:`~burnqed.train.loop.training_precision` (bf16 autocast on CUDA with a bf16 residual
+    stream), the losses and the head in float32; ``scored_hidden`` / ``scored_targets`` are the hidden state before each
     completion token and that token (what the SFT loss averages over)."""
     import torch
     import torch.nn.functional as F
@@ -776,7 +817,7 @@ def joint_forward(
     decoder, lm_head = base.model, base.lm_head
     n = batch.n_sft
     if isinstance(batch, PackedBatch):
-        with training_precision(batch.input_ids.device):
+        with training_precision(base, batch.input_ids.device):
             hidden = decoder(
                 input_ids=batch.input_ids, position_ids=batch.position_ids,
                 attention_mask=attention_mask(batch.doc), use_cache=False,
@@ -785,7 +826,7 @@ def joint_forward(
         sft_loss = linear_cross_entropy(scored, lm_head.weight, targets)
         rows = [hidden[s:e] for s, e in batch.spans[n:]]
     else:
-        with training_precision(batch.input_ids.device):
+        with training_precision(base, batch.input_ids.device):
             hidden = decoder(input_ids=batch.input_ids, attention_mask=batch.attention_mask)
             hidden = hidden.last_hidden_state  # (B, T, d)
             logits = lm_head(hidden[:n]).float()  # (n, T, V): SFT rows only
@@ -975,7 +1016,7 @@ def embed_rows(
     was = base.training
     base.eval()
     try:
-        with torch.no_grad(), training_precision(dev):
+        with torch.no_grad(), training_precision(base, dev):
             out = [
                 pool_hidden(
                     base.model(input_ids=torch.tensor([r], device=dev))

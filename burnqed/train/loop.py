@@ -11,9 +11,10 @@ way around the step itself, and this module is that part, in the order a run use
 - **data** (:func:`read_training_data`, :func:`build_mix`, :func:`validation_sets`): the base
   pairs plus the earlier searches' verified proof steps × ``positive_upsample``, decontaminated,
   with theorem-split trajectory validation and test sets;
-- **model** (:func:`load_training_model`): the base (full precision or 4-bit NF4 for QLoRA), its
-  tokenizer, the LoRA target modules checked; :func:`warm_start_record` checks the warm-start
-  adapter loaded as saved;
+- **model** (:func:`load_training_model`): the base (full precision or 4-bit NF4 for QLoRA; on
+  CUDA its residual stream bf16 or float32 as ``sft.gpu_layout`` says), its tokenizer, the LoRA
+  target modules checked; :func:`warm_start_record` checks the warm-start adapter loaded as saved;
+  :func:`step_record` is what both summaries say of the step's layout, precision and loss kernel;
 - **checkpoints** (:class:`CheckpointSelection`, :func:`select_step`, :func:`publish_chosen`): the
   adapter of every evaluated step kept, the one ``sft.select_by`` chooses published with its
   ``adapter_config.json`` in a stable order.
@@ -306,9 +307,12 @@ def adds_no_special_tokens(tokenizer: Any) -> bool:
 
 
 def load_training_model(base: Path, sft: SFTConfig, *, cuda: bool) -> tuple[Any, Any]:
-    """The base model as ``sft.quantization`` loads it for training, its tokenizer (padding with
-    EOS when it has no pad token), ``sft.target_modules`` checked against its layers."""
-    model = load_base_model(base, quantization=sft.quantization, cuda=cuda)
+    """The base model as ``sft.quantization`` loads it for training — on CUDA with the residual
+    stream ``sft.gpu_layout`` asks for (``packed_bf16``: bf16; ``padded_fp32``: float32) — its
+    tokenizer (padding with EOS when it has no pad token), ``sft.target_modules`` checked against
+    its layers."""
+    model = load_base_model(base, quantization=sft.quantization, cuda=cuda,
+                            bf16_stream=sft.gpu_layout == "packed_bf16")  # fmt: skip
     tokenizer = load_tokenizer(base)
     check_target_modules(model, sft.target_modules)
     return model, tokenizer
@@ -327,12 +331,16 @@ def warm_start_record(model: Any, plan: SFTPlan) -> dict[str, Any] | None:
     return record
 
 
-def load_base_model(base: Path, *, quantization: str, cuda: bool) -> PreTrainedModel:
+def load_base_model(
+    base: Path, *, quantization: str, cuda: bool, bf16_stream: bool = True
+) -> PreTrainedModel:
     """The base for training: full precision (``none``) or 4-bit NF4 for QLoRA (``nf4``).
 
     On CPU everything computes in float32 (bf16 training is not supported there by the trainer);
     on a GPU the checkpoint's own dtype (bf16 for the real models) and bf16 compute for NF4, the
-    non-quantized weights left in bf16 (:func:`prepare_bf16_training`).
+    non-quantized weights left in bf16 (:func:`prepare_bf16_training`) — or, without
+    ``bf16_stream`` (``sft.gpu_layout: padded_fp32``, the layout before issue 47), cast to float32
+    by peft's ``prepare_model_for_kbit_training``, so the residual stream is float32.
     """
     import torch
     from transformers import AutoModelForCausalLM
@@ -362,8 +370,10 @@ def load_base_model(base: Path, *, quantization: str, cuda: bool) -> PreTrainedM
         device_map={"": 0} if cuda else {"": "cpu"},
         local_files_only=True,
     )
-    if cuda:
+    if cuda and bf16_stream:
         return prepare_bf16_training(model)
+    if cuda:  # the float32 stream: the non-quantized layers cast up, checkpointing (reentrant)
+        return prepare_model_for_kbit_training(model, use_gradient_checkpointing=True)
     keep_cpu_4bit_weights_trainable(model)
     # Freezes the base (its non-quantized layers are float32 here already, as the CPU computes).
     return prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
@@ -405,18 +415,48 @@ def keep_lora_inputs_bf16(model: Any) -> int:
     return n
 
 
-def training_precision(device: Any) -> Any:
-    """The context a training forward runs in: bf16 autocast on CUDA — the 4-bit layers' matmuls,
-    attention and the LoRA matmuls (their float32 weights cast per product) on tensor cores in
-    bf16 — and nothing on the CPU (float32 throughout, the demo's bytes).  Losses and the energy
-    head run outside it, in float32."""
+def residual_dtype(model: Any) -> Any:
+    """The dtype of ``model``'s residual stream: its input embeddings' weights' (bf16 after
+    :func:`prepare_bf16_training`, float32 after ``prepare_model_for_kbit_training`` or on CPU)."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return base.get_input_embeddings().weight.dtype
+
+
+def training_precision(model: Any, device: Any) -> Any:
+    """The context a training forward of ``model`` runs in: bf16 autocast on CUDA when its residual
+    stream is bf16 (``sft.gpu_layout: packed_bf16``) — the 4-bit layers' matmuls, attention and
+    the LoRA matmuls (their float32 weights cast per product) on tensor cores in bf16 — and nothing
+    with a float32 stream (``padded_fp32``: the layout before issue 47) or on the CPU (float32
+    throughout, the demo's bytes).  Losses and the energy head run outside it, in float32."""
     import contextlib
 
     import torch
 
-    if torch.device(device).type == "cuda":
+    if torch.device(device).type == "cuda" and residual_dtype(model) == torch.bfloat16:
         return torch.autocast("cuda", dtype=torch.bfloat16)
     return contextlib.nullcontext()
+
+
+def step_record(
+    model: Any, *, setting: str, device: str, packed: bool, autocast: str | None,
+    loss_kernel: Mapping[str, Any],
+) -> dict[str, Any]:  # fmt: skip
+    """What a training summary says of its step: ``sft.gpu_layout`` (``setting``), the device,
+    the layout the step ran (``packed``: one row, flex attention; else right-padded, SDPA), the
+    residual stream's and the trainable weights' dtypes as ``model`` holds them (measured, not
+    assumed: trl casts a 4-bit model's adapter to bf16), the autocast and the SFT loss's kernel."""
+    trainable = sorted({str(p.dtype).removeprefix("torch.") for p in model.parameters()
+                        if p.requires_grad})  # fmt: skip
+    return {
+        "gpu_layout": setting,
+        "device": device,
+        "layout": "packed" if packed else "padded",
+        "attention": "flex" if packed else "sdpa",
+        "residual_stream": str(residual_dtype(model)).removeprefix("torch."),
+        "trainable_dtypes": trainable,
+        "autocast": autocast,
+        "loss_kernel": dict(loss_kernel),
+    }
 
 
 def keep_cpu_4bit_weights_trainable(model: PreTrainedModel) -> int:

@@ -32,7 +32,12 @@ Beside the adapter:
   why, both validation losses before and after (``validation``: what chose the checkpoint), the
   test loss before and after (``test``: never used to choose), the warm-start check, the data mix
   (base pairs, positive steps per source iteration, skipped trajectory parts, decontamination),
-  trainable parameters, data hashes, determinism settings, versions, git commit;
+  trainable parameters, data hashes, determinism settings, versions, git commit, and
+  ``training_step`` (:func:`~.loop.step_record`): trl's step is always right-padded with the
+  model's own loss over whole logits; on CUDA the residual stream follows ``sft.gpu_layout`` and
+  the trainer's bf16 autocast is on — and trl casts a 4-bit model's adapter to bf16 (the QLoRA
+  paper's recipe), so there the LoRA weights, their gradients and AdamW's moments are bf16, which
+  the record measures (``trainable_dtypes``) rather than assumes;
 - ``hyperparameters.json`` — the ``sft`` section, the base model, the effective values of this
   iteration (learning rate, steps, warm start, upsampling, criterion), the seed;
 - ``metrics.jsonl`` — every logged step as it happened (with wall times);
@@ -89,6 +94,7 @@ from burnqed.train.loop import (
     read_training_data,
     select_step,
     sort_target_modules,
+    step_record,
     validation_sets,
     warm_start_record,
 )
@@ -185,6 +191,14 @@ def train_sft(
         )  # fmt: skip
         del ids  # the rows are in the trainer's datasets now
         warm_start = warm_start_record(trainer.model, plan)
+        # Measured on the trainer's model: trl has cast a 4-bit model's adapter by now.
+        training_step = step_record(
+            trainer.model, setting=sft.gpu_layout, device="cuda" if cuda else "cpu", packed=False,
+            autocast="bfloat16" if trainer.args.bf16 else None,
+            loss_kernel={"kernel": "materialised", "why": "trl's SFTTrainer: the model's own "
+                         "loss over whole logits"},
+        )  # fmt: skip
+        log.info("SFT training step: %s", training_step)
         trainer.evaluate()  # step 0: the losses before training (the previous iteration's model)
         trainer.train()
         if selection.last_step() != trainer.state.global_step:
@@ -207,6 +221,7 @@ def train_sft(
             **mix.to_json(),
         }  # fmt: skip
         summary["determinism"] = determinism
+        summary["training_step"] = training_step
         write_json(staging / SUMMARY_FILE, {**summary, **provenance()})
         write_json(
             staging / HYPERPARAMETERS_FILE,

@@ -94,3 +94,32 @@ def test_device_script_compare_smoke_measures_before_and_after(tmp_path):
                     if line.endswith(tuple("0123456789")) and "_speedup=" in line)  # fmt: skip
     assert set(speedups) == {"joint_speedup", "sft_speedup"}
     assert all(float(v) > 0 for v in speedups.values())
+
+
+@pytest.mark.bench
+def test_device_script_lengths_smoke_checks_then_measures_real_lengths(tmp_path):
+    """``lengths --smoke`` (issue 62's one command, on the CPU): the checks pass first, then the
+    full-length step, the real-length step packed into rows of its own tokens (profiled) and the
+    same micro-batches padded in float32, and the acceptance figures last."""
+    out = tmp_path / "out"
+    env = dict(_env(), OUT=str(out), PYTHON=sys.executable)
+    r = subprocess.run(["bash", str(REPO / "bench" / "gpu-device.sh"), "lengths", "--smoke"],
+                       cwd=REPO, env=env, capture_output=True, text=True, timeout=400)  # fmt: skip
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    assert "checks_passed=1" in (out / "check.txt").read_text()
+    got = dict(line.split("=", 1) for line in (out / "gpu.txt").read_text().splitlines()
+               if "=" in line)  # fmt: skip
+    assert got["sections"] == "checkpoint,joint,joint_real,padded" and got["sections_failed"] == "0"
+    packed, padded = (got[f"{k}_positions_per_step"] for k in ("joint_real", "joint_real_padded"))
+    tokens = int(got["joint_real_tokens_per_step"])
+    assert tokens == int(got["joint_real_padded_tokens_per_step"])  # the same micro-batches
+    assert tokens <= int(packed) < int(got["joint_positions_per_step"])  # rows sized to tokens
+    assert int(packed) != int(padded)
+    assert float(got["joint_real_speedup"]) > 0
+    assert (
+        "Self CPU" in (out / "profile.txt").read_text()
+        and "joint_real" in (out / "profile.txt").read_text().splitlines()[0]
+    )
+    for key in ("real_lengths_speedup", "full_length_tokens_per_s_vs_published",
+                "full_length_peak_reserved_gib"):  # fmt: skip
+        assert re.search(rf"^{key}=[\d.]+ \(target", r.stdout, re.M), r.stdout[-1500:]

@@ -263,6 +263,22 @@ def test_joint_training_writes_the_adapter_the_head_and_what_it_measured(joint_r
     assert not joint_run.with_name(joint_run.name + ".work").exists()  # removed when done
 
 
+def test_the_summary_records_the_step_its_layout_dtypes_and_loss_kernel(joint_run):
+    """Every training summary says how its step ran (issue 62): the CPU trains right-padded in
+    float32 whatever sft.gpu_layout says (the demo's bytes), with whole logits; the versions block
+    tracks the GPU step's kernels (None here: not installed)."""
+    summary = json.loads((joint_run / "training_summary.json").read_text())
+    assert "training_step" in summary, sorted(summary)
+    assert summary["training_step"] == {
+        "gpu_layout": "packed_bf16", "device": "cpu", "layout": "padded", "attention": "sdpa",
+        "residual_stream": "float32", "trainable_dtypes": ["float32"], "autocast": None,
+        "loss_kernel": {"kernel": "materialised", "why": "padded: whole float32 logits"},
+    }  # fmt: skip
+    versions = summary["versions"]
+    assert "liger-kernel" in versions and "triton" in versions, sorted(versions)
+    assert versions["liger-kernel"] is None and versions["torch"]
+
+
 def test_the_joint_head_lists_the_theorems_it_never_trained_on(joint_run, searches, tmp_path):
     """What its energy weight is fitted on (burnqed.ebm.stage.joint_energy_weight)."""
     split = TheoremSplit.of(SPLIT, 0)

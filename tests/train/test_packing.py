@@ -100,7 +100,9 @@ def test_packing_lays_the_sequences_end_to_end_with_their_own_positions(model_an
         assert packed.position_ids[0, s:e].tolist() == list(range(e - s))  # restart per sequence
         assert set(packed.doc[s:e].tolist()) == {r}
     end = packed.spans[-1][1]
-    assert set(packed.doc[end:].tolist()) == {len(lengths)}  # the padding: one more sequence
+    # The padding (issue 62): each position a sequence of its own after the last, at position 0.
+    assert packed.doc[end:].tolist() == list(range(len(lengths), len(lengths) + 512 - end))
+    assert set(packed.position_ids[0, end:].tolist()) == {0}
     # The scored positions are the padded batch's: each completion token, predicted one before.
     keep = padded.labels[:, 1:] != -100
     assert packed.targets.tolist() == padded.labels[:, 1:][keep].tolist()
@@ -236,3 +238,162 @@ def test_the_packed_batch_moves_to_the_device_whole(model_and_tokenizer):
     for key in ("input_ids", "position_ids", "doc", "scored", "targets", "remaining"):
         assert getattr(moved, key).device.type == "meta", key
     assert moved.spans == packed.spans
+
+
+# --------------------------------------------------------------------------------------------
+# Issue 62: rows sized to their tokens, padding that costs nothing
+
+
+class _Pad:
+    pad_token_id = 0
+
+
+def _expanded(bm, w: int) -> torch.Tensor:
+    """``(W, W)`` bool: the element-level attention a BlockMask describes — every pair of its full
+    blocks, and its partial blocks' pairs that the mask_mod keeps; a block in both lists is an
+    error."""
+    b = packing.BLOCK
+    pos = torch.arange(w)
+    out = torch.zeros(w, w, dtype=torch.bool)
+    for i in range(w // b):
+        full = bm.full_kv_indices[0, 0, i, : int(bm.full_kv_num_blocks[0, 0, i])].tolist()
+        partial = bm.kv_indices[0, 0, i, : int(bm.kv_num_blocks[0, 0, i])].tolist()
+        assert not set(full) & set(partial), f"query block {i}: a key block both full and partial"
+        rows = slice(i * b, (i + 1) * b)
+        for j in full:
+            out[rows, j * b : (j + 1) * b] = True
+        for j in partial:
+            q, k = pos[rows][:, None], pos[j * b : (j + 1) * b][None, :]
+            out[rows, j * b : (j + 1) * b] = bm.mask_mod(0, 0, q, k)
+    return out
+
+
+@pytest.mark.parametrize(
+    "lengths",
+    [[128, 128, 256], [5, 300, 1, 77, 129], [40] * 12, [700], [1, 1, 1]],
+    ids=["aligned", "unaligned", "many-short", "one-long", "tiny"],
+)
+@pytest.mark.parametrize("padding", [1, 130, 383])
+def test_the_block_mask_expanded_is_each_sequences_causal_triangle_and_padding_sees_itself(
+    lengths, padding
+):
+    """The BlockMask's indices, expanded to pairs, are exactly the sequences' own causal triangles
+    (read off the packed batch's spans) plus each padding position on itself: no padding block is
+    "full", and no real position sees padding or another sequence.  The CPU's dense mask is the
+    same; padding positions sit at position 0."""
+    rng = random.Random(sum(lengths) + padding)
+    rows = [[rng.randrange(3, 400) for _ in range(n)] for n in lengths]
+    total = sum(lengths)
+    w = packing.round_width(total + padding)
+    batch = collate_packed(_Pad, [(rows[0], [-100] * len(rows[0]))], rows[1:], [], 1, width=w)
+    end = batch.spans[-1][1]
+    want = torch.eye(w, dtype=torch.bool)  # padding: itself
+    for s, e in batch.spans:
+        want[s:e, s:e] = torch.ones(e - s, e - s, dtype=torch.bool).tril()
+    got = _expanded(packing.block_mask(batch.doc), w)
+    assert torch.equal(got[:end, :end], want[:end, :end]), "the real sequences' attention"
+    assert not got[:end, end:].any(), "a real position sees padding"
+    assert torch.equal(got[end:], want[end:]), (
+        f"padding positions must see themselves only; {int(got[end:].sum())} pairs for "
+        f"{w - end} padding positions"
+    )
+    assert torch.equal(packing.dense_mask(batch.doc)[0, 0], want), "the CPU's dense mask"
+    assert set(batch.position_ids[0, end:].tolist()) <= {0}, "padding positions are at 0"
+
+
+def _ladder(most: int) -> list[int]:
+    """The row widths burnqed packs into, written out: every multiple of 128 up to 15 blocks,
+    then 8 evenly spaced widths in each doubling (16, 18 … 30 blocks; 32, 36 … 60; …), and the
+    configured micro-batch's most positions."""
+    blocks = list(range(1, 16))
+    octave = 16
+    while octave * 128 < most:
+        blocks += [octave + octave // 8 * m for m in range(8)]
+        octave *= 2
+    return sorted({b * 128 for b in blocks if b * 128 < most} | {most})
+
+
+def test_each_packed_micro_batch_is_a_row_of_its_own_tokens_rounded_up_to_a_bucket():
+    """At config/a100-7b.yaml's shape (8 SFT examples of at most 1,024 tokens, 4 groups of 8
+    states and a goal of at most 512) with real-length sequences of a few hundred tokens, each
+    micro-batch's row is the smallest bucket of the ladder that holds its tokens — padding under a
+    ninth of the row — not the 26,624 positions the largest micro-batch could fill; a micro-batch
+    of full-length sequences still fills exactly 26,624."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from burnqed.train.joint import GroupTexts, micro_batches
+
+    sft = SFTConfig(batch_size=8, max_length=1024, grad_accum=4, joint_groups_per_step=4,
+                    joint_state_max_length=512)  # fmt: skip
+    k1 = 8
+    most = packed_width(sft, k1)
+    assert most == 26_624
+    rng = random.Random(62)
+
+    def data(sft_len, state_len):
+        sft_rows = []
+        for _ in range(40):
+            ids = [rng.randrange(3, 400) for _ in range(sft_len())]
+            sft_rows.append((ids, [-100] * (len(ids) // 2) + ids[len(ids) // 2 :]))
+        states = [[[rng.randrange(3, 400) for _ in range(state_len())] for _ in range(k1)]
+                  for _ in range(20)]  # fmt: skip
+        goals = [[rng.randrange(3, 400) for _ in range(state_len())] for _ in range(20)]
+        gt = GroupTexts(states=states, goals=goals, state_hashes=[], goal_hashes=[], ids={})
+        return SimpleNamespace(sft_rows=sft_rows, train_groups=list(range(20)), gt=gt,
+                               group_size=k1, groups=SimpleNamespace(remaining=np.array([])))  # fmt: skip
+
+    ladder = _ladder(most)
+    real = data(lambda: rng.randrange(60, 400), lambda: rng.randrange(30, 250))
+    widths = []
+    for batch in micro_batches(real, _Pad, 0, sft, 0, torch.device("cpu"), most):
+        tokens = batch.spans[-1][1]
+        width = batch.input_ids.shape[1]
+        widths.append(width)
+        assert width == min(w for w in ladder if w >= tokens), (tokens, width)
+        assert (width - tokens) / width < 1 / 9, (tokens, width)
+        assert batch.position_ids.shape == batch.input_ids.shape == (1, width)
+        assert batch.doc.shape == (width,)
+    assert len(widths) == sft.grad_accum and max(widths) < most / 2
+    full = data(lambda: 1024, lambda: 512)
+    for batch in micro_batches(full, _Pad, 0, sft, 0, torch.device("cpu"), most):
+        assert batch.input_ids.shape == (1, most) and batch.spans[-1][1] == most
+
+
+def test_a_missing_liger_falls_back_recorded_and_a_broken_one_is_an_error(monkeypatch, tmp_path):
+    """Only a *missing* liger-kernel lets the SFT loss fall back to the chunked loss (and the
+    training summaries record why); one that is installed but does not import (its Triton missing,
+    here) raises instead of quietly changing the GPU step's speed, memory and numerics."""
+    import importlib
+    import sys
+
+    from burnqed.train import fused_loss
+
+    package = tmp_path / "liger_kernel"
+    (package / "transformers").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "transformers" / "__init__.py").write_text("")
+    (package / "transformers" / "functional.py").write_text(
+        "raise ImportError(\"No module named 'triton'\")\n"
+    )
+    monkeypatch.setattr(fused_loss, "_liger", {})
+    modules = set(sys.modules)
+    sys.path.insert(0, str(tmp_path))
+    importlib.invalidate_caches()
+    try:
+        with pytest.raises(
+            RuntimeError, match=r"liger-kernel .*installed but does not import.*triton"
+        ):
+            fused_loss.liger()
+    finally:  # the stand-in gone again, for this test's second half and every later test
+        sys.path.remove(str(tmp_path))
+        for name in set(sys.modules) - modules:
+            if name.split(".")[0] == "liger_kernel":
+                del sys.modules[name]
+        importlib.invalidate_caches()
+    fused_loss._liger.clear()
+    assert fused_loss.liger() is None  # not installed: the chunked loss, logged
+    record = fused_loss.kernel_record("cuda")
+    assert record == {"kernel": "chunked", "why": "liger-kernel not installed (the gpu extra)"}
+    assert fused_loss.kernel_record("cpu") == {"kernel": "chunked", "why": "not CUDA"}

@@ -95,6 +95,20 @@ def eval_loss(model_dir: Path, adapter: Path, val: Path, batch_size: int) -> flo
     return total / len(seqs)
 
 
+def test_the_summary_records_trls_step(lora_adapter):
+    """The SFT stage's summary says how its step ran (issue 62): trl's trainer, right-padded, the
+    model's own loss over whole logits; on the CPU float32 throughout, no autocast."""
+    summary = read_json(lora_adapter / "training_summary.json")
+    assert "training_step" in summary, sorted(summary)
+    step = summary["training_step"]
+    assert step == {
+        "gpu_layout": "packed_bf16", "device": "cpu", "layout": "padded", "attention": "sdpa",
+        "residual_stream": "float32", "trainable_dtypes": ["float32"], "autocast": None,
+        "loss_kernel": {"kernel": "materialised",
+                        "why": "trl's SFTTrainer: the model's own loss over whole logits"},
+    }  # fmt: skip
+
+
 def test_the_best_checkpoint_is_the_one_saved(tiny_base, pairs, tmp_path):
     """Step 1 has learning rate 0 (warm-up), steps 2–3 a rate that wrecks the model: the saved
     adapter must be step 1's, not the last one."""
@@ -140,6 +154,8 @@ def test_qlora_nf4_trains_on_cpu(tiny_base, pairs, tmp_path):
     assert summary["steps"] == 2 and summary["best_step"] == 2
     assert read_json(out / "hyperparameters.json")["sft"]["quantization"] == "nf4"
     assert all(t.abs().sum() > 0 for n, t in adapter_weights(out).items() if "lora_B" in n)
+    # trl casts a 4-bit model's adapter to bf16 (its QLoRA recipe): the summary measures it.
+    assert summary["training_step"]["trainable_dtypes"] == ["bfloat16"]
 
 
 def test_iteration_1_warm_starts_from_the_previous_adapter(
