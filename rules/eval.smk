@@ -1,7 +1,8 @@
 # Eval stage (burnqed/eval/): the pinned benchmark data/benchmarks/<eval.benchmark>.jsonl searched
 # once at the largest budget (trajectories kept beside the JSON, resumable) and scored at every budget.
 # results/baseline/eval.json: the base model; results/iter_{i}/eval.json: iteration i (with its EBM
-# for i >= 1, plus the ablation without it, same theorems and seeds); results/compare.{md,json}.
+# for i >= 1, plus the ablation without it, same theorems and seeds); results/compare.{md,json}
+# (the headline) and results/ablations/compare.{md,json} (every value-model configuration).
 
 
 rule eval_baseline:

@@ -1,6 +1,7 @@
 # Report stage (burnqed/report/): markdown + PNG reports from DuckDB SQL over the eval trajectories
 # and eval JSONs, go/no-go gates (params.yaml `report`) at the top.  results/iter_{i}/report/ per
-# iteration; results/report/ across iterations.  EBM metrics and the ablation exist for i >= 1.
+# iteration; results/report/ across iterations: the headline's (the default target).  The EBM, its
+# twins and the ablation exist for i >= 1; its embedding metrics are the `ablations` target's.
 
 
 rule report:
