@@ -56,6 +56,8 @@ Prints (parameters first; then these figures, one ``name=value`` a line):
 - ``search_forward_fraction``: forward passes over the job's wall time
 - ``search_generation_fraction``: forward + sampling + tokenisation over the job's wall time
 - ``search_start_fraction``: process start and imports over the job's wall time
+- ``search_unreadable_samples``: samples of the search's threads whose stack could not be read
+  (read while it changed under the walk: counted apart, in no figure above)
 - ``train_wall_s``: the training job, spawn to exit
 - ``train_cpu_s``: its CPU time
 - ``train_start_s``: process start and imports
@@ -73,6 +75,7 @@ Prints (parameters first; then these figures, one ``name=value`` a line):
 - ``train_data_cpu_s``: its CPU seconds reading and tokenising the data
 - ``train_step_fraction``: forward + backward + optimizer over the job's wall time
 - ``train_eval_fraction``: validation over the job's wall time
+- ``train_unreadable_samples``: samples of the training's main thread whose stack could not be read
 
 and, with a run's DAG, ``dag_`` + every figure of :func:`burnqed.eval.timing.run_timing`.
 
@@ -94,6 +97,7 @@ import sys
 import tempfile
 import threading
 import time
+import types
 from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -162,6 +166,8 @@ TRAIN = {
         ),
     ],
 }
+# Where a sample goes whose stack could not be read (Sampler.classify).
+UNREADABLE = "unreadable"
 # Which rules classify which thread (by name prefix), and what an unrecognised sample is.
 CATEGORIES = {
     "search": {"MainThread": (MAIN, "other"), "burnqed-generate": (GENERATOR, "other")},
@@ -170,20 +176,32 @@ CATEGORIES = {
 
 
 class Sampler(threading.Thread):
-    """Samples the Python stacks of the named threads every ``interval`` seconds (module docstring)."""
+    """Samples the Python stacks of the named threads every ``interval`` seconds (module docstring).
+
+    Another thread's stack is read while that thread runs, so a frame can change or be freed under
+    the walk (CPython does not lock it: a frame's ``f_code`` has been seen to be a dict).  A sample
+    that cannot be read is filed under :data:`UNREADABLE` and counted (``unreadable``), never
+    fatal; ``elapsed`` is set however the sampling ends, and ``error`` names what ended it early.
+    """
 
     def __init__(self, rules: dict, interval: float) -> None:
         super().__init__(name="bench-sampler", daemon=True)
         self.rules, self.interval = rules, interval
         self.counts: Counter[tuple[str, str]] = Counter()
         self.cpu: Counter[tuple[str, str]] = Counter()  # each thread's CPU seconds, by category
+        self.unreadable: Counter[str] = Counter()  # samples of each thread that could not be read
         self.ticks = 0
+        self.elapsed = 0.0  # wall seconds sampled: set when sampling ends, whatever ends it
+        self.error: str | None = None  # what ended the sampling early, if anything did
         self.halt = threading.Event()
 
     def classify(self, frame, rules: dict, default: str) -> str:
         stack = []
         while frame is not None:
-            stack.append((frame.f_code.co_filename, frame.f_code.co_name))
+            code = frame.f_code
+            if not isinstance(code, types.CodeType):  # a frame freed or reused under the walk
+                raise TypeError(f"a frame whose f_code is a {type(code).__name__}")
+            stack.append((code.co_filename, code.co_name))
             frame = frame.f_back
         for category, test in rules["context"]:
             if any(test(f) for f in stack):
@@ -195,23 +213,35 @@ class Sampler(threading.Thread):
         return default
 
     def run(self) -> None:
-        self.started = time.perf_counter()
-        clocks: dict[int, float] = {}  # each thread's CPU clock at the previous tick
-        while not self.halt.wait(self.interval):
-            threads = {t.ident: t for t in threading.enumerate()}
-            self.ticks += 1
-            for ident, frame in sys._current_frames().items():
-                thread = threads.get(ident)
-                for prefix, (rules, default) in self.rules.items():
-                    if thread is not None and thread.name.startswith(prefix):
+        started = time.perf_counter()
+        try:
+            clocks: dict[int, float] = {}  # each thread's CPU clock at the previous tick
+            while not self.halt.wait(self.interval):
+                self.sample(clocks)
+        except Exception as e:  # the sampling ends; what it gathered stands, and why it ended
+            self.error = f"{type(e).__name__}: {e}"
+        finally:
+            self.elapsed = time.perf_counter() - started
+
+    def sample(self, clocks: dict[int, float]) -> None:
+        """One tick: file each named thread's current stack (and its CPU since the last tick)."""
+        threads = {t.ident: t for t in threading.enumerate()}
+        self.ticks += 1
+        for ident, frame in sys._current_frames().items():
+            thread = threads.get(ident)
+            for prefix, (rules, default) in self.rules.items():
+                if thread is not None and thread.name.startswith(prefix):
+                    try:
                         category = self.classify(frame, rules, default)
-                        self.counts[(prefix, category)] += 1
-                        # The thread's CPU since the last tick, filed under what it does now.
-                        with contextlib.suppress(OSError, AttributeError):
-                            now = time.clock_gettime(time.pthread_getcpuclockid(ident))
-                            self.cpu[(prefix, category)] += now - clocks.get(ident, now)
-                            clocks[ident] = now
-        self.elapsed = time.perf_counter() - self.started
+                    except Exception:  # read while it changed: counted, not fatal
+                        category = UNREADABLE
+                        self.unreadable[prefix] += 1
+                    self.counts[(prefix, category)] += 1
+                    # The thread's CPU since the last tick, filed under what it does now.
+                    with contextlib.suppress(OSError, AttributeError):
+                        now = time.clock_gettime(time.pthread_getcpuclockid(ident))
+                        self.cpu[(prefix, category)] += now - clocks.get(ident, now)
+                        clocks[ident] = now
 
     def seconds(self) -> dict[str, dict[str, float]]:
         """Per thread and category: wall seconds (share of the samples) and, under ``<category>
@@ -269,6 +299,8 @@ def child(kind: str, spec: dict) -> None:
     sampler.halt.set()
     sampler.join()
     out["threads"] = sampler.seconds()
+    out["unreadable"] = dict(sampler.unreadable)  # samples of each thread it could not read
+    out["sampler_error"] = sampler.error
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     out["children_cpu_s"] = children.ru_utime + children.ru_stime
     print("PROFILE " + json.dumps(out), flush=True)
@@ -399,6 +431,7 @@ def search_figures(f: dict) -> dict[str, float]:
         "search_forward_fraction": forward / wall,
         "search_generation_fraction": (forward + sampling + tokenise) / wall,
         "search_start_fraction": f["start_s"] / wall,
+        "search_unreadable_samples": sum(f["unreadable"].values()),
     }
 
 
@@ -430,6 +463,7 @@ def train_figures(f: dict) -> dict[str, float]:
         "train_data_cpu_s": main.get("data cpu", 0.0),
         "train_step_fraction": step / wall,
         "train_eval_fraction": main.get("eval", 0.0) / wall,
+        "train_unreadable_samples": sum(f["unreadable"].values()),
     }
 
 
@@ -494,6 +528,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(f"training job: iteration 0's SFT, {steps} steps, 2 torch threads")
     print(f"sampling every {args.interval * 1000:g} ms; machine load now "
           f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")  # fmt: skip
+    for kind, f in (("search", search), ("training", train)):
+        if f.get("sampler_error"):  # the figures cover the samples taken before it ended
+            print(f"{kind} job: the sampler stopped early ({f['sampler_error']})")
     figures = {**search_figures(search), **train_figures(train)}
     if not args.smoke:
         figures.update(dag_figures(args.run.resolve(), args.cores))

@@ -203,18 +203,19 @@ def main() -> None:
     )
     lines = record(attempts, a.recycle)
     chunks = "\n".join(lines).split("\n\n")
-    cwd = tempfile.mkdtemp(prefix="bench-repl-")
     sides = {"current": str(REPO), "baseline": a.baseline}
     cpu = {side: float("inf") for side in sides}
     startup = {side: float("inf") for side in sides}
     replies: dict[str, bytes] = {}
-    for _ in range(a.repeat):
-        for side, path in sides.items():
-            seconds, replies[side] = run_stream(chunks, path, cwd)
-            cpu[side] = min(cpu[side], seconds)
-    for _ in range(5):
-        for side, path in sides.items():
-            startup[side] = min(startup[side], run_stream([""], path, cwd)[0])
+    # The REPL processes' working directory, removed after (a run leaves nothing behind).
+    with tempfile.TemporaryDirectory(prefix="bench-repl-") as cwd:
+        for _ in range(a.repeat):
+            for side, path in sides.items():
+                seconds, replies[side] = run_stream(chunks, path, cwd)
+                cpu[side] = min(cpu[side], seconds)
+        for _ in range(5):
+            for side, path in sides.items():
+                startup[side] = min(startup[side], run_stream([""], path, cwd)[0])
     if a.out_dir:
         a.out_dir.mkdir(parents=True, exist_ok=True)
         for side, data in replies.items():

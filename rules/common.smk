@@ -199,17 +199,6 @@ def features_replay_label(wildcards):
     return f"iter_{wildcards.i} features (live replay)"
 
 
-def config_evals(config):
-    """Every configuration eval of every iteration >= 1 (compare and rule all)."""
-    out = []
-    for i in range(1, config["iterations"]):
-        for c in value_configs(config):
-            out.append(f"results/iter_{i}/configs/{c}/eval.json")
-        if "S" in value_configs(config):
-            out.append(f"results/iter_{i}/configs/S/eval_no_ebm.json")
-    return out
-
-
 def config_label(wildcards):
     """``iter_1 A``: how reports name configuration {c} of iteration {i}."""
     return f"iter_{wildcards.i} {wildcards.c}"
@@ -279,7 +268,7 @@ def config_sets(config):
 
 
 def config_files(config):
-    """Every file config_sets names (compare's inputs)."""
+    """Every file config_sets names (compare_ablations' inputs)."""
     return sorted({p for s in config_sets(config).values() for p in _set_files(s)})
 
 
@@ -287,9 +276,39 @@ def _set_files(s):
     return [p for key in ("evals", "metrics") for p in s[key].values()]
 
 
+# The default target (the Snakefile's `all`) is the headline: per iteration i >= 1 the main line C
+# against its two twins — its eval without a value model (C0) and with the depth twin (CD) — and
+# no EBM metrics.  The rest of config_sets is the attribution set, the `ablations` target.
+HEADLINE = ("C", "C0", "CD")
+
+
+def headline_sets(config):
+    """config_sets cut to the headline: what compare, the reports and the summary read."""
+    return {
+        i: {
+            **s,
+            "evals": {k: v for k, v in s["evals"].items() if k in HEADLINE},
+            "metrics": {},
+        }
+        for i, s in config_sets(config).items()
+    }
+
+
+def headline_files(config):
+    """Every file headline_sets names (compare's inputs)."""
+    return sorted({p for s in headline_sets(config).values() for p in _set_files(s)})
+
+
+def attribution_files(config):
+    """What only the `ablations` target builds of config_sets' files — configurations A, S and B
+    (evals, twins, EBM metrics), every replay, the feature value, C's EBM metrics."""
+    return sorted(set(config_files(config)) - set(headline_files(config)))
+
+
 def iteration_config_set(wildcards):
-    """The value-model configurations of iteration {i} (none for iteration 0)."""
-    return config_sets(config).get(int(wildcards.i))
+    """The headline's value-model section of iteration {i}: C and its two twins (none for
+    iteration 0)."""
+    return headline_sets(config).get(int(wildcards.i))
 
 
 def iteration_config_files(wildcards):
@@ -351,6 +370,8 @@ TIERS = {
     "report_cross": 0,
     "compare": 0,
     "summary": 0,
+    "compare_ablations": 0,
+    "summary_ablations": 0,
 }
 # The rules whose thread count params.yaml `threads` sets besides the searches' and evals' (those
 # are one-thread on the demo's small machine and ranked as such), by its key: one, or per

@@ -1,7 +1,8 @@
 # Eval stage (burnqed/eval/): the pinned benchmark data/benchmarks/<eval.benchmark>.jsonl searched
 # once at the largest budget (trajectories kept beside the JSON, resumable) and scored at every budget.
 # results/baseline/eval.json: the base model; results/iter_{i}/eval.json: iteration i (with its EBM
-# for i >= 1, plus the ablation without it, same theorems and seeds); results/compare.{md,json}.
+# for i >= 1, plus the ablation without it, same theorems and seeds); results/compare.{md,json}
+# (the headline) and results/ablations/compare.{md,json} (every value-model configuration).
 
 
 rule eval_baseline:
@@ -506,6 +507,8 @@ rule eval_features:
         "../workflow/scripts/eval.py"
 
 
+# The headline's comparison (the default target): the iterations, the search-longer control and,
+# per iteration i >= 1, C against its two twins (rules/common.smk headline_sets).
 rule compare:
     input:
         baseline="results/baseline/eval.json",
@@ -514,7 +517,7 @@ rule compare:
             i=range(lookup(dpath="iterations", within=config)),
         ),
         controls=control_evals(config),
-        configs=config_files(config),
+        configs=headline_files(config),
     output:
         md=report(
             "results/compare.md",
@@ -535,7 +538,7 @@ rule compare:
         mem_mb=2000,
         runtime=10,
     params:
-        configs=config_sets(config),
+        configs=headline_sets(config),
         # Read, not declared (no rule names another job's benchmark file): the jobs before this one.
         benchmarks="logs/benchmarks",
         # Read, not declared (a tracked file `burnqed ledger add` changes after runs; a fresh
@@ -546,6 +549,37 @@ rule compare:
         code=code_digest("eval_compare"),
     script:
         "../workflow/scripts/eval_compare.py"
+
+
+# The attribution set's comparison (rule `ablations`): the same, with every value-model
+# configuration of every iteration >= 1 — A, S, B beside C, their twins, the replays, the feature
+# value, the EBM metrics — so Holm's correction runs over the four configurations' claims.
+use rule compare as compare_ablations with:
+    input:
+        baseline="results/baseline/eval.json",
+        iterations=expand(
+            "results/iter_{i}/eval.json",
+            i=range(lookup(dpath="iterations", within=config)),
+        ),
+        controls=control_evals(config),
+        configs=config_files(config),
+    output:
+        md=report(
+            "results/ablations/compare.md",
+            category="ablations",
+            subcategory="compare",
+            caption="../workflow/report/compare.rst",
+        ),
+        json="results/ablations/compare.json",
+    log:
+        "logs/eval/compare_ablations.log",
+    benchmark:
+        "logs/benchmarks/eval/compare_ablations.tsv"
+    params:
+        configs=config_sets(config),
+        benchmarks="logs/benchmarks",
+        ledger="ledger/looks.jsonl",
+        code=code_digest("eval_compare"),
 
 
 # Expert iteration against search only at the same compute (Polu et al. 2022; burnqed/eval/compute.py):

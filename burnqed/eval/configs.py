@@ -631,6 +631,17 @@ REPLAY_NOTE = (
 )
 
 
+def headline_lines(section: Mapping[str, Any]) -> list[str]:
+    """What a section of the main line alone (the demo's default target: C and its two twins)
+    leaves out, and where it is."""
+    if [r["config"] for r in section["configs"]] != [PRIMARY]:
+        return []
+    return ["Only the main line here, C against its two twins (its Holm p is its p): the "
+            "configurations beside it, the replays, the feature value and the EBM metrics are the "
+            "attribution set (the demo's `ablations` target, `results/ablations/compare.md`).",
+            ""]  # fmt: skip
+
+
 def coverage_lines(cov: Mapping[str, Any] | None) -> list[str]:
     """The overall coverage of the section's recording-only replays (:func:`replay_coverage`)."""
     if not cov:
@@ -673,6 +684,7 @@ def configs_markdown(section: Mapping[str, Any]) -> list[str]:
         "(more solved at the largest budget; the depth twin on a tie), with Holm's correction "
         "over the configurations; C's is the pre-declared primary comparison.",
         "",
+        *headline_lines(section),
         REPLAY_NOTE,
         "",
         *coverage_lines(section.get("replay_coverage")),

@@ -50,7 +50,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     add_config_arguments(cr)
     cr.set_defaults(func=main_cross)
 
-    su = sub.add_parser("summary", help="results/summary.json: every figure the docs quote")
+    su = sub.add_parser("summary", help="results/summary.json: every figure the docs quote "
+                        "(with --target ablations, of results/ablations/compare.json)")  # fmt: skip
     su.add_argument("--compare", type=Path, default=Path("results/compare.json"), metavar="JSON")
     su.add_argument("--pairs-report", type=Path, default=Path("data/tactic_pairs/filter_report.json"),
                     metavar="JSON", help="the tactic pairs' filter report (decontamination)")  # fmt: skip
@@ -58,6 +59,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                     help="the jobs' Snakemake benchmark files (peak memory)")  # fmt: skip
     su.add_argument("--out", type=Path, default=Path("results/summary.json"), metavar="JSON")
     su.add_argument("--seed", type=int, default=None, help="the run's seed (recorded as is)")
+    su.add_argument("--target", choices=["default", "ablations"], default="default",
+                    help="the Snakemake target whose compare it reads (recorded; ablations: the "
+                    "figures only it builds listed)")  # fmt: skip
     su.set_defaults(func=main_summary)
 
     do = sub.add_parser(
@@ -66,11 +70,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "docs/configuration.md",
     )
     do.add_argument("results", type=Path, nargs="?", default=None, metavar="RESULTS",
-                    help="a finished run's results/ (its summary.json); without it, regenerate "
-                    "from the committed docs/summary.json")  # fmt: skip
+                    help="a finished run's results/ (its ablations/summary.json: the docs quote "
+                    "the attribution set); without it, regenerate from the committed "
+                    "docs/summary.json")  # fmt: skip
     do.add_argument("--run", type=Path, action="append", default=[], metavar="RESULTS",
-                    help="publish another seed's finished run beside it (its summary.json → "
-                    "docs/runs/seed_<seed>.json, exploratory); repeatable")  # fmt: skip
+                    help="publish another seed's finished run beside it (its ablations/summary.json "
+                    "→ docs/runs/seed_<seed>.json, exploratory); repeatable")  # fmt: skip
     do.add_argument("--root", type=Path, default=Path("."), metavar="DIR", help="the checkout")
     do.set_defaults(func=main_docs)
 
@@ -130,7 +135,7 @@ def main_summary(args: argparse.Namespace) -> int:
     from burnqed.report.summary import run
 
     run(compare_json=args.compare, out=args.out, pairs_report=args.pairs_report,
-        benchmarks=args.benchmarks, seed=args.seed)  # fmt: skip
+        benchmarks=args.benchmarks, seed=args.seed, target=args.target)  # fmt: skip
     return 0
 
 

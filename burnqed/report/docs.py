@@ -1,7 +1,9 @@
 """The docs' generated parts: ``burnqed report docs [RESULTS]`` refreshes them all.
 
-- ``docs/summary.json``: the run's ``results/summary.json`` (:mod:`burnqed.report.summary`), with
-  the ``manual`` figures of the committed copy carried over where the run has none;
+- ``docs/summary.json``: the run's ``results/ablations/summary.json`` (:mod:`burnqed.report.summary`;
+  the ``ablations`` target's, since the docs quote the attribution set, every figure only it builds
+  listed under ``run.ablations_only`` and marked where a block shows it), with the ``manual``
+  figures of the committed copy carried over where the run has none;
 - ``docs/budget_curves.png``: the README's figure, drawn from the summary alone
   (:func:`burnqed.report.summary.draw`), so it cannot show other numbers than the summary;
 - the blocks between ``<!-- generated: NAME -->`` and ``<!-- end generated -->`` in README.md and
@@ -52,7 +54,36 @@ SUMMARY, FIGURE, CONFIGURATION = "summary.json", "budget_curves.png", "configura
 # docs/runs/seed_<seed>.json, and their solve rates side by side in SEED_FIGURE.
 RUNS, SEED_FIGURE = "runs", "seed_curves.png"
 LEDGER_BLOCK = "ledger:"
+# How a page marks a figure only the `ablations` target builds (its section names the target so;
+# tests/workflow/test_docs.py checks every such claim's section and the blocks).
+ABLATIONS = "`ablations`"
 BLOCK_RE = re.compile(r"(<!-- generated: (\S+) -->\n)(.*?)(<!-- end generated -->)", re.S)
+
+
+def target_of(summary: Mapping[str, Any]) -> str:
+    """The Snakemake target whose run the summary describes (``run.target``); a summary written
+    before the demo had two targets describes the whole demo, what ``ablations`` builds now."""
+    return (summary.get("run") or {}).get("target") or "ablations"
+
+
+def summary_file(results: Path) -> Path:
+    """The summary of a finished run's ``results/`` that the docs publish: the ``ablations``
+    target's (every figure the docs quote); a ``results/summary.json`` written before the demo had
+    two targets (no ``run.target``) stands for it.  One line naming what to build otherwise."""
+    results = Path(results)
+    full = results / "ablations" / SUMMARY
+    if full.is_file():
+        return full
+    old = results / SUMMARY
+    if old.is_file() and "target" not in (
+        json.loads(old.read_text(encoding="utf-8")).get("run") or {}
+    ):
+        return old
+    raise InputError(
+        f"{full}: missing; the docs quote the attribution set: build it with `snakemake --cores 2 "
+        "ablations --configfile config/demo.yaml` (the default target writes only the headline's "
+        f"{old})"
+    )
 
 
 def solve_table(summary: Mapping[str, Any]) -> str:
@@ -87,15 +118,24 @@ def value_table(summary: Mapping[str, Any]) -> str:
             c, pct(r["with"]), replay_text(rp), pct(r["without"]),
             pct(r.get("depth_twin")),
             "–" if vs.get("gained") is None else
-            f"{r['stronger_twin']}: +{vs['gained']}/−{vs['lost']}, p {vs['p_value']:.3f} "
-            f"(Holm {vs['p_holm']:.3f}), {vs['verdict']}",
+            f"{r['stronger_twin']}: +{vs['gained']}/−{vs['lost']}, p {vs['p_value']:.3f}"
+            + ("" if vs.get("p_holm") is None else f" (Holm {vs['p_holm']:.3f})")
+            + f", {vs['verdict']}",
             "–" if e.get("rank1") is None else f"{e['rank1']:.3f} ({e.get('chance', 0):.2f})",
             weight_text(v), span_text(v), _num(v.get("decisions_changed"), ".1%"),
         ])  # fmt: skip
-    return markdown_table(
+    table = markdown_table(
         ["config", "with EBM", "replay prediction", "log-prob twin", "depth twin",
          "vs the stronger twin", "held-out rank-1 (chance)", "energy weight", "span ratio",
          "decisions changed"], rows)  # fmt: skip
+    if target_of(summary) != "ablations":
+        return table
+    return table.rstrip("\n") + (
+        f"\n\nBuilt by the {ABLATIONS} target only: rows A, S and B, the replay predictions, the "
+        "held-out rank-1 (the EBM metrics) and the Holm p, over the four configurations' claims; "
+        "the default target's `results/compare.md` has C's row with its two twins, its claim and "
+        "its energy's reach (Holm over C's claim alone: its p).\n"
+    )
 
 
 def replay_text(rp: Mapping[str, Any] | None) -> str:
@@ -125,6 +165,8 @@ def value_goal(summary: Mapping[str, Any]) -> str:
     head = (f"**{goal['verdict'].upper()}**: C solves {goal['live']} with its EBM and "
             f"{goal['no_ebm']} without; its replay predicted {said}; the oracle "
             f"ceiling is {goal['oracle_ceiling']}.\n\n")  # fmt: skip
+    if target_of(summary) == "ablations":  # it checks the feature value and its live replay
+        head = f"Built by the {ABLATIONS} target only. " + head
     return head + goal_table(goal)
 
 
@@ -179,8 +221,8 @@ def seeds_table(runs: Sequence[Mapping[str, Any]]) -> str:
         ])  # fmt: skip
     return markdown_table(
         ["seed", "last iteration vs the one before", "last iteration vs the search-longer control",
-         "C vs its stronger twin", "the feature value vs C", "learning check", "value goal",
-         "evidence"], rows)  # fmt: skip
+         "C vs its stronger twin", f"the feature value vs C ({ABLATIONS})", "learning check",
+         f"value goal ({ABLATIONS})", "evidence"], rows)  # fmt: skip
 
 
 def draw_runs(runs: Sequence[Mapping[str, Any]], out: Path) -> None:
@@ -677,17 +719,18 @@ def refresh(root: Path, results: Path | None = None, runs: Sequence[Path] = ()) 
     committed = docs / SUMMARY
     written = []
     if results is not None:
-        new = json.loads((Path(results) / SUMMARY).read_text(encoding="utf-8"))
+        new = json.loads(summary_file(results).read_text(encoding="utf-8"))
         old = json.loads(committed.read_text(encoding="utf-8")) if committed.is_file() else {}
         # Figures measured by hand stay until the run writes them itself.
         new["manual"] = {**(old.get("manual") or {}), **(new.get("manual") or {})}
         committed.write_text(json.dumps(new, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
         written.append(committed)
     for r in runs:
-        new = json.loads((Path(r) / SUMMARY).read_text(encoding="utf-8"))
+        path = summary_file(r)
+        new = json.loads(path.read_text(encoding="utf-8"))
         seed = (new.get("run") or {}).get("seed")
         if seed is None:
-            raise ValueError(f"{Path(r) / SUMMARY}: no run.seed recorded: rerun its `summary` rule")
+            raise ValueError(f"{path}: no run.seed recorded: rerun its `summary` rule")
         out = docs / RUNS / f"seed_{seed}.json"
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(new, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")

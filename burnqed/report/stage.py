@@ -488,7 +488,8 @@ def run_cross(
         markdown_table(["iteration", "centroid separation", "centroid_l2 (raw)",
                         "probe balanced accuracy", "EBM rank-1", "rank-1 tie rate"], ebm_rows)
         if ebm_rows
-        else "not available",
+        else "not available (no `results/iter_{i}/ebm_metrics.json` given: the demo builds them "
+        "with its `ablations` target, beside `results/ablations/compare.md`)",
         "",
         "## How attempts ended (largest budget)",
         "",

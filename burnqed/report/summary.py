@@ -13,7 +13,14 @@ Figures the demo does not write yet (measured by hand: the energy spans of open 
 energy-weight sweep, the training losses the docs quote) live under ``manual`` in the committed
 copy, each with how it was measured, and a refresh carries them over.
 
-Keys (``SUMMARY_KEYS``): ``kind``, ``benchmark`` (name, split, sha256, theorems), ``pass_n``,
+The demo writes two (rules/report.smk): ``results/summary.json``, the default target's (the
+headline: the learning check, C against its two twins), and ``results/ablations/summary.json``, the
+``ablations`` target's, which adds the attribution set; ``run.target`` says which, and the second
+lists under ``run.ablations_only`` the figures only it builds (:data:`ABLATIONS_ONLY`,
+:func:`ablations_only`): with them removed (:func:`headline_view`) it states what the first does.
+``docs/summary.json`` is a copy of the second.
+
+Keys (``SUMMARY_KEYS``): ``kind``, ``run`` (seed, evidence, target), ``benchmark`` (name, split, sha256, theorems), ``pass_n``,
 ``budgets``, ``evals`` (label → theorems, rates/solved/ended_by per budget; iterations in order,
 then the controls), ``learning`` (verdict, steps and controls: before, after, budgets, gained,
 lost, p), ``configs`` (per iteration: rates with and without the value head, the paired
@@ -56,6 +63,64 @@ SUMMARY_KEYS = ("kind", "run", "benchmark", "pass_n", "budgets", "evals", "learn
 EXPLORATORY = "exploratory"
 # Discordant theorem counts at which the docs say what a paired test can detect.
 DISCORDANT = (6, 20, 40)
+# The summary's figures only the `ablations` target builds, as paths (``*``: every item of a list):
+# the value-model configurations beside the main line (A, S, B), the replays, the feature value,
+# the questions between configurations, the EBM metrics; Holm's correction over the four
+# configurations' claims (the default target's compare has C's claim alone, whose Holm p is its
+# p); the value goal (it checks the feature value and its live replay); and the whole run's peak
+# memory.  tests/report/test_summary.py checks that the default target's summary of the same run
+# is the ablations' one without them.
+ABLATIONS_ONLY = (
+    "configs.*.rates.A", "configs.*.rates.S", "configs.*.rates.B", "configs.*.rates.C.replay",
+    "configs.*.rates.C.vs_stronger.p_holm", "configs.*.replay_coverage", "configs.*.features",
+    "configs.*.goal", "configs.*.questions", "configs.*.embeddings", "configs.*.embedding_ranges",
+    "memory",
+)  # fmt: skip
+TARGETS = ("default", "ablations")
+
+
+def _walk(node: Any, parts: Sequence[str], at: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    """The concrete paths of ``node`` that ``parts`` (a path of :data:`ABLATIONS_ONLY`) names."""
+    if not parts:
+        return [at]
+    head, rest = parts[0], parts[1:]
+    if head == "*" and isinstance(node, list):
+        return [p for i, x in enumerate(node) for p in _walk(x, rest, (*at, str(i)))]
+    if isinstance(node, Mapping) and head in node:
+        return _walk(node[head], rest, (*at, head))
+    return []
+
+
+def ablations_only(summary: Mapping[str, Any]) -> list[str]:
+    """The paths (``configs.0.rates.A``) of the summary's figures only the ``ablations`` target
+    builds (:data:`ABLATIONS_ONLY`), those the summary holds.
+
+    >>> ablations_only({"configs": [{"rates": {"A": {}, "C": {"replay": None}}}], "memory": None})
+    ['configs.0.rates.A', 'configs.0.rates.C.replay', 'memory']
+    """
+    return [".".join(p) for pattern in ABLATIONS_ONLY for p in _walk(summary, pattern.split("."))]
+
+
+def headline_view(summary: Mapping[str, Any]) -> dict[str, Any]:
+    """``summary`` without what only the ``ablations`` target builds (nor ``run.target`` and
+    ``run.ablations_only``): what the default target's summary of the same run states.
+
+    >>> headline_view({"run": {"seed": 0, "target": "ablations"}, "memory": {"jobs": 3}})
+    {'run': {'seed': 0}, 'memory': None}
+    """
+    out = json.loads(json.dumps(summary))
+    for path in ablations_only(summary):
+        *parents, last = path.split(".")
+        node = out
+        for p in parents:
+            node = node[int(p)] if isinstance(node, list) else node[p]
+        if path == "memory":  # a key of every summary: the run's own peak, not this one's
+            node[last] = None
+        else:
+            del node[last]
+    for key in ("target", "ablations_only"):
+        (out.get("run") or {}).pop(key, None)
+    return out
 
 
 def _test(t: Mapping[str, Any]) -> dict[str, Any]:
@@ -136,9 +201,13 @@ def build(
     memory: Mapping[str, Any] | None = None,
     manual: Mapping[str, Any] | None = None,
     seed: int | None = None,
+    target: str = "default",
 ) -> dict[str, Any]:
-    """The summary (module docstring) of ``compare`` (``results/compare.json``), the tactic pairs'
+    """The summary (module docstring) of ``compare`` (``results/compare.json``, or the
+    ``ablations`` target's ``results/ablations/compare.json``: ``target``), the tactic pairs'
     ``filter_report.json`` and :func:`burnqed.eval.memory.peak_memory`'s figures."""
+    if target not in TARGETS:
+        raise ValueError(f"summary target {target!r}: one of {', '.join(TARGETS)}")
     bench = dict(compare.get("benchmark") or {})
     rows = [*compare["rows"], *(compare.get("controls") or [])]
     theorems = max((r["theorems"] for r in rows), default=None)
@@ -150,10 +219,10 @@ def build(
     decontam = (pairs_report or {}).get("decontamination")
     keep = ("mode", "benchmark_statements", "theorems_checked", "contaminated_theorems",
             "rows_dropped", "states_checked")  # fmt: skip
-    return {
+    out = {
         "kind": KIND,
-        # the run's seed and what its figures are evidence of (one seed: exploratory)
-        "run": {"seed": seed, "evidence": EXPLORATORY},
+        # the run's seed, what its figures are evidence of (one seed: exploratory), the target
+        "run": {"seed": seed, "evidence": EXPLORATORY, "target": target},
         "benchmark": bench,
         "pass_n": compare.get("pass_n"),
         "budgets": compare["budgets"],
@@ -169,6 +238,9 @@ def build(
         "memory": dict(memory) if memory else None,
         "manual": dict(manual or {}),
     }
+    if target == "ablations":
+        out["run"]["ablations_only"] = ablations_only(out)
+    return out
 
 
 def curves(summary: Mapping[str, Any]) -> tuple[dict, dict]:
@@ -210,15 +282,18 @@ def run(
     pairs_report: Path | None = None,
     benchmarks: Path | None = None,
     seed: int | None = None,
+    target: str = "default",
 ) -> dict[str, Any]:
-    """Write ``results/summary.json`` (the ``summary`` rule) of the run with ``seed``."""
+    """Write ``results/summary.json`` (the ``summary`` rule; ``results/ablations/summary.json``,
+    rule ``summary_ablations``, with ``target`` ablations) of the run with ``seed``."""
     from burnqed.eval.stage import write_json
 
     def read(p: Path | None) -> dict | None:
         return json.loads(Path(p).read_text(encoding="utf-8")) if p and Path(p).is_file() else None
 
     memory = peak_memory(Path(benchmarks)) if benchmarks and Path(benchmarks).is_dir() else None
-    s = build(read(compare_json), pairs_report=read(pairs_report), memory=memory, seed=seed)
+    s = build(read(compare_json), pairs_report=read(pairs_report), memory=memory, seed=seed,
+              target=target)  # fmt: skip
     write_json(Path(out), s)
     log.info("summary of %d evals → %s", len(s["evals"]), out)
     return s

@@ -154,3 +154,118 @@ def test_a_replay_prediction_reaches_the_summary_and_the_docs_with_its_coverage(
     )
     assert replay_text({"live": True}) == "live replay (equality check)"
     assert replay_text({"rate": 0.195}) == "19.5%"  # docs/summary.json before coverage
+
+
+def _target_compares(tmp_path: Path) -> dict[str, dict]:
+    """compare of one run as the two targets write it: the default target's (C against its two
+    twins) and the ablations target's (every configuration, replays, the feature value, metrics)."""
+    from tests.eval.test_compare import _write, synthetic_eval
+    from tests.eval.test_configs import NAMES, _metrics, _replay, _value_model
+
+    def ev(label: str, n: int, start: int = 0) -> dict:
+        return synthetic_eval(label, {64: NAMES[start:n]}, 40, 40, theorems=NAMES)
+
+    evals = {
+        "baseline": ev("baseline", 6), "iter_0": ev("iter_0", 10), "longer": ev("iter_0 search ×2", 13),
+        "C": ev("iter_1", 25), "C0": ev("iter_1 no EBM", 12), "CD": ev("iter_1 depth twin", 14),
+        "A": ev("iter_1 A", 11), "AD": ev("iter_1 A depth twin", 12), "S": ev("iter_1 S", 12),
+        "S0": ev("iter_1 S no EBM", 12), "SD": ev("iter_1 S depth twin", 9), "B": ev("iter_1 B", 15),
+        "F": ev("iter_1 features", 20),
+        "C_replay": _replay("iter_1 C (replay)", NAMES[1:8], uncovered=NAMES[8:12],
+                            twin_solved=NAMES[:12]),
+        "A_replay": _replay("iter_1 A (replay)", NAMES[1:10]),
+        "F_replay": _replay("iter_1 features (live replay)", NAMES[:20], live=True),
+    }  # fmt: skip
+    evals["C"]["value_model"] = _value_model(2.5)
+    paths = dict(zip(evals, _write(tmp_path, evals), strict=True))
+    metrics = {}
+    for c, sep in (("A", 0.9), ("S", 0.2), ("B", 0.6), ("C", 0.8)):
+        metrics[c] = tmp_path / f"{c}_metrics.json"
+        metrics[c].write_text(json.dumps(_metrics(sep, 0.5, 0.4)), encoding="utf-8")
+    full = {k: paths[k] for k in ("A", "AD", "S", "S0", "SD", "B", "C", "C0", "CD", "F",
+                                  "C_replay", "A_replay", "F_replay")}  # fmt: skip
+    full.update(A0=paths["iter_0"], B0=paths["C0"], BD=paths["CD"])
+    sets = {
+        "default": {"evals": {k: full[k] for k in ("C", "C0", "CD")}, "metrics": {}},
+        "ablations": {"evals": full, "metrics": metrics},
+    }
+    out = {}
+    for target, configs in sets.items():
+        d = tmp_path / target
+        d.mkdir()
+        out[target] = compare_run(
+            evals=[paths["baseline"], paths["iter_0"], paths["C"]], controls=[paths["longer"]],
+            out_md=d / "compare.md", configs={1: {"iteration": 1, **configs}},
+        )  # fmt: skip
+    return out
+
+
+def test_the_default_targets_summary_is_the_ablations_one_without_what_only_ablations_builds(
+    tmp_path,
+):
+    """One run's two summaries: the ``ablations`` target's, with the figures it alone builds removed
+    (``headline_view``), states exactly what the default target's does; and every figure it lists
+    as its own (``run.ablations_only``) the default target's summary lacks or states otherwise —
+    the configurations, the replays, the feature value, the metrics, Holm over four claims (C's
+    alone: its p), the goal and the whole run's memory."""
+    from burnqed.report.summary import ABLATIONS_ONLY, ablations_only, build, headline_view
+
+    c = _target_compares(tmp_path)
+    memory = {"default": {"jobs": 30, "run_peak_mb": 900.0}, "ablations": {"jobs": 54, "run_peak_mb": 1400.0}}  # fmt: skip
+    default, abl = (
+        build(c[t], memory=memory[t], seed=0, target=t) for t in ("default", "ablations")
+    )
+    assert (default["run"]["target"], abl["run"]["target"]) == ("default", "ablations")
+    assert "ablations_only" not in default["run"]
+    assert abl["run"]["ablations_only"] == ablations_only(abl)
+    assert headline_view(abl) == headline_view(default)
+    # C's figures the default target states are the ablations' ones: its rates, twins, claim.
+    cd, ca = default["configs"][0]["rates"]["C"], abl["configs"][0]["rates"]["C"]
+    assert cd["vs_stronger"]["p_value"] == ca["vs_stronger"]["p_value"] < 0.05
+    assert cd["vs_stronger"]["p_holm"] == cd["vs_stronger"]["p_value"] < ca["vs_stronger"]["p_holm"]
+
+    def at(s: dict, path: str):
+        node = s
+        for part in path.split("."):
+            if isinstance(node, list):
+                node = node[int(part)]
+            elif part in node:
+                node = node[part]
+            else:
+                return "missing"
+        return node
+
+    listed = abl["run"]["ablations_only"]
+    for pattern in ABLATIONS_ONLY:  # each declared figure is there, and is the ablations' own
+        prefix = pattern.replace(".*.", ".0.")
+        assert prefix in listed, pattern
+        assert at(default, prefix) != at(abl, prefix), pattern
+    with pytest.raises(ValueError, match="summary target 'all'"):
+        build(c["default"], target="all")
+    # The default target's compare.md says what it leaves out and where it is.
+    note = "Only the main line here, C against its two twins (its Holm p is its p)"
+    assert note in (tmp_path / "default" / "compare.md").read_text(encoding="utf-8")
+    assert note not in (tmp_path / "ablations" / "compare.md").read_text(encoding="utf-8")
+
+
+def test_the_docs_publish_the_ablations_targets_summary_and_refuse_the_headlines_alone(tmp_path):
+    """``burnqed report docs RESULTS`` publishes ``RESULTS/ablations/summary.json`` (the docs quote
+    the attribution set); a ``results/summary.json`` from before the demo had two targets (no
+    ``run.target``: its default built everything) stands for it; the default target's alone is
+    refused in one line naming the command that builds the rest."""
+    from burnqed.config import InputError
+    from burnqed.report.docs import summary_file
+
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "summary.json").write_text(json.dumps({"run": {"seed": 0}}), encoding="utf-8")
+    assert summary_file(results) == results / "summary.json"  # a run before the split
+    (results / "summary.json").write_text(
+        json.dumps({"run": {"seed": 0, "target": "default"}}), encoding="utf-8"
+    )
+    with pytest.raises(InputError, match=r"ablations/summary.json: missing.*snakemake --cores 2 "
+                                         r"ablations --configfile config/demo.yaml"):  # fmt: skip
+        summary_file(results)
+    (results / "ablations").mkdir()
+    (results / "ablations" / "summary.json").write_text("{}", encoding="utf-8")
+    assert summary_file(results) == results / "ablations" / "summary.json"

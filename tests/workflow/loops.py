@@ -1,7 +1,9 @@
 """The shrunken expert-iteration loop, run twice at once for the slow step (``pytest -m slow``).
 
 Two runs of the whole loop (baseline, two iterations, every eval, the reports): a **clean** one,
-without the expansion cache, and a **killed** one, with it (empty at its start), that is
+without the expansion cache — the README's command (the default target, the headline), then the
+``ablations`` target on top of it (the attribution set, every artifact of the first reused) — and a
+**killed** one, with it (empty at its start), that is
 SIGKILLed during iteration 0's search, unlocked and rerun, Ctrl-C'd during iteration 1's search,
 rerun again, then finished.  They start together (``Loops.start``): on 2 cores the two share the
 machine instead of queueing (each alone leaves a core idle much of the time: its DAG runs 1.4 jobs
@@ -88,31 +90,40 @@ class Resumed:
     """The killed run: ``snakemake`` for iteration 1's search killed with SIGKILL during
     iteration 0's search, then, after the README's unlock, the same command killed with SIGINT
     (Ctrl-C) during iteration 1's search, then the same command again; what stood on disk before
-    that last command; then ``rule all`` for the rest of the loop."""
+    that last command; then ``ablations`` (the default target and the attribution set) for the
+    rest of the loop."""
 
     work: Path
     target: str
     rerun: subprocess.CompletedProcess  # the same command, which finished iteration 1's search
-    rest: subprocess.CompletedProcess  # rule all after it
+    rest: subprocess.CompletedProcess  # `ablations` after it (the whole loop)
     done_before: set  # iteration 1's attempts finished before the SIGINT
     parts_before: dict[str, bytes]  # iteration 1's checkpoint parts before the SIGINT
     times_before: dict[Path, int]  # mtimes of jobs finished before the SIGINT
 
 
+# The clean run's two commands: the README's (the default target), then the attribution set.
+CLEAN_COMMANDS = ((), ("ablations",))
+
+
 class Loops:
-    """The clean run (a background ``snakemake`` for ``rule all``) and the killed run (its
-    commands in order, in a thread), started together; :meth:`clean` and :meth:`resumed` wait
-    for theirs.  Every process runs in a session of its own: :meth:`stop` ends what is left."""
+    """The clean run (its two commands, :data:`CLEAN_COMMANDS`, in a thread) and the killed run
+    (its commands in order, in a thread), started together; :meth:`clean` and :meth:`resumed`
+    wait for theirs.  Every process runs in a session of its own: :meth:`stop` ends what is
+    left."""
 
     def __init__(self, clean: Path, killed: Path, logs: Path) -> None:
         self.clean_dir, self.killed_dir, self.logs = clean, killed, logs
         self._procs: list[subprocess.Popen] = []
         self._lock = threading.Lock()
         self._stopping = threading.Event()
-        self._clean_proc: subprocess.Popen | None = None
-        self._clean_done: subprocess.CompletedProcess | None = None
+        # each clean command's outcome, in CLEAN_COMMANDS' order (its output as stdout)
+        self.clean_runs: list[subprocess.CompletedProcess] = []
+        self._clean_error: BaseException | None = None
         self._resumed: Resumed | None = None
         self._error: BaseException | None = None
+        self._clean_thread = threading.Thread(target=self._run_clean, name="clean loop",
+                                              daemon=True)  # fmt: skip
         self._thread = threading.Thread(target=self._run_killed, name="killed loop", daemon=True)
 
     @classmethod
@@ -123,19 +134,21 @@ class Loops:
             root / "logs",  # Snakemake's own output, outside the runs
         )
         loops.logs.mkdir()
-        loops._clean_proc = loops._popen(loops.clean_dir, (), "clean.log")
+        loops._clean_thread.start()
         loops._thread.start()
         return loops
 
     # -- waiting ---------------------------------------------------------------------------
 
     def clean(self) -> Path:
-        """The clean run's directory once ``rule all`` finished there (asserted)."""
-        if self._clean_done is None:
-            assert self._clean_proc is not None
-            self._clean_done = self._finish(self._clean_proc, "clean.log")
-        r = self._clean_done
-        assert r.returncode == 0, r.stdout[-8000:]
+        """The clean run's directory once both its commands finished there (asserted)."""
+        self._clean_thread.join(2 * LOOP_TIMEOUT_S)
+        assert not self._clean_thread.is_alive(), "the clean loop did not finish"
+        if self._clean_error is not None:
+            raise self._clean_error
+        for r in self.clean_runs:
+            assert r.returncode == 0, r.stdout[-8000:]
+        assert len(self.clean_runs) == len(CLEAN_COMMANDS)
         return self.clean_dir
 
     def resumed(self) -> Resumed:
@@ -157,6 +170,7 @@ class Loops:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
         self._thread.join(60)
+        self._clean_thread.join(60)
 
     # -- processes -------------------------------------------------------------------------
 
@@ -202,6 +216,16 @@ class Loops:
             time.sleep(0.05)
         os.killpg(proc.pid, sig)
 
+    def _run_clean(self) -> None:
+        try:
+            for n, targets in enumerate(CLEAN_COMMANDS):
+                r = self._run(self.clean_dir, *targets, log=f"clean_{n}.log")
+                self.clean_runs.append(r)
+                if r.returncode != 0:
+                    return
+        except BaseException as e:  # re-raised by clean(), in the test that waits for it
+            self._clean_error = e
+
     def _run_killed(self) -> None:
         try:
             self._resumed = _kill_and_resume(self)
@@ -241,7 +265,7 @@ def _kill_and_resume(loops: Loops) -> Resumed:
         work / "results/iter_1/search_pool.jsonl",
     ]
     times_before = {p: p.stat().st_mtime_ns for p in finished_jobs}
-    # 3. The same command again; then the rest of the loop.
+    # 3. The same command again; then the rest of the loop, the attribution set with it.
     rerun = loops._run(work, target, log="rerun.log")
-    rest = loops._run(work, "all", target, log="rest.log")
+    rest = loops._run(work, "ablations", target, log="rest.log")
     return Resumed(work, target, rerun, rest, done_before, parts_before, times_before)

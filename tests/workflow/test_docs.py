@@ -13,6 +13,11 @@
   generated block; flipping a flag in the summary breaks the claim (tested).
 - The generated parts — the blocks (:data:`burnqed.report.docs.BLOCKS`), docs/configuration.md and
   the README's PNG (compared pixel by pixel) — equal what ``burnqed report docs`` writes.
+- What only the ``ablations`` target builds is marked where it is published: the committed summaries
+  list it (``run.ablations_only``, :func:`burnqed.report.summary.ablations_only`); a claim that the
+  default target's summary of the same run (:func:`burnqed.report.summary.headline_view`) cannot
+  state stands in a section that names the target (:data:`burnqed.report.docs.ABLATIONS`), and the
+  blocks that show such figures say so.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from matplotlib.image import imread
 
 from burnqed.eval.paired import format_p
 from burnqed.report.docs import (
+    ABLATIONS,
     BLOCK_RE,
     BLOCKS,
     configuration_markdown,
@@ -35,9 +41,12 @@ from burnqed.report.docs import (
     read_runs,
     replace_blocks,
     seed_row,
+    seeds_table,
     study_reports,
+    value_goal,
+    value_table,
 )
-from burnqed.report.summary import SUMMARY_KEYS, draw
+from burnqed.report.summary import SUMMARY_KEYS, ablations_only, draw, headline_view
 from tests.workflow.conftest import REPO
 
 DOCS = REPO / "docs"
@@ -81,7 +90,9 @@ def figures(s: dict) -> dict[str, str]:
         if (vs := r.get("vs_stronger")) and vs.get("gained") is not None:
             f[f"{c}_twin"] = r["stronger_twin"]
             f[f"{c}_sg"], f[f"{c}_sl"] = str(vs["gained"]), str(vs["lost"])
-            f[f"{c}_sp"], f[f"{c}_sholm"] = format_p(vs["p_value"]), format_p(vs["p_holm"])
+            f[f"{c}_sp"] = format_p(vs["p_value"])
+            if vs.get("p_holm") is not None:
+                f[f"{c}_sholm"] = format_p(vs["p_holm"])
             f[f"{c}_verdict"] = vs["verdict"]
         vm = r.get("value_model") or {}
         if vm.get("decisions_changed") is not None:
@@ -108,7 +119,7 @@ def figures(s: dict) -> dict[str, str]:
     for c, e in emb.items():
         if e and e.get("rank1") is not None:
             f[f"{c}_rank1"], f["chance"] = f"{e['rank1']:.3f}", f"{e['chance']:.2f}"
-    for q, t in cfg["questions"].items():
+    for q, t in (cfg.get("questions") or {}).items():
         k = q.replace("→", "")
         f[f"{k}_g"], f[f"{k}_l"], f[f"{k}_p"] = (
             str(t["gained"]),
@@ -141,7 +152,9 @@ def figures(s: dict) -> dict[str, str]:
     run = m["run"]
     f["wall"] = f"{run['wall_s'] // 60} min {run['wall_s'] % 60} s"
     # the whole run's peak as the demo measures it (burnqed.eval.memory; docs/demo.md says which)
-    f["jobs"], f["mem_gb"] = str(run["jobs"]), f"{s['memory']['run_peak_mb'] / 1000:.1f}"
+    f["jobs"] = str(run["jobs"])
+    if s.get("memory"):
+        f["mem_gb"] = f"{s['memory']['run_peak_mb'] / 1000:.1f}"
     f["pairs"] = f"{m['data']['tactic_pairs']:,}"
     pair = m["cache_pair"]
     for k in ("with", "without"):
@@ -156,10 +169,12 @@ CLAIMS = [
     ("docs/value-model.md", "S → B is +{SB_g}/−{SB_l} (p = {SB_p})"),
     ("docs/value-model.md", "on the {A_sd_n} held-out decisions whose open nodes share a depth"),
     ("docs/value-model.md", "A's, S's and B's energies rank the on-path node first more often than the log-prob ({A_sd_energy}, {S_sd_energy} and {B_sd_energy} against {A_sd_logprob}), each within two standard errors of it"),
-    ("docs/value-model.md", "C is +{C_g}/−{C_l} against its twin (p = {C_p}), and S +{S_g}/−{S_l} and B +{B_g}/−{B_l}, A +{A_g}/−{A_l}"),
+    ("docs/value-model.md", "C is +{C_g}/−{C_l} against its twin (p = {C_p})"),
+    ("docs/value-model.md", "and S +{S_g}/−{S_l} and B +{B_g}/−{B_l}, A +{A_g}/−{A_l}"),
     ("docs/value-model.md", "**Seed 0, {evidence}.** The energy shares the priority with the log-prob and changes {C_changed} % of C's decisions"),
     ("docs/value-model.md", "it solves {C_depth} % with iteration 1's policy, against C's {C_with} %"),
-    ("docs/value-model.md", "Against the stronger of its two twins, the {C_twin} twin, C gains {C_sg} and loses {C_sl} (p = {C_sp}, Holm {C_sholm}: {C_verdict}), so the value model's goal is **{goal}**; A, S and B against theirs: +{A_sg}/−{A_sl}, +{S_sg}/−{S_sl} and +{B_sg}/−{B_sl} (Holm {A_sholm}, {S_sholm} and {B_sholm})"),
+    ("docs/value-model.md", "Against the stronger of its two twins, the {C_twin} twin, C gains {C_sg} and loses {C_sl} (p = {C_sp}: {C_verdict})"),
+    ("docs/value-model.md", "with Holm's correction over the four configurations' claims its p is {C_sholm}, so the value model's goal is **{goal}**; A, S and B against theirs: +{A_sg}/−{A_sl}, +{S_sg}/−{S_sl} and +{B_sg}/−{B_sl} (Holm {A_sholm}, {S_sholm} and {B_sholm})"),
     ("docs/value-model.md", "A {A_rank1}, S {S_rank1}, B {B_rank1} and C {C_rank1} against {chance}"),
     ("docs/value-model.md", "against C it gains {FC_g} and loses {FC_l} (p = {FC_p}: {FC_verdict})"),
     ("docs/value-model.md", "each is one seed's {evidence} run"),
@@ -230,6 +245,25 @@ def _page(name: str) -> str:
 
 
 FIG = figures(SUMMARY)
+# What the default target's summary of the same run states: the summary without the figures only
+# `ablations` builds.
+HEADLINE_FIG = figures(headline_view(SUMMARY))
+
+
+def _ablations_only(claim: str) -> bool:
+    """A claim the default target's summary cannot state as the page does (a figure it lacks, or
+    states otherwise: Holm's p over one claim)."""
+    try:
+        return claim.format(**HEADLINE_FIG) != claim.format(**FIG)
+    except KeyError:
+        return True
+
+
+def _section(page: str, text: str) -> str:
+    """The section of ``page`` (from a heading to the next) whose text holds ``text``."""
+    sections = re.split(r"(?m)^(?=#{1,6} )", _page(page))
+    (found,) = [sec for sec in sections if _flat(text) in _flat(sec)]
+    return found
 
 
 @pytest.mark.parametrize(("page", "claim"), CLAIMS, ids=[f"{p}:{c[:40]}" for p, c in CLAIMS])
@@ -303,6 +337,59 @@ def test_a_changed_summary_breaks_the_claims_and_the_table():
     assert _flat(claim.format(**figures(SUMMARY))) in _flat(_page(page))
     assert _flat(claim.format(**changed)) not in _flat(_page(page))
     assert BLOCKS["solve-table"](moved) not in _page("docs/demo.md")
+
+
+def test_the_committed_summaries_list_what_only_ablations_builds():
+    """docs/summary.json and every published run are the whole demo's (the ``ablations`` target's:
+    before the demo had two targets its default built everything) and list the figures only that
+    target builds; without them they are what the default target's summary states."""
+    for s in read_runs(DOCS):
+        assert s["run"]["target"] == "ablations", s["run"]
+        assert s["run"]["ablations_only"] == ablations_only(s)
+        assert {"configs.0.rates.A", "configs.0.features", "memory"} <= set(ablations_only(s))
+    view = headline_view(SUMMARY)
+    assert list(view["configs"][0]["rates"]) == ["C"] and "goal" not in view["configs"][0]
+    assert view["learning"] == SUMMARY["learning"] and view["evals"] == SUMMARY["evals"]
+
+
+@pytest.mark.parametrize(
+    ("page", "claim"),
+    [c for c in CLAIMS if _ablations_only(c[1])],
+    ids=[f"{p}:{c[:40]}" for p, c in CLAIMS if _ablations_only(c)],
+)
+def test_every_claim_only_ablations_builds_stands_in_a_section_that_says_so(page, claim):
+    section = _section(page, claim.format(**FIG))
+    assert ABLATIONS in section, (
+        f"{page}: the claim {claim[:60]!r}… quotes a figure only the `ablations` target builds: "
+        f"its section must say so (name {ABLATIONS})"
+    )
+
+
+def test_the_headline_claims_are_the_default_targets():
+    """The check above is not vacuous either way: the learning check, C against its twins and
+    the solve rates are the default target's; the configurations, the feature value, Holm over
+    four and the whole run's memory are not."""
+    only = {c for _, c in CLAIMS if _ablations_only(c)}
+    headline = {c for _, c in CLAIMS} - only
+    assert any("{step0_g}" in c for c in headline) and any("{C_depth}" in c for c in headline)
+    assert any("{C_changed}" in c for c in headline)
+    assert any("{S_g}" in c for c in only) and any("{F_g}" in c for c in only)
+    assert any("{C_sholm}" in c for c in only) and any("{mem_gb}" in c for c in only)
+
+
+def test_the_blocks_mark_what_only_ablations_builds():
+    """The value table and the goal (from the ablations target's summary) name the target; the
+    per-seed table marks its columns for the feature value and the goal; a default target's
+    summary gives C's row alone, unmarked."""
+    assert ABLATIONS in value_table(SUMMARY) and ABLATIONS in value_goal(SUMMARY)
+    header = seeds_table(read_runs(DOCS)).splitlines()[0]
+    assert (
+        f"the feature value vs C ({ABLATIONS})" in header and f"value goal ({ABLATIONS})" in header
+    )
+    default = {**headline_view(SUMMARY)}
+    default["run"] = {**default["run"], "target": "default"}
+    rows = [line for line in value_table(default).splitlines() if line.startswith("| ")][1:]
+    assert [r.split(" | ")[0] for r in rows] == ["| C"] and ABLATIONS not in value_table(default)
 
 
 def test_the_summary_has_every_key():

@@ -1,7 +1,8 @@
 """The whole expert-iteration loop as one Snakemake DAG, shrunken, the way a user runs the demo:
 baseline, two iterations (SFT, merge, EBM, search + noise search, pool selection), evals with the
-EBM ablation and the search-longer control, reports and ``results/compare.md``; its Snakemake
-report, also opened in Chromium.  Then the pre-emption story and reproducibility in one second
+EBM ablation and the search-longer control, reports and ``results/compare.md`` (the default target,
+the headline), then the ``ablations`` target on it (the attribution set, nothing of the first run
+again); its Snakemake report, also opened in Chromium.  Then the pre-emption story and reproducibility in one second
 run: ``snakemake`` for iteration 1's search killed with SIGKILL during iteration 0's search
 (unlock, the same command), then with Ctrl-C during iteration 1's search (the same command
 again), finishes without redoing finished jobs or attempts, and with the rest of the loop gives
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import base64
 import io
+import itertools
 import json
 import re
 from pathlib import Path
@@ -80,26 +82,98 @@ def test_rule_all_builds_the_whole_loop(loop):
     assert summary["warm_start"] and summary["validation"]["trajectory"]
 
 
+def _ran(log: str) -> set[tuple[str, str]]:
+    """(rule, wildcards) of every job a Snakemake run's log says it started."""
+    jobs = set()
+    for block in re.split(r"\n(?=(?:local)?rule \w+:\n)", log)[1:]:
+        rule = block.split()[1].rstrip(":")
+        lines = itertools.takewhile(lambda line: line.startswith("    "), block.splitlines()[1:])
+        fields = dict(line.strip().split(": ", 1) for line in lines if ": " in line)
+        jobs.add((rule, fields.get("wildcards", "")))
+    return jobs
+
+
+# What only `ablations` runs: the configurations beside the main line, the replays, the feature
+# value, the EBM metrics, its compare and summary (configuration A's EBM is the default target's:
+# joint training's warm start).
+ATTRIBUTION = {
+    "sft_only", "merge_sft_only", "ebm_embed_config", "ebm_train_config", "ebm_metrics_config",
+    "eval_config", "eval_config_no_ebm", "eval_config_depth_twin", "replay_config", "replay_ebm",
+    "value_features", "live_replay_features", "eval_features", "ebm_metrics", "compare_ablations",
+    "summary_ablations", "ablations",
+}  # fmt: skip
+
+
+def test_the_default_target_is_the_headline_and_ablations_builds_the_rest_on_it(loops, loop):
+    """The README's command built the headline — every iteration, the baseline, the search-longer
+    control, C against its two twins, the reports, compare and summary — and none of the
+    attribution set; ``ablations`` then ran only the attribution set's jobs, none of the first
+    command's again (it reuses every artifact), and its compare holds every configuration."""
+    headline, attribution = (_ran(r.stdout) for r in loops.clean_runs)
+    rules = {rule for rule, _ in headline}
+    assert {"eval_baseline", "eval", "eval_longer", "eval_no_ebm", "eval_depth_twin", "report",
+            "report_cross", "compare", "summary", "all"} <= rules  # fmt: skip
+    assert not rules & (ATTRIBUTION - {"ebm_embed_config", "ebm_train_config"}), rules
+    assert {w for r, w in headline if r.startswith("ebm_") and "c=" in w} == {"i=1, c=A"}
+    assert not headline & attribution, sorted(headline & attribution)
+    assert {rule for rule, _ in attribution} == ATTRIBUTION
+    compare = json.loads((loop / "results/compare.json").read_text())
+    (section,) = compare["configs"]
+    assert [r["config"] for r in section["configs"]] == ["C"] and section["features"] is None
+    full = json.loads((loop / "results/ablations/compare.json").read_text())
+    (section,) = full["configs"]
+    assert [r["config"] for r in section["configs"]] == ["A", "S", "B", "C"]
+    assert full["learning"] == compare["learning"] and full["rows"] == compare["rows"]
+    summary = json.loads((loop / "results/summary.json").read_text())
+    whole = json.loads((loop / "results/ablations/summary.json").read_text())
+    assert summary["run"]["target"] == "default" and whole["run"]["target"] == "ablations"
+    assert "configs.0.rates.A" in whole["run"]["ablations_only"]
+
+
+def _report(loop: Path, name: str, *targets: str) -> Path:
+    """`snakemake --report NAME [TARGET…]` (with the run's shrinking overlay too) after the loop."""
+    r = snakemake(loop, "--report", name, *targets, env=demo_env())
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-8000:]
+    return loop / name
+
+
+def _embedded(report: Path) -> set[str]:
+    page = report.read_text(encoding="utf-8")
+    return set(re.findall(r"data:[\w/+.-]+;charset=\w+;filename=([\w.-]+);base64,", page))
+
+
 @pytest.fixture(scope="module")
 def loop_report(loop) -> Path:
-    """The README's `snakemake --report report.html --configfile config/demo.yaml` (with the run's
-    shrinking overlay too) after the loop."""
-    r = snakemake(loop, "--report", "report.html", env=demo_env())
-    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-8000:]
-    return loop / "report.html"
+    """docs/demo.md's `snakemake --report report.html ablations --configfile config/demo.yaml`
+    after the loop: the report of everything it built."""
+    return _report(loop, "report_ablations.html", "ablations")
+
+
+# The default target's plots: each iteration's report's, then the cross report's.
+HEADLINE_PLOTS = {"budget_curve.png", "anytime.png", "energy_hist.png", "proof_depth.png",
+                  "nodes_hist.png", "budget_curves.png", "iterations.png"}  # fmt: skip
+
+
+def test_the_readmes_report_holds_the_headlines_plots_and_tables(loop):
+    """The README's `snakemake --report report.html --configfile config/demo.yaml`: the default
+    target's marked outputs — the iterations' and the cross report's plots, the evals, the reports
+    and compare.md — and not the attribution set's (the EBM's embedding plots)."""
+    embedded = _embedded(_report(loop, "report.html"))
+    assert embedded >= HEADLINE_PLOTS, HEADLINE_PLOTS - embedded
+    assert {"eval.json", "report.md", "compare.md"} <= embedded
+    assert not {"pca_by_label.png", "pca_by_depth.png"} & embedded
 
 
 def test_snakemake_report_of_the_loop_holds_every_plot_and_table(loop, loop_report):
-    """One self-contained file with every marked output of the loop."""
+    """One self-contained file with every marked output of the loop (`ablations` built)."""
     page = loop_report.read_text(encoding="utf-8")
-    embedded = set(re.findall(r"data:[\w/+.-]+;charset=\w+;filename=([\w.-]+);base64,", page))
-    plots = {"budget_curve.png", "anytime.png", "energy_hist.png", "proof_depth.png",  # iteration
-             "nodes_hist.png", "budget_curves.png", "iterations.png",  # across iterations
-             "pca_by_label.png", "pca_by_depth.png"}  # iteration 1's embeddings  # fmt: skip
+    embedded = _embedded(loop_report)
+    plots = {*HEADLINE_PLOTS, "pca_by_label.png", "pca_by_depth.png"}  # iteration 1's embeddings
     assert plots <= embedded, plots - embedded
     assert {"eval.json", "report.md", "compare.md"} <= embedded
     for path in ("results/iter_1/report/budget_curve.png", "results/iter_1/ebm_plots/pca_by_label.png",
                  "results/report/budget_curves.png", "results/compare.md",
+                 "results/ablations/compare.md",
                  "results/baseline/eval.json", "results/iter_0/eval.json"):  # fmt: skip
         assert path in page, path
     for category in ("baseline", "iteration 0", "iteration 1", "across iterations"):
@@ -245,7 +319,9 @@ def test_a_run_killed_with_sigkill_and_rerun_gives_the_uninterrupted_numbers(loo
 
 
 def test_compare_states_the_expansion_caches_hit_rates_and_saving_per_eval(resumed):
-    """``results/compare.md`` of the cached run (issue 31 §6): its "Expansion cache" table has a
+    """``results/ablations/compare.md`` of the cached run (issue 31 §6; the whole loop's compare,
+    the default target's ``results/compare.md`` has the headline's evals): its "Expansion cache"
+    table has a
     row for every eval — the baseline, both iterations, the search-longer control, the no-EBM
     twins (iteration 1's, S's) and the configurations A, S, B — with the policy and Lean hit
     rates and the seconds saved its eval JSON's ``cache`` block holds."""
@@ -255,9 +331,10 @@ def test_compare_states_the_expansion_caches_hit_rates_and_saving_per_eval(resum
                          "results/iter_0/eval_longer.json",
                          *(f"results/iter_1/configs/{c}/eval.json" for c in "ASB")}  # fmt: skip
     assert twins_and_configs <= set(blocks), sorted(blocks)
-    rows = {r["file"]: r for r in json.loads((work / "results/compare.json").read_text())["cache"]}
+    rows = {r["file"]: r for r in
+            json.loads((work / "results/ablations/compare.json").read_text())["cache"]}  # fmt: skip
     assert set(rows) == set(blocks), (sorted(rows), sorted(blocks))
-    md = (work / "results/compare.md").read_text(encoding="utf-8")
+    md = (work / "results/ablations/compare.md").read_text(encoding="utf-8")
     assert "## Expansion cache" in md
     for name, row in rows.items():
         b = blocks[name]

@@ -1,5 +1,7 @@
-"""What a change outside the sections reruns, on the whole demo DAG: the instruction-set pin
-(``cpu_isa``) every job, a new Lean toolchain, Mathlib or Pantograph every search and eval.
+"""What a change outside the sections reruns, on the whole demo DAG (the ``ablations`` target: the
+default target and the attribution set): the instruction-set pin (``cpu_isa``) every job, a new
+Lean toolchain, Mathlib or Pantograph every search and eval; and that ``ablations`` after the
+default target reruns none of its jobs.
 
 No job runs: every output of the tiny demo overlay is made empty and ``snakemake --touch`` records
 the jobs as done (Snakemake's records, params included), so a dry run afterwards plans exactly what
@@ -22,6 +24,8 @@ PROJECT = "lean/project"
 MANIFEST = {"name": "demo", "packages": [{"name": "mathlib", "rev": "2f65ba7f"}]}
 # Rules that run a search against the REPL: they must rerun when Lean changes.
 SEARCHES = ("search_shard", "search_noise_shard", "search_baseline_shard", "search_pool_select")
+# The whole demo DAG: `ablations` builds the default target and the attribution set on it.
+WHOLE = ("ablations",)
 
 
 def job_stats(out: str) -> dict[str, int]:
@@ -34,8 +38,9 @@ def job_stats(out: str) -> dict[str, int]:
     }
 
 
-def planned(work: Path) -> dict[str, int]:
-    r = snakemake(work, "-n", "--quiet", "rules")
+def planned(work: Path, *targets: str) -> dict[str, int]:
+    """What ``snakemake -n`` plans for ``targets`` (default: the whole DAG), by rule."""
+    r = snakemake(work, *(targets or WHOLE), "-n", "--quiet", "rules")
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     return job_stats(r.stdout + r.stderr)
 
@@ -46,18 +51,10 @@ def set_repl_version(work: Path, version: str) -> None:
     repl.chmod(0o755)
 
 
-@pytest.fixture(scope="module")
-def touched(tmp_path_factory, make_tiny_repo) -> tuple[Path, dict[str, int]]:
-    """The tiny demo repository with every job recorded as done; and the whole DAG's job counts."""
-    work = make_tiny_repo(
-        tmp_path_factory.mktemp("reruns") / "w",
-        lean={"project_path": PROJECT, "repl_command": ["./repl"]},
-    )
-    (work / PROJECT).mkdir(parents=True)
-    (work / PROJECT / "lean-toolchain").write_text("leanprover/lean4:v4.9.0\n", encoding="utf-8")
-    (work / PROJECT / "lake-manifest.json").write_text(json.dumps(MANIFEST), encoding="utf-8")
-    set_repl_version(work, "0.3.4")
-    r = snakemake(work, "--summary")
+def record_done(work: Path, *targets: str) -> dict[str, int]:
+    """Make every output of ``targets``' jobs empty and record the jobs as done (``--touch``);
+    the jobs by rule."""
+    r = snakemake(work, *targets, "--summary")
     assert r.returncode == 0, r.stderr[-3000:]
     for line in r.stdout.splitlines()[1:]:
         out = work / line.split("\t")[0]
@@ -66,11 +63,51 @@ def touched(tmp_path_factory, make_tiny_repo) -> tuple[Path, dict[str, int]]:
             out.write_text("", encoding="utf-8")
         else:
             out.mkdir(parents=True, exist_ok=True)
-    r = snakemake(work, "--touch", "--forceall", "--cores", "1")
+    r = snakemake(work, *targets, "--touch", "--forceall", "--cores", "1")
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    whole = job_stats(r.stdout + r.stderr)
+    return job_stats(r.stdout + r.stderr)
+
+
+def lean_repo(make_tiny_repo, dest: Path) -> Path:
+    """The tiny demo repository with a stand-in Lean project and REPL."""
+    work = make_tiny_repo(dest, lean={"project_path": PROJECT, "repl_command": ["./repl"]})
+    (work / PROJECT).mkdir(parents=True)
+    (work / PROJECT / "lean-toolchain").write_text("leanprover/lean4:v4.9.0\n", encoding="utf-8")
+    (work / PROJECT / "lake-manifest.json").write_text(json.dumps(MANIFEST), encoding="utf-8")
+    set_repl_version(work, "0.3.4")
+    return work
+
+
+@pytest.fixture(scope="module")
+def touched(tmp_path_factory, make_tiny_repo) -> tuple[Path, dict[str, int]]:
+    """The tiny demo repository with every job recorded as done; and the whole DAG's job counts."""
+    work = lean_repo(make_tiny_repo, tmp_path_factory.mktemp("reruns") / "w")
+    whole = record_done(work, *WHOLE)
     assert planned(work) == {}  # recorded: nothing to do
     return work, whole
+
+
+def test_ablations_after_the_default_target_runs_only_the_attribution_set(touched, tmp_path,
+                                                                         make_tiny_repo):  # fmt: skip
+    """The default target done, ``ablations`` plans none of its jobs again (it reuses every
+    artifact): only the attribution set — configurations A's (but its EBM, joint training's warm
+    start), S's and B's jobs, the replays, the feature value, the EBM metrics — and its compare
+    and summary; together the two are the whole DAG."""
+    _, whole = touched
+    work = lean_repo(make_tiny_repo, tmp_path / "w")
+    headline = record_done(work)
+    assert planned(work, "all") == {}
+    rest = planned(work)
+    assert {"eval", "eval_no_ebm", "eval_depth_twin", "eval_longer", "eval_baseline", "sft",
+            "search_shard", "ebm_export_joint", "report", "compare", "summary"} <= set(headline)  # fmt: skip
+    assert set(rest) == {
+        "sft_only", "merge_sft_only", "ebm_embed_config", "ebm_train_config", "ebm_metrics",
+        "ebm_metrics_config", "eval_config", "eval_config_no_ebm", "eval_config_depth_twin",
+        "value_features", "live_replay_features", "eval_features", "replay_ebm", "replay_config",
+        "compare_ablations", "summary_ablations", "ablations",
+    }, rest  # fmt: skip
+    both = {r: headline.get(r, 0) + rest.get(r, 0) for r in {*headline, *rest} - {"all"}}
+    assert both == whole
 
 
 def test_the_instruction_set_pin_reruns_every_job(touched):
@@ -131,7 +168,7 @@ def test_the_expansion_cache_is_a_machine_setting_that_reruns_nothing(touched):
         assert planned(work) == {}
     finally:
         overlay.write_bytes(before)
-    r = snakemake(work, "-n", "--quiet", "rules", "--config", "cache=")
+    r = snakemake(work, *WHOLE, "-n", "--quiet", "rules", "--config", "cache=")
     assert r.returncode == 0 and job_stats(r.stdout + r.stderr) == {}, r.stdout + r.stderr
     targets = ("results/iter_0/eval.json", "results/iter_0/search/shard_0/manifest.json")
     for extra, resource in (((), "expansion_cache=results/cache"),  # config/demo.yaml's
@@ -157,7 +194,7 @@ def test_the_no_ebm_twins_wait_for_nothing_they_do_not_read(touched):
     eval after its replay prediction (the prediction is made before the live figure exists).
     The plan reruns nothing (the DAG above plans no job)."""
     work, _ = touched
-    r = snakemake(work, "--dag", "--forceall")
+    r = snakemake(work, *WHOLE, "--dag", "--forceall")
     assert r.returncode == 0, r.stderr[-3000:]
     rule_of = dict(re.findall(r"(?m)^\s*(\d+)\[label = \"(\w+)", r.stdout))
     edges = {(rule_of[a], rule_of[b]) for a, b in re.findall(r"(\d+) -> (\d+)", r.stdout)}

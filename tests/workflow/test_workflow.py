@@ -153,11 +153,14 @@ def test_later_iterations_and_the_baseline_resolve(tmp_path):
     assert "models/base" in baseline.split("input:")[1].split("\n")[0]
 
 
-def test_configuration_a_pairs_with_the_previous_model_without_a_value_model(tmp_path):
-    """Configuration A of iteration i is iteration i-1's model with a decoupled EBM; its ablation
-    twin is that model without a value model: iteration 0's eval at i = 1, and from i = 2 on
-    iteration i-1's eval_no_ebm.json — its eval.json is a joint-head eval (the demo overlay with
-    `iterations: 3`, planned)."""
+def test_each_iterations_report_reads_the_headline_of_its_iteration(tmp_path):
+    """The default target's iteration reports read the headline only: iteration i's eval, the
+    iteration before it (the baseline for 0), and for i >= 1 C's two twins (no EBM; the depth
+    twin) and its EBM — none of the attribution set (configurations, replays, the feature value,
+    EBM metrics; configuration A's twin at i = 2, iteration 1's eval_no_ebm, is C's twin of
+    iteration 1 only in iteration 1's report) — the demo overlay with `iterations: 3`, planned.
+    Configuration A's pairing with the previous model without a value model is its replay's and
+    compare_ablations' (test_each_replay_reads_its_configurations_twin_ebm_and_policy)."""
     shutil.copy(REPO / "params.yaml", tmp_path / "params.yaml")
     r = snakemake("-n", "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path),
                   "--configfile", str(REPO / "config" / "demo.yaml"), "--config", "iterations=3",
@@ -169,9 +172,12 @@ def test_configuration_a_pairs_with_the_previous_model_without_a_value_model(tmp
         for b in out.split("rule ")
         if b.startswith("report:")
     }  # fmt: skip
-    i1, i2 = reports["results/iter_1/report"], reports["results/iter_2/report"]
-    assert "results/iter_0/eval.json" in i1 and "results/iter_0/eval_no_ebm.json" not in i1
-    assert "results/iter_1/eval_no_ebm.json" in i2  # A's twin at i = 2
+    for i in (1, 2):
+        assert reports[f"results/iter_{i}/report"] == {
+            f"results/iter_{i}/eval.json", f"results/iter_{i - 1}/eval.json",
+            "results/baseline/eval.json", f"results/iter_{i}/eval_no_ebm.json",
+            f"results/iter_{i}/eval_depth_twin.json", f"models/iter_{i}/ebm",
+        }, i  # fmt: skip
 
 
 def test_proofnet_benchmark_through_the_workflow(tmp_path):
@@ -217,50 +223,79 @@ def _job_counts(out: str) -> dict[str, int]:
     }
 
 
+# What only the `ablations` target builds (rules/common.smk attribution_files), by rule, with
+# configuration A's EBM apart: joint training's warm start, the default target builds it.
+ATTRIBUTION = ("sft_only", "merge_sft_only", "ebm_metrics", "ebm_metrics_config", "eval_config",
+               "eval_config_no_ebm", "eval_config_depth_twin", "value_features",
+               "live_replay_features", "eval_features", "replay_ebm", "replay_config",
+               "compare_ablations", "summary_ablations")  # fmt: skip
+
+
 @pytest.mark.parametrize(
     "overlay", [None, REPO / "config" / "demo.yaml"], ids=["params.yaml", "demo.yaml"]
 )
-def test_dry_run_plans_the_whole_loop(overlay, tmp_path):
-    """`snakemake -n` (rule all) plans every iteration: baseline, SFT + merge per iteration, an EBM
-    per later iteration, the searches that feed them, evals with ablations and the search-longer
-    control, per-iteration and cross-iteration reports, and compare."""
+def test_the_default_target_plans_the_headline_and_ablations_the_whole_loop(overlay, tmp_path):
+    """`snakemake -n` (rule all, the default target) plans the headline: every iteration (SFT +
+    merge, an EBM per later iteration, the searches that feed them), the baseline, each
+    iteration's eval, the search-longer control, and per later iteration C against its two twins
+    (no EBM; the depth twin), the reports, compare and summary — none of the attribution set.
+    `snakemake -n ablations` plans the whole loop: the headline and, beside it, configurations A,
+    S and B with their evals and twins, the replays, the feature value, the EBM metrics, and the
+    attribution set's own compare and summary."""
     shutil.copy(REPO / "params.yaml", tmp_path / "params.yaml")
     args = ["-n", "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path)]
     if overlay:
         args += ["--configfile", str(overlay)]
-    r = snakemake(*args)
-    out = r.stdout + r.stderr
-    assert r.returncode == 0, out
     n = yaml.safe_load((overlay or REPO / "params.yaml").read_text())["iterations"]
     assert n == (2 if overlay else 3)
-    jobs = _job_counts(out)
+    plans = {}
+    for target in ((), ("ablations",)):  # targets before --configfile, which takes several files
+        r = snakemake(*target, *args)
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+        plans[target] = _job_counts(r.stdout + r.stderr)
+    headline, whole = plans[()], plans[("ablations",)]
     expected = {
         "base_model": 1,
         "sft": n,
         "merge": n,
         "ebm_embed": n - 1,
-        # sft.mode joint (the default): the main line's EBM is the head trained with the adapter
+        # sft.mode joint (the default): the main line's EBM is the head trained with the adapter,
+        # warm-started from configuration A's EBM
         "ebm_export_joint": n - 1,
-        "ebm_metrics": n - 1,
+        "ebm_embed_config": n - 1,
+        "ebm_train_config": n - 1,
         "search_shard": n - 1,  # the last iteration's own search only feeds the next one
         "search_noise_shard": 1,
         "search_pool_select": n - 1,
         "eval_baseline": 1,
         "eval": n,
-        "eval_no_ebm": n - 1,
         "eval_longer": 1,
+        # C against its two twins: without the EBM, and with the depth twin (fitted per iteration)
+        "eval_no_ebm": n - 1,
+        "value_depth_twin": n - 1,
+        "eval_depth_twin": n - 1,
         "report": n,
         "report_cross": 1,
         "compare": 1,
+        "summary": 1,
+    }
+    assert {k: headline.get(k) for k in expected} == expected
+    assert not set(headline) & set(ATTRIBUTION), headline
+    expected.update({
+        "all": None,  # `ablations` takes rule all's inputs, not rule all
+        "ablations": 1,
         # the value-model configurations of every iteration >= 1: A, S, B with decoupled EBMs
         # (A and S on their own models' embeddings, B on the main line's), S without its EBM
         "sft_only": n - 1,
         "merge_sft_only": n - 1,
         "ebm_embed_config": 2 * (n - 1),
         "ebm_train_config": 3 * (n - 1),
+        "ebm_metrics": n - 1,
         "ebm_metrics_config": 3 * (n - 1),
         "eval_config": 3 * (n - 1),
         "eval_config_no_ebm": n - 1,
+        # the depth twins of A's and S's policies (B's and C's is iteration i's)
+        "eval_config_depth_twin": 2 * (n - 1),
         # the feature value (the EBM's control): fitted, replayed over eval_no_ebm, evaluated
         "value_features": n - 1,
         "live_replay_features": n - 1,
@@ -268,8 +303,15 @@ def test_dry_run_plans_the_whole_loop(overlay, tmp_path):
         # each configuration's EBM replayed over its no-EBM twin's trees: C, and A, S, B
         "replay_ebm": n - 1,
         "replay_config": 3 * (n - 1),
-    }
-    assert {k: jobs.get(k) for k in expected} == expected, out[-3000:]
+        "compare_ablations": 1,
+        "summary_ablations": 1,
+    })  # fmt: skip
+    assert {k: whole.get(k) for k in expected} == expected
+    # The whole loop is the default target's jobs and the attribution set's: before the split
+    # (cb4cd23) the default target planned 53 jobs on the demo, every one of them here but rule
+    # all, beside `ablations` and its compare and summary.
+    if overlay:
+        assert (headline["total"], whole["total"]) == (31, 53 - 1 + 3)
 
 
 def _planned_jobs(out: str, rule: str) -> dict[str, set[str]]:
@@ -367,8 +409,9 @@ def test_the_critical_path_runs_first_and_twins_wait_for_nothing_they_do_not_rea
     """Priorities follow the demo's critical path (rules/common.smk TIERS): each job of the chain
     data → base → iteration 0's training → its searches → A's EBM → joint training outranks any
     two jobs off it that are ready beside it; and the no-EBM twins, which read no EBM, do not wait
-    for their evals with the EBM (ready first, they fill the expansion cache for them)."""
-    jobs = _demo_plan(tmp_path)
+    for their evals with the EBM (ready first, they fill the expansion cache for them).  On the
+    whole loop (`ablations`: the default target and the attribution set)."""
+    jobs = _demo_plan(tmp_path, "ablations")
     prio = {(rule, f.get("wildcards", "")): int(f.get("priority", 0)) for rule, f in jobs}
     chain = [("base_model", ""), ("sft", "i=0"), ("search_shard", "i=0, shard=0"),
              ("ebm_embed_config", "i=1, c=A"), ("sft", "i=1")]  # fmt: skip

@@ -10,7 +10,6 @@ with to_log_file(snakemake.log[0]):
         out_dir=Path(snakemake.output[0]),
         cfg=snakemake.params.cfg,
         no_ebm=[Path(p) for p in i.no_ebm],
-        ebm_metrics=[Path(p) for p in i.ebm_metrics],
         controls=[Path(p) for p in i.controls],
         pools=[Path(p) for p in i.pools],
     )
