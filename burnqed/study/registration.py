@@ -3,34 +3,45 @@ committed YAML file (``studies/<name>/registration.yaml``), and the seeds its co
 
 The file (every key checked by :func:`load`, one line naming the file and key on error)::
 
+    protocol: 2               # PROTOCOL; absent: 1 (NEVER_RECORDED says what 1 lacks)
     study: NAME
     description: what the study confirms
     design:
       configfiles: [params.yaml, config/demo.yaml]   # relative to the repository root
-      overrides: {}                                  # a config overlay merged last
+      overrides: {}                                  # a config overlay merged last (no seed)
       targets: [results/iter_1/eval.json, ...]       # what each seed builds
-      rules: {eval: {code: …, config: …}, ...}       # written by `burnqed study register`
+      cores: 2                                       # each seed's snakemake --cores (protocol 2)
+      snakemake_args: []                             # passed to each seed's snakemake (protocol 2)
+      rules: {eval: {code: …, config: …, workflow: …, threads: …, seeds: …}, ...}   # register
+      environment: {packages: {torch: 2.13.0, …}}    # written by `burnqed study register`
     comparisons:
       primary:
         - {name: …, treatment: results/iter_1/eval.json, control: results/iter_0/eval_longer.json,
-           budget: [8, 4], varies: budget}             # budget: one for both, or [control, treatment]
+           budget: [8, 4], varies: budget,               # budget: one, or [control, treatment]
+           fallback: {treatment: results/iter_0/eval.json, why: …}}   # a seed the design stops
         - {name: …, treatment: results/iter_1/eval.json, varies: value model, budget: 4,
-           control: [results/iter_1/eval_no_ebm.json, results/iter_1/eval_depth_twin.json]}
+           control: [results/iter_1/eval_no_ebm.json, results/iter_1/eval_depth_twin.json],
+           fallback: {difference: 0, why: …}}
            # a list: per seed, the stronger of them — the one that solves more at the control's
            # budget, the last listed on a tie (list the fairer control last)
       secondary: [...]
     analysis:
       alpha: 0.05
       test: t                 # or hartung-knapp: the seed-level test that decides
-      seeds: 5                # how many seeds (the power analysis below says why)
-      power: {...}            # the power analysis it came from (`burnqed study power`)
+      seeds: 40               # how many seeds (the power analysis below says why)
+      power: {comparisons: [{name, mean, sd_planned, …}], abort_rate: 0.07}   # `study power`
       decision: {rule: "…", every_seed_positive: false}
+      sequential: {looks: [10, 20, 30, 40], futility: true}   # optional interim looks
+      rule_probability: {met: …}                     # written by `burnqed study register`
 
 ``design.rules`` holds, for every rule the targets need (a Snakemake dry run), the digest of the
 code its job runs — the same files ``rules/common.smk``'s ``code_digest`` covers (the rule's shim,
 the burnqed modules it reaches, the modules its config launches, the instruction-set pin, the
 Lean toolchain for rules given ``lean``) — and of the config values it looks up (``seed``,
-``threads`` and ``cache`` aside: the study varies the first, the others are machine settings).
+``threads`` and ``cache`` aside: the study varies the first, the others are machine settings);
+from protocol 2 also of its block of the workflow with the workflow's shared text
+(:func:`workflow_text`), the thread counts (they move numbers) and how its seeds follow the study
+seed (:func:`seeds_digest`; a fixed ``seeds.*`` is refused: :func:`refuse_fixed_seeds`).
 Per rule, so a refactor of code no rule of the study runs does not void it, and a mismatch names
 the rule.  :func:`rule_specs` reads each rule's ``code_digest(...)`` arguments and ``lookup(dpath=…)``
 keys from ``rules/*.smk``.
