@@ -1,5 +1,6 @@
 """A registered study of a tiny design, for real (``pytest -m slow``): `burnqed study register`,
-the commit, `burnqed study run` — three seeds, two at a time (``--parallel 2``), each a Snakemake
+the commit, `burnqed study run` — a protocol-2 registration (cores, arguments, each primary's
+fallback, the planned effects its rule is simulated at), three seeds, two at a time (``--parallel 2``), each a Snakemake
 run in its own directory — and the report: per-seed and pooled figures, Holm, sign agreement,
 labelled confirmatory; its looks go into the ledger and the study stays confirmatory.  The three
 seeds cost 4.8–5.2 CPU-minutes (user + sys, the base model most of each seed): about 4 minutes on
@@ -36,15 +37,18 @@ TARGETS = ["results/baseline/eval.json", "results/iter_0/eval.json",
            "results/iter_0/eval_longer.json"]  # fmt: skip
 REGISTRATION = {
     "study": "tiny",
+    "protocol": 2,
     "description": "the study machinery on a tiny design (tests/study/test_study_workflow.py)",
     "design": {"configfiles": ["params.yaml", "config/demo.yaml", "tiny.yaml"], "overrides": {},
-               "targets": TARGETS},
+               "targets": TARGETS, "cores": 2, "snakemake_args": []},
     "comparisons": {
         "primary": [
             {"name": "iteration 0 vs the base model", "treatment": "results/iter_0/eval.json",
-             "control": "results/baseline/eval.json", "budget": 4, "varies": "model"},
+             "control": "results/baseline/eval.json", "budget": 4, "varies": "model",
+             "fallback": {"difference": 0, "why": "a stopped iteration 0 ships the base model"}},
             {"name": "search x2 vs iteration 0", "treatment": "results/iter_0/eval_longer.json",
-             "control": "results/iter_0/eval.json", "budget": [4, 8], "varies": "budget"},
+             "control": "results/iter_0/eval.json", "budget": [4, 8], "varies": "budget",
+             "fallback": {"difference": 0, "why": "a stopped iteration 0 has neither"}},
         ],
         "secondary": [
             {"name": "iteration 0 vs the base model at 2 nodes",
@@ -53,7 +57,12 @@ REGISTRATION = {
         ],
     },
     "analysis": {"alpha": 0.05, "test": "hartung-knapp", "seeds": 3,
-                 "power": {"note": "none: the test checks the machinery, not an effect"},
+                 "power": {"from": "made up: the test checks the machinery, not an effect",
+                           "comparisons": [
+                               {"name": "iteration 0 vs the base model", "mean": 0.5,
+                                "sd_planned": 0.05},
+                               {"name": "search x2 vs iteration 0", "mean": 0.5,
+                                "sd_planned": 0.05}]},
                  "decision": {"rule": "each primary: Holm-adjusted p < alpha, estimate > 0",
                               "every_seed_positive": False}},
 }  # fmt: skip
