@@ -37,6 +37,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import configparser
+import importlib.util
 import json
 import logging
 import re
@@ -503,26 +504,42 @@ def check_gpu(ctx: _Context) -> Check:
     return Check("ok", "gpu", f"{whose} asks for {wanted}; {desc}")
 
 
-def check_training(ctx: _Context) -> Check:
-    import torch
+def _liger_absent() -> bool:
+    """``liger_kernel`` cannot be found (a stand-in placed in ``sys.modules`` counts as found)."""
+    try:
+        return importlib.util.find_spec("liger_kernel") is None
+    except ValueError:  # in sys.modules without a spec
+        return False
 
+
+def check_training(ctx: _Context) -> Check:
     from burnqed.config import SFTConfig
-    from burnqed.train.fused_loss import FusedKernelError, kernel_record
 
     setting = SFTConfig.from_dict(ctx.params["sft"]).gpu_layout
-    cuda = torch.cuda.is_available()
-    try:
-        loss = kernel_record("cuda")  # what a packed CUDA step's SFT loss runs with this install
-    except FusedKernelError as e:
-        if cuda and setting == "packed_bf16":
-            return Check("fail", "training", _one_line(e))
-        fused = f"a broken Liger ({_one_line(e)}): a GPU run would stop on it"
+    # Without an NVIDIA driver there is no CUDA, and without Liger the chunked loss: neither needs
+    # torch's or burnqed.train's imports (seconds of a check that takes one without them).
+    cuda = False
+    if shutil.which("nvidia-smi") is not None:
+        import torch
+
+        cuda = torch.cuda.is_available()
+    if not cuda and _liger_absent():
+        loss = {"kernel": "chunked", "why": "liger-kernel not installed (the gpu extra)"}
     else:
-        fused = (
-            f"Liger Kernel {loss['liger-kernel']} (triton {loss['triton']})"
-            if loss["kernel"] == "liger"
-            else f"the chunked loss ({loss['why']}: pip install -c constraints.txt -e '.[gpu]')"
-        )
+        from burnqed.train.fused_loss import FusedKernelError, kernel_record
+
+        try:
+            loss = kernel_record("cuda")  # what a packed CUDA step's SFT loss runs here
+        except FusedKernelError as e:
+            if cuda and setting == "packed_bf16":
+                return Check("fail", "training", _one_line(e))
+            loss = {"kernel": "broken", "why": _one_line(e)}
+    if loss["kernel"] == "broken":
+        fused = f"a broken Liger ({loss['why']}): a GPU run would stop on it"
+    elif loss["kernel"] == "liger":
+        fused = f"Liger Kernel {loss['liger-kernel']} (triton {loss['triton']})"
+    else:
+        fused = f"the chunked loss ({loss['why']}: pip install -c constraints.txt -e '.[gpu]')"
     packed = f"packed rows, flex attention, a bf16 residual stream, SFT loss by {fused}"
     padded = "right-padded batches, SDPA, a float32 residual stream, whole float32 logits"
     if not cuda:

@@ -712,6 +712,9 @@ def rule_probability(reg: Mapping[str, Any], path: Path | str = "registration") 
 def pinned_packages(root: Path) -> list[str]:
     """The names ``constraints.txt`` pins (``name==version`` lines)."""
     path = Path(root) / "constraints.txt"
+    if not path.is_file():
+        raise InputError(f"{path}: missing: a protocol-2 registration records the versions it pins "
+                         "(design.environment); register from the repository's root")  # fmt: skip
     names = []
     for line in path.read_text(encoding="utf-8").splitlines():
         line = line.split("#", 1)[0].strip()

@@ -398,7 +398,18 @@ def seeds_needed(
     level = alpha / comparisons
     if effect <= 0:
         return None
-    for k in range(2, max_seeds + 1):
-        if t_test_power(effect, sd, k, level) >= power:
-            return k
-    return None
+
+    def enough(k: int) -> bool:
+        return t_test_power(effect, sd, k, level) >= power
+
+    # The power rises with the seeds: double to a count that is enough, then bisect below it
+    # (a few dozen power evaluations, not one per count up to max_seeds).
+    lo, hi = 1, 2  # lo: not enough (one seed has no test); hi: the count tried
+    while not enough(hi):
+        if hi >= max_seeds:
+            return None
+        lo, hi = hi, min(2 * hi, max_seeds)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if enough(mid) else (mid, hi)
+    return hi

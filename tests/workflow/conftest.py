@@ -65,7 +65,7 @@ def make_repo(
     this checkout's commit (two runs that must match to the bit — tests/workflow/loops.py — are
     two repositories with two commits, as a user's two runs of one checkout are not)."""
     dest.mkdir(parents=True, exist_ok=True)
-    for name in ("Snakefile", "params.yaml", ".dvcignore"):
+    for name in ("Snakefile", "params.yaml", ".dvcignore", "constraints.txt"):
         shutil.copy(REPO / name, dest / name)
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "tmp", "cache", "config.local")
     names = ("rules", "workflow", "config", ".dvc", *(("profiles",) if profiles else ()))
