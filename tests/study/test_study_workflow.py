@@ -98,10 +98,10 @@ def test_a_registered_study_runs_three_seeds_and_reports_them(tmp_path):
     out = burnqed(repo, "study", "run", "studies/tiny/registration.yaml", "--cores", "2",
                   "--parallel", "2").stdout  # fmt: skip
     print(f"study_wall_s={time.monotonic() - start:.0f}")
-    assert "study tiny: confirmatory" in out
-
     r = json.loads((reg.parent / "report.json").read_text())
-    assert r["label"] == "confirmatory" and all(c["ok"] for c in r["checks"])
+    failed = [c for c in r["checks"] if not c["ok"]]
+    assert "study tiny: confirmatory" in out and not failed, (out, failed)
+    assert r["label"] == "confirmatory"
     assert r["seeds"] == sorted(seeds) and r["test"] == "hartung-knapp"
     benches = set()
     for s in seeds:
