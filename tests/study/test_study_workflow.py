@@ -1,7 +1,7 @@
 """A registered study of a tiny design, for real (``pytest -m slow``): `burnqed study register`,
 the commit, `burnqed study run` — a protocol-2 registration (cores, arguments, each primary's
-fallback, the planned effects its rule is simulated at), three seeds, two at a time (``--parallel 2``), each a Snakemake
-run in its own directory — and the report: per-seed and pooled figures, Holm, sign agreement,
+fallback, the planned effects its rule is simulated at), three seeds, two at a time
+(``--parallel 2``), each a Snakemake run in its own directory — and the report: per-seed and pooled figures, Holm, sign agreement,
 labelled confirmatory; its looks go into the ledger and the study stays confirmatory.  The three
 seeds cost 4.8–5.2 CPU-minutes (user + sys, the base model most of each seed): about 4 minutes on
 2 idle cores one at a time; measured on the shared 2-core machine, 9.0 minutes of wall at a load
