@@ -246,10 +246,18 @@ def arm_curve(
             "expected_theorems": len(keys),
             "denominator": f"the {len(keys)} theorems of the data stage's search pool",
         },
-        "by_budget": [{"budget": p["step"], "solved": p["proved"], "rate": p["pass_rate"],
-                       "nodes_expanded": p["nodes_expanded"], "tokens": p["tokens"],
-                       "value_scorings": p["value_scorings"], "searches": p["searches"]}
-                      for p in c],  # fmt: skip
+        "by_budget": [
+            {
+                "budget": p["step"],
+                "solved": p["proved"],
+                "rate": p["pass_rate"],
+                "nodes_expanded": p["nodes_expanded"],
+                "tokens": p["tokens"],
+                "value_scorings": p["value_scorings"],
+                "searches": p["searches"],
+            }
+            for p in c
+        ],
         "solved_theorems": sorted(first),
         "per_theorem": rows,
         "benchmark": {
@@ -422,10 +430,20 @@ def compute_markdown(report: Mapping[str, Any]) -> str:
         "state each).  Training is not counted in either arm (below).",
         "",
         markdown_table(
-            ["after iteration", "EI nodes", "EI tokens", "EI value scorings", "EI proved",
-             "EI pass rate", "SO nodes", "SO tokens", "SO proved", "SO pass rate"],
+            [
+                "after iteration",
+                "EI nodes",
+                "EI tokens",
+                "EI value scorings",
+                "EI proved",
+                "EI pass rate",
+                "SO nodes",
+                "SO tokens",
+                "SO proved",
+                "SO pass rate",
+            ],
             rows,
-        ),  # fmt: skip
+        ),
         "",
         f"EI = expert iteration, SO = search only; pool: {report['pool']['file']} "
         f"({report['pool_theorems']} theorems, sha256 {str(report['pool']['sha256'])[:12]}).",
@@ -469,12 +487,27 @@ def compute_markdown(report: Mapping[str, Any]) -> str:
             "Training, " + report["training"]["note"] + ":",
             "",
             markdown_table(
-                ["training", "steps", "examples", "tokens", "prompt", "completion", "value rows",
-                 "stopped"],
-                [[k, str(v["steps"]), str(v["train_examples"]), *_tokens(v.get("tokens")),
-                  "–" if not v.get("stopped") else f"step {v['stopped'].get('step')}"]
-                 for k, v in training.items()],
-            ),  # fmt: skip
+                [
+                    "training",
+                    "steps",
+                    "examples",
+                    "tokens",
+                    "prompt",
+                    "completion",
+                    "value rows",
+                    "stopped",
+                ],
+                [
+                    [
+                        k,
+                        str(v["steps"]),
+                        str(v["train_examples"]),
+                        *_tokens(v.get("tokens")),
+                        "–" if not v.get("stopped") else f"step {v['stopped'].get('step')}",
+                    ]
+                    for k, v in training.items()
+                ],
+            ),
             "",
         ]
     return "\n".join(lines)

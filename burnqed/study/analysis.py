@@ -855,8 +855,11 @@ def report_markdown(r: Mapping[str, Any]) -> str:
             f"## {c['kind'].capitalize()}: {c['name']}",
             "",
             f"{c['treatment']} against {_control_text(c['control'])} (varies the {c['varies']}), "
-            + ("pool curves on each seed's search pool, at the budget's iterations searched; "
-               if measure_of(c) == POOL_CURVE else "")
+            + (
+                "pool curves on each seed's search pool, at the budget's iterations searched; "
+                if measure_of(c) == POOL_CURVE
+                else ""
+            )
             + "per seed: exact McNemar; d = (gained − lost) / paired theorems.",
             "",
             markdown_table(

@@ -276,7 +276,9 @@ def train_joint(
         try:
             for step in progress.iter(range(start, plan.max_steps)):
                 done = step + 1
-                batches = counted(micro_batches(data, tokenizer, step, sft, seed, dev, most), tokens)
+                batches = counted(
+                    micro_batches(data, tokenizer, step, sft, seed, dev, most), tokens
+                )
                 last = train_step(model, head, opt, schedule, scales, batches, sft=sft,
                                   pooling=pooling, step=step, seed=seed,
                                   remaining_weight=ebm_cfg.remaining_steps_weight)  # fmt: skip
@@ -310,6 +312,7 @@ def train_joint(
             log.warning("joint training stopped at step %d of %d (%s): iteration %d keeps %s",
                         done, plan.max_steps, e, iteration, stopped["result"])  # fmt: skip
         progress.close()
+
     def summary_of(steps: int, selection_record: Any, validation: Any, joint: dict) -> dict:
         return {
             "mode": "joint",

@@ -184,7 +184,13 @@ def test_each_arm_is_an_eval_shaped_pool_curve_the_study_accepts_as_one(loop):
     assert e["kind"] == compute.CURVE_KIND and e["budgets"] == [1, 2, 3]
     rows = {x["theorem"]: x for x in e["per_theorem"]}
     assert {t: x["budget_at_proof"] for t, x in rows.items()} == {
-        "a": 1, "b": 1, "c": 1, "d": 2, "e": 2, "f": None}
+        "a": 1,
+        "b": 1,
+        "c": 1,
+        "d": 2,
+        "e": 2,
+        "f": None,
+    }
     assert all(x["evaluated"] for x in rows.values())  # f: attempted by iteration 1's search
     assert e["status"]["complete"] and e["status"]["label"] == "complete 6/6"
     assert e["benchmark"]["role"] == "pool" and e["benchmark"]["name"] == "search_pool"
@@ -244,7 +250,8 @@ def test_training_is_stated_beside_with_its_tokens_and_never_added(loop, tmp_pat
     written = json.loads((out / "compute.json").read_text())
     assert written["arm_files"] == {k: str(v) for k, v in arms.items()} and "arms" not in written
     assert json.loads(arms[compute.EXPERT].read_text()) == json.loads(
-        json.dumps(r["arms"][compute.EXPERT]))
+        json.dumps(r["arms"][compute.EXPERT])
+    )
     md = (out / "compute.md").read_text()
     assert md.startswith("## Search only at the same compute")
     assert "| 1 | 107 | 1064 | 0 | 5/6 | 83.3% | 106 | 1054 | 4/6 | 66.7% |" in md

@@ -70,8 +70,17 @@ def make_pool_study(root: Path, reg: dict | None = None) -> tuple[Path, list[int
     for s, (ei, so) in zip(seeds, ARMS, strict=True):
         d = path.parent / "seeds" / f"seed_{s}"
         (d / EXPERT).parent.mkdir(parents=True, exist_ok=True)
-        (d / EXPERT).write_text(json.dumps(pool_curve("expert iteration", ei, seed=s,
-                                model="models/iter_1/merged", ebm="models/iter_1/ebm")))
+        (d / EXPERT).write_text(
+            json.dumps(
+                pool_curve(
+                    "expert iteration",
+                    ei,
+                    seed=s,
+                    model="models/iter_1/merged",
+                    ebm="models/iter_1/ebm",
+                )
+            )
+        )
         (d / SEARCH_ONLY).write_text(json.dumps(pool_curve("search only", so, seed=s,
                                      model="models/iter_0/merged", ebm=None)))  # fmt: skip
     return path, seeds

@@ -92,7 +92,9 @@ def test_the_merge_and_the_exported_value_model_carry_the_stop(
     merge_adapter(base=tiny_base, adapter=lora_adapter, out=previous)
     assert "training_stopped" not in json.loads((previous / "burnqed_merge.json").read_text())
     weights = sorted(p.name for p in previous.glob("*.safetensors"))
-    assert weights and all((merged / w).read_bytes() == (previous / w).read_bytes() for w in weights)
+    assert weights and all(
+        (merged / w).read_bytes() == (previous / w).read_bytes() for w in weights
+    )
     meta = export_joint_ebm(adapter=stopped["out"], merged=merged, out=tmp_path / "ebm",
                             pooling="last")  # fmt: skip
     assert meta["stopped"] == stopped["summary"]["stopped"]
