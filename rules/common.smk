@@ -126,9 +126,11 @@ def search_only_salt(wildcards):
 
 def search_only_earlier(wildcards):
     """What the search-only arm searched before iteration {i} >= 2: iteration 0's searches (both
-    arms' first step, the noise search too, as in earlier_searches) and its own of 1 … i-1."""
+    arms' first step, the noise search too, as in earlier_searches) and its own of 1 … i-1.
+    """
     own = [
-        f"results/iter_{j}/search_only/manifest.json" for j in range(1, int(wildcards.i))
+        f"results/iter_{j}/search_only/manifest.json"
+        for j in range(1, int(wildcards.i))
     ]
     return [
         "results/iter_0/search/manifest.json",
@@ -149,16 +151,16 @@ def search_only_pool(wildcards):
 
 
 def comparison_searches(config, kind):
-    """One arm's searches of iterations 1 … of the compute comparison (rule compute_report): kind
-    "search", expert iteration's own (the last iteration's too, which nothing else needs), or
+    """One arm's searches of iterations 1 … of the compute comparison (compute_report's input):
+    kind "search", expert iteration's own (the last iteration's too, which nothing else needs), or
     "search_only", iteration 0's model on the search-only arm's pools."""
     n = config["iterations"]
     return [f"results/iter_{i}/{kind}/manifest.json" for i in range(1, n)]
 
 
 def compute_files(config):
-    """What the compute comparison writes (rule compute_report; the default target's): none with a
-    single iteration, where there is nothing to compare."""
+    """What the compute comparison writes (compute_report's output, the default target's): none
+    with a single iteration, where there is nothing to compare."""
     if config["iterations"] < 2:
         return []
     return [
@@ -412,7 +414,8 @@ THREAD_KEYS = {"base_model": "base", "sft": ("train", "later_train"), "sft_only"
                "merge": "merge", "merge_sft_only": "merge", "ebm_embed": "ebm",
                "ebm_embed_config": "ebm", "ebm_train": "ebm", "ebm_train_config": "ebm",
                "ebm_metrics": "ebm", "ebm_metrics_config": "ebm"}  # fmt: skip
-TWO_THREADS = {"search_pool_select", "search_only_pool_select"}  # `threads: 2`, no setting
+# `threads: 2` in the rule, no setting
+TWO_THREADS = {"search_pool_select", "search_only_pool_select"}
 
 
 def thread_count(rulename, wildcards):
