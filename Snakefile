@@ -53,7 +53,9 @@ onsuccess:
 # Two targets.  The default, `all`, is the headline: the loop through its last iteration, the
 # baseline, each iteration's eval, the search-longer control, and per iteration i >= 1 the main line
 # C against its two twins (no value model; the depth twin) — the comparisons the README leads with
-# and the learning check — then the reports, results/compare.md and results/summary.json.
+# and the learning check — then the reports, results/compare.md and results/summary.json, and the
+# compute comparison: expert iteration against search only on the search pool, every iteration
+# (results/compute.md, rules/eval.smk compute_report; rules/common.smk compute_files).
 # `snakemake --cores 2 ablations --configfile config/demo.yaml` builds the attribution set on top
 # of it, reusing every artifact: configurations A, S and B (their EBMs, evals and twins), every
 # replay, the feature value, the EBM metrics, and results/ablations/{compare.md,summary.json}
@@ -70,6 +72,7 @@ rule all:
         "results/report",
         "results/compare.md",
         "results/summary.json",
+        compute_files(config),
 
 
 rule ablations:

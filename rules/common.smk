@@ -118,24 +118,57 @@ def search_seed_salt(wildcards):
 
 
 def search_only_salt(wildcards):
-    """The salt of iteration {i}'s search-only control, "search_only/iter_{i}" (search_only_shard),
+    """The salt of iteration {i}'s search-only search, "search_only/iter_{i}" (search_only_shard),
     distinct from iteration {i}'s own search ("search/iter_{i}") and from iteration 0's (unsalted),
-    so the control draws samples of its own, not the searches' it is compared with."""
+    so the search-only arm draws samples of its own."""
     return f"search_only/iter_{int(wildcards.i)}"
 
 
-def expert_searches(config):
-    """Every iteration's search, the last one's too (the default target does not build it): the
-    expert-iteration arm of compute_report, the compute comparison."""
+def search_only_earlier(wildcards):
+    """What the search-only arm searched before iteration {i} >= 2: iteration 0's searches (both
+    arms' first step, the noise search too, as in earlier_searches) and its own of 1 … i-1.
+    """
+    own = [
+        f"results/iter_{j}/search_only/manifest.json"
+        for j in range(1, int(wildcards.i))
+    ]
     return [
-        f"results/iter_{i}/search/manifest.json" for i in range(config["iterations"])
+        "results/iter_0/search/manifest.json",
+        "results/iter_0/search_noise/manifest.json",
+        *own,
     ]
 
 
-def search_only_controls(config):
-    """The search-only controls of iterations >= 1: the other arm of compute_report."""
+def search_only_pool(wildcards):
+    """The pool the search-only arm searches at iteration {i}: the pool theorems it has not proved
+    (rule search_only_pool_select).  At iteration 1 both arms have searched only iteration 0's
+    searches, so the selection is expert iteration's own (the same inputs, params and seed):
+    results/iter_1/search_pool.jsonl, not a second copy of it."""
+    i = int(wildcards.i)
+    if i == 1:
+        return "results/iter_1/search_pool.jsonl"
+    return f"results/iter_{i}/search_only_pool.jsonl"
+
+
+def comparison_searches(config, kind):
+    """One arm's searches of iterations 1 … of the compute comparison (compute_report's input):
+    kind "search", expert iteration's own (the last iteration's too, which nothing else needs), or
+    "search_only", iteration 0's model on the search-only arm's pools."""
     n = config["iterations"]
-    return [f"results/iter_{i}/search_only/manifest.json" for i in range(1, n)]
+    return [f"results/iter_{i}/{kind}/manifest.json" for i in range(1, n)]
+
+
+def compute_files(config):
+    """What the compute comparison writes (compute_report's output, the default target's): none
+    with a single iteration, where there is nothing to compare."""
+    if config["iterations"] < 2:
+        return []
+    return [
+        "results/compute.md",
+        "results/compute.json",
+        "results/compute/expert_iteration.json",
+        "results/compute/search_only.json",
+    ]
 
 
 def ebm_searches(wildcards):
@@ -361,6 +394,7 @@ TIERS = {
     "replay_ebm": 1,
     "replay_config": 1,
     "search_pool_select": 1,
+    "search_only_pool_select": 0,
     "search_baseline_shard": 0,
     "search_baseline": 0,
     "search_only_shard": 0,
@@ -380,7 +414,8 @@ THREAD_KEYS = {"base_model": "base", "sft": ("train", "later_train"), "sft_only"
                "merge": "merge", "merge_sft_only": "merge", "ebm_embed": "ebm",
                "ebm_embed_config": "ebm", "ebm_train": "ebm", "ebm_train_config": "ebm",
                "ebm_metrics": "ebm", "ebm_metrics_config": "ebm"}  # fmt: skip
-TWO_THREADS = {"search_pool_select"}  # `threads: 2` in the rule, no setting
+# `threads: 2` in the rule, no setting
+TWO_THREADS = {"search_pool_select", "search_only_pool_select"}
 
 
 def thread_count(rulename, wildcards):

@@ -582,15 +582,24 @@ use rule compare as compare_ablations with:
         code=code_digest("eval_compare"),
 
 
-# Expert iteration against search only at the same compute (Polu et al. 2022; burnqed/eval/compute.py):
-# the cumulative pool pass rate of each arm against its node expansions and generated tokens, and
-# each iteration's search paired with its search-only control (rules/search.smk search_only).  Not in
-# `all` (it searches the last iteration's pool and every control): `snakemake results/compute.md`.
+# Expert iteration against search only at the same search attempts (Polu et al. 2022;
+# burnqed/eval/compute.py), in the default target: iteration 0's searches (pool and noise) are both
+# arms' first step; then expert iteration's own search of each iteration and the search-only arm's
+# (rules/search.smk search_only: iteration 0's model on the pool theorems it has not proved).  Per
+# arm the cumulative pool pass rate against node expansions, generated tokens and value-model
+# scorings, the arms paired per theorem on the cumulative solved indicator, each arm's pool curve
+# as an eval-shaped JSON (results/compute/), and what training spent beside (never added).
 rule compute_report:
     input:
-        expert=expert_searches(config),
-        search_only=search_only_controls(config),
-        # What training spent, stated apart (each adapter's training_summary.json).
+        pool="data/theorems/search_pool.jsonl",
+        shared=[
+            "results/iter_0/search/manifest.json",
+            "results/iter_0/search_noise/manifest.json",
+        ],
+        expert=comparison_searches(config, "search"),
+        search_only=comparison_searches(config, "search_only"),
+        # What training spent, stated apart (the base model's record, each training summary).
+        base="models/base",
         adapters=expand(
             "models/iter_{i}/adapter",
             i=range(lookup(dpath="iterations", within=config)),
@@ -598,6 +607,8 @@ rule compute_report:
     output:
         json="results/compute.json",
         md="results/compute.md",
+        expert_arm="results/compute/expert_iteration.json",
+        search_only_arm="results/compute/search_only.json",
     log:
         "logs/eval/compute.log",
     benchmark:
@@ -610,6 +621,8 @@ rule compute_report:
         mem_mb=2000,
         runtime=10,
     params:
+        # the seed the pool searches sample with (rules/search.smk), in the pool curves' provenance
+        seed=seed_of("train"),
         code=code_digest("eval_compute"),
     script:
         "../workflow/scripts/eval_compute.py"

@@ -209,15 +209,15 @@ rule search_baseline:
         "../workflow/scripts/search_gather.py"
 
 
-# Search only, the expert iteration's compute-matched control (Polu et al. 2022; issue 45): iteration
-# {i}'s pool (i >= 1) searched again by iteration 0's model — no training, no value model, so at the
-# search's own temperature, as iteration 0 — with the same budget, attempts and config and seeds of
-# its own (rules/common.smk search_only_salt).  Not in `all`: rule compute_report (rules/eval.smk)
-# pairs it with iteration {i}'s search and counts each one's node expansions and generated tokens.
+# Search only, the other arm of the compute comparison (Polu et al. 2022; issue 61; rule
+# compute_report, rules/eval.smk): iteration 0's model — no training, no value model, so at the
+# search's own temperature, as iteration 0 — searching, at iteration {i} >= 1, the pool theorems the
+# arm has not proved itself (rules/common.smk search_only_pool), with the same budget, attempts and
+# config and seeds of its own (rules/common.smk search_only_salt).
 rule search_only_shard:
     input:
         model="models/iter_0/merged",
-        theorems="results/iter_{i}/search_pool.jsonl",
+        theorems=search_only_pool,
     output:
         "results/iter_{i}/search_only/shard_{shard}/manifest.json",
     log:
@@ -225,7 +225,7 @@ rule search_only_shard:
     benchmark:
         "logs/benchmarks/search/iter_{i}_search_only_shard_{shard}.tsv"
     wildcard_constraints:
-        # iteration 0's control is iteration 0's search itself
+        # iteration 0's searches are both arms' first step
         i="[1-9][0-9]*",
     priority: job_priority
     conda:
@@ -247,6 +247,39 @@ rule search_only_shard:
         code=code_digest("search_shard", "lean", "policy"),
     script:
         "../workflow/scripts/search_shard.py"
+
+
+# The search-only arm's pool of iteration {i} >= 2 (iteration 1's is expert iteration's own,
+# rules/common.smk search_only_pool): the data stage's pool minus what iteration 0's searches and
+# the arm's own searches before {i} proved, selected as rule search_pool_select selects expert
+# iteration's (burnqed/search/selection.py: shallow and probe-closed theorems out, the same seed).
+rule search_only_pool_select:
+    input:
+        pool="data/theorems/search_pool.jsonl",
+        earlier=search_only_earlier,
+    output:
+        pool="results/iter_{i}/search_only_pool.jsonl",
+        meta="results/iter_{i}/search_only_pool.jsonl.meta.json",
+    log:
+        "logs/search/iter_{i}_search_only_pool.log",
+    benchmark:
+        "logs/benchmarks/search/iter_{i}_search_only_pool.tsv"
+    wildcard_constraints:
+        i="[2-9]|[1-9][0-9]+",
+    priority: job_priority
+    conda:
+        "../workflow/envs/burnqed.yaml"
+    threads: 2
+    resources:
+        mem_mb=8000,
+        runtime=60,
+    params:
+        search=lookup(dpath="search", within=config),
+        lean=lookup(dpath="lean", within=config),
+        seed=seed_of("train"),
+        code=code_digest("search_select_pool", "lean"),
+    script:
+        "../workflow/scripts/search_select_pool.py"
 
 
 rule search_only:

@@ -14,7 +14,9 @@ search, made the difference) or a comparison is undecided.  A step varies the mo
 model), a control the budget against training; evals that differ in anything else — seed,
 candidates, sampling, nodes per step, threads, instruction set, benchmark
 (:data:`burnqed.eval.paired.COMPARED_FIELDS`) — leave the comparison undecided, the field named.
-Every comparison is shown with its p-value and the theorems that changed each way.  On a
+Every comparison is shown with its p-value and the theorems that changed each way.  An eval whose
+model's training a guard stopped (the previous iteration's model: :func:`burnqed.eval.stage.model_stopped`)
+is named above the table, with the step and the reason.  On a
 confirmation benchmark ``compare.md`` says how many distinct designs have looked at it with this
 seed: the ledger of looks plus this run's own (:mod:`burnqed.eval.ledger`).
 
@@ -50,6 +52,7 @@ from burnqed.eval.paired import (
     table_headers,
     temperature_of,
 )
+from burnqed.eval.stage import model_stopped, stopped_text
 from burnqed.eval.table import markdown_table, pct
 
 log = logging.getLogger(__name__)
@@ -111,6 +114,8 @@ def _row(path: Path, e: Mapping[str, Any], budgets: Sequence[int], label: str) -
         # why a run with each budget stops (burnqed.outcomes.END_REASONS); None: not recorded
         "ended_by": {str(b): by_budget[b].get("ended_by") if b in by_budget else None
                      for b in budgets},
+        # a guard stopped the model's training: it is the previous iteration's (issue 61)
+        "model_stopped": model_stopped(e),
     }  # fmt: skip
 
 
@@ -480,6 +485,9 @@ def compare_markdown(c: Mapping[str, Any]) -> str:
             ]
         )
     out = [head, ""]
+    stopped = [r for r in [*c["rows"], *(c.get("controls") or [])] if r.get("model_stopped")]
+    for r in stopped:
+        out += [f"> **{stopped_text(r['label'], r['model_stopped'])}.**", ""]
     if not c["all_complete"]:
         partial = ", ".join(f"{r['label']} {r['status']}" for r in c["rows"] if not r["complete"])
         out += [f"> **Not all evals are complete**: {partial}.", ""]

@@ -27,9 +27,10 @@ configurations):
 
 **A pair varies one factor.**  Each comparison declares the factor it varies (``varies``, one of
 :data:`FACTORS`): the ``model`` (a learning step, S → B, A → C: another policy with the value model
-trained for it), the ``value model`` (an EBM ablation, B → C: the same policy), or the ``budget``
+trained for it), the ``value model`` (an EBM ablation, B → C: the same policy), the ``budget``
 (the search-longer control: an earlier model given more search against a later one given more
-training).  Every other field of :data:`COMPARED_FIELDS` — benchmark digest, attempts, seed,
+training), or ``training`` (expert iteration against search only, two pool curves of
+:mod:`burnqed.eval.compute`: the models, value models and the value model's search temperature).  Every other field of :data:`COMPARED_FIELDS` — benchmark digest, attempts, seed,
 candidates, temperature, top_p, max_new_tokens, nodes per step, torch threads, instruction set (the
 ``machine`` block), model, value model, budget factor — must be equal in the two evals, else the
 comparison is ``undecided`` naming the field and both values (:func:`differences`): a difference
@@ -138,6 +139,10 @@ FACTORS: dict[str, tuple[str, ...]] = {
     "value model": ("value model",),
     # the search-longer control: an earlier model with more search against a later, trained one
     "budget": ("budget factor", "model", "value model"),
+    # expert iteration against search only on the search pool (burnqed.eval.compute's pool
+    # curves): training, and with it the model, the value model and the search temperature the
+    # value model brings (search.temperature_with_ebm)
+    "training": ("model", "value model", "temperature"),
 }
 
 

@@ -6,7 +6,9 @@ refused before any search), then runs the search stage (``burnqed.search.stage.r
 ``max_nodes = max(eval.budgets)``, ``num_candidates = eval.num_candidates`` and
 ``attempts = eval.pass_n`` into ``trajectories`` (resumable like any search), scores it
 (:mod:`burnqed.eval.metrics`) and writes ``out``: metrics, per-theorem rows, and provenance —
-model and EBM paths with content digests, with a value model its ``value_model`` block (the
+model and EBM paths with content digests (and the model's ``training_stopped`` when a guard stopped
+its training, so that it is the previous iteration's: :func:`model_stopped`), with a value model
+its ``value_model`` block (the
 energy weight used and its fit, the energy's and the log-prob's median sibling spans, the pops
 the energy changed: :func:`value_model_block`), benchmark name + sha256 + Lean/Mathlib versions, REPL
 command, config sections, git commit, package versions, seeds; on a confirmation benchmark
@@ -205,6 +207,41 @@ def value_model_block(
             "effect": effect}  # fmt: skip
 
 
+def training_stopped_of(model: Path | str) -> dict[str, Any] | None:
+    """The ``training_stopped`` block a merged model's ``burnqed_merge.json`` carries when a guard
+    stopped its adapter's training (:func:`burnqed.train.joint.stop_record`); None otherwise (a
+    model that is no local merged directory too)."""
+    path = Path(model) / "burnqed_merge.json"
+    if not path.is_file():
+        return None
+    return json.loads(path.read_text(encoding="utf-8")).get("training_stopped")
+
+
+def model_stopped(e: Mapping[str, Any]) -> dict[str, Any] | None:
+    """An eval JSON's ``provenance.model.training_stopped`` (None: its model's training finished).
+
+    >>> model_stopped({"provenance": {"model": {"path": "m", "training_stopped": {"step": 3}}}})
+    {'step': 3}
+    """
+    m = (e.get("provenance") or {}).get("model")
+    return m.get("training_stopped") if isinstance(m, Mapping) else None
+
+
+def stopped_text(label: str, stopped: Mapping[str, Any]) -> str:
+    """One sentence for every page that shows the figures of an eval whose model's training a guard
+    stopped (compare.md, the iteration report, the compute comparison).
+
+    >>> stopped_text("iter_1", {"step": 50, "reason": "joint step 50: …",
+    ...                         "previous_adapter": "models/iter_0/adapter"})[:60]
+    "iter_1's model is the previous iteration's (models/iter_0/ad"
+    """
+    return (
+        f"{label}'s model is the previous iteration's ({stopped.get('previous_adapter')}): its "
+        f"training stopped at step {stopped.get('step')} ({stopped.get('reason')}), and the run "
+        "went on with the model it started from"
+    )
+
+
 def write_json(path: Path, obj: Any) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -288,6 +325,10 @@ def run(
         previous=prev,
     )
     label = label or Path(out).parent.name
+    stopped = training_stopped_of(model)
+    if stopped:
+        log.warning("eval %s: %s's training stopped (%s): the model is %s", label, model,
+                    stopped.get("reason"), stopped.get("previous_adapter"))  # fmt: skip
     if budget_factor != 1:
         label = f"{label} search ×{budget_factor}"
     result = {
@@ -306,7 +347,13 @@ def run(
             "known_defects": bench.get("known_defects", []),
         },
         "provenance": {
-            "model": {"path": str(model), "sha256": path_digest(model)},
+            "model": {
+                "path": str(model),
+                "sha256": path_digest(model),
+                # only when a guard stopped the model's training (issue 61): its figures are the
+                # previous iteration's model's
+                **({"training_stopped": stopped} if stopped else {}),
+            },
             "ebm": {"path": str(ebm), "sha256": path_digest(ebm)} if ebm else None,
             "previous_eval": str(previous) if previous else None,
             "trajectories": str(trajectories),

@@ -34,7 +34,7 @@ from burnqed.config import ReportConfig
 from burnqed.eval.compare import compare, compare_markdown, load_evals
 from burnqed.eval.configs import config_comparisons, configs_markdown
 from burnqed.eval.paired import format_p, paired_test, summary_line
-from burnqed.eval.stage import write_json
+from burnqed.eval.stage import model_stopped, stopped_text, write_json
 from burnqed.eval.summary import QUERIES, rows, summarise, summary_markdown
 from burnqed.eval.table import eval_markdown, fmt, markdown_table, outcomes_markdown, pct
 from burnqed.report import plots, tree
@@ -291,11 +291,13 @@ def run_iteration(
                     title=f"Nodes per attempt — {label}")  # fmt: skip
     trees = search_trees(current, Path(trajectories), out, limit=rcfg.tree_files)
     t = stats["time_split"]
+    stopped = model_stopped(current)
     md = [
         f"# Report: {label}",
         "",
         f"Status: **{current['status']['label']}** — {current['status']['denominator']}.",
         "",
+        *([f"> **{stopped_text(label, stopped)}.**", ""] if stopped else []),
         gates_markdown(gates),
         "## Solve rate",
         "",
@@ -333,6 +335,8 @@ def run_iteration(
         "kind": "burnqed report",
         "eval": str(eval_json),
         "status": current["status"]["label"],
+        # a guard stopped the model's training: it is the previous iteration's (issue 61)
+        "model_stopped": stopped,
         "verdict": overall(gates),
         "gates": gates,
         "trajectory_stats": stats,

@@ -21,7 +21,8 @@ lists under ``run.ablations_only`` the figures only it builds (:data:`ABLATIONS_
 ``docs/summary.json`` is a copy of the second.
 
 Keys (``SUMMARY_KEYS``): ``kind``, ``run`` (seed, evidence, target), ``benchmark`` (name, split, sha256, theorems), ``pass_n``,
-``budgets``, ``evals`` (label → theorems, rates/solved/ended_by per budget; iterations in order,
+``budgets``, ``evals`` (label → theorems, rates/solved/ended_by per budget, and ``model_stopped``
+when a guard stopped the model's training — it is the previous iteration's; iterations in order,
 then the controls), ``learning`` (verdict, steps and controls: before, after, budgets, gained,
 lost, p), ``configs`` (per iteration: rates with and without the value head, the paired
 questions, the embedding metrics and their ranges), ``detectable`` (what the benchmark can detect),
@@ -213,7 +214,10 @@ def build(
     theorems = max((r["theorems"] for r in rows), default=None)
     bench["theorems"] = theorems
     evals = {r["label"]: {"theorems": r["theorems"], "complete": r["complete"],
-                          "rates": r["rates"], "solved": r["solved"], "ended_by": r["ended_by"]}
+                          "rates": r["rates"], "solved": r["solved"], "ended_by": r["ended_by"],
+                          # only when a guard stopped the model's training (issue 61)
+                          **({"model_stopped": r["model_stopped"]} if r.get("model_stopped")
+                             else {})}
              for r in rows}  # fmt: skip
     lc = compare.get("learning") or {}
     decontam = (pairs_report or {}).get("decontamination")

@@ -16,8 +16,9 @@ The run is labelled **confirmatory** only when every check passes (:func:`checks
 was committed, unchanged since, before the first result; each seed directory is one of the
 registration's seeds and its evals carry that seed; each seed ran with the registered per-rule
 digests (its ``study_run.json``); no look at any of those seeds is in the ledger but the study's
-own, made after the registration; every compared eval is on a confirmation benchmark; every paired
-test was decided.  Anything else is **exploratory**, with the failed checks named.  A study whose
+own, made after the registration; every compared eval is on a confirmation benchmark (a
+comparison of ``measure: pool curve`` compares two pool curves, each on the seed's search pool:
+:func:`measure_problems`); every paired test was decided.  Anything else is **exploratory**, with the failed checks named.  A study whose
 seeds are some of the registered ones, every check passing, is **partial** (k of n seeds: a run
 still going, or one stopped): its figures are shown, labelled partial, and its decision is
 undecided — a primary is decided on the registered number of seeds only.
@@ -39,16 +40,20 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from burnqed.data.benchmarks import CONFIRMATION
+from burnqed.data.benchmarks import CONFIRMATION, POOL
+from burnqed.eval.compute import CURVE_KIND
 from burnqed.eval.ledger import designs_seen, role_of
 from burnqed.eval.paired import UNDECIDED, format_p, paired_test, solved_at
 from burnqed.eval.table import markdown_table
 from burnqed.study import stats
 from burnqed.study.registration import (
+    EVAL,
     NEVER_RECORDED,
+    POOL_CURVE,
     PROTOCOL,
     differing_rules,
     fallback_of,
+    measure_of,
     sequential_design,
 )
 
@@ -294,16 +299,50 @@ def checks(
         "study's own" + (f" (to the report's first writing, {until})" if until else ""),
     )
 
+    measures = file_measures(reg)
     problems = []
     for s, run in seeds.items():
         for path, e in run["evals"].items():
-            if role_of(e) != CONFIRMATION:
-                b = e.get("benchmark") or {}
-                problems.append(
-                    f"seed_{s}/{path} is on {b.get('name')}_{b.get('split')} ({role_of(e) or 'no role'})"
-                )
-    add("confirmation benchmark", problems, "every compared eval is on a confirmation benchmark")
+            for measure in sorted(measures.get(path) or {EVAL}):
+                problems += measure_problems(f"seed_{s}/{path}", e, measure)
+    curves = any(POOL_CURVE in m for m in measures.values())
+    add("confirmation benchmark", problems, "every compared eval is on a confirmation benchmark"
+        + ("; every pool curve on its seed's search pool" if curves else ""))  # fmt: skip
     return out
+
+
+def file_measures(reg: Mapping[str, Any]) -> dict[str, set[str]]:
+    """Each compared file (treatments, controls, fallbacks) → the ``measure`` of every comparison
+    that compares it (:data:`burnqed.study.registration.MEASURES`): a file two kinds of
+    comparison name is checked as both."""
+    out: dict[str, set[str]] = {}
+    comps = reg.get("comparisons") or {}
+    for c in [*(comps.get("primary") or []), *(comps.get("secondary") or [])]:
+        fb = fallback_of(c) or {}
+        for f in (c["treatment"], *_as_list(c["control"]),
+                  *(fb[k] for k in ("treatment", "control") if k in fb)):  # fmt: skip
+            out.setdefault(f, set()).add(measure_of(c))
+    return out
+
+
+def measure_problems(where: str, e: Mapping[str, Any], measure: str) -> list[str]:
+    """Why the compared file ``e`` is not what its comparison's ``measure`` says: an eval on a
+    confirmation benchmark, or a pool curve (:data:`burnqed.eval.compute.CURVE_KIND`) on the
+    search pool — a pool curve is on the pool by design, checked as such, never let through as
+    an eval."""
+    b = e.get("benchmark") or {}
+    if measure == POOL_CURVE:
+        if e.get("kind") != CURVE_KIND:
+            return [f"{where} is not a pool curve (kind {e.get('kind')!r}) but its comparison's "
+                    f"measure is {POOL_CURVE}"]  # fmt: skip
+        if b.get("role") != POOL:
+            return [f"{where} is a pool curve on {b.get('name')} (role {b.get('role')!r}), not "
+                    "the search pool"]  # fmt: skip
+        return []
+    if e.get("kind") == CURVE_KIND or role_of(e) != CONFIRMATION:
+        name = f"{b.get('name')}_{b.get('split')}" if b.get("split") else b.get("name")
+        return [f"{where} is on {name} ({role_of(e) or b.get('role') or 'no role'})"]
+    return []
 
 
 def _environment_problems(
@@ -560,8 +599,9 @@ def analyse(
     label = (PARTIAL if partial else CONFIRMATORY) if all(x["ok"] for x in found) else EXPLORATORY
     looks = list((recorded or {}).get("looks_per_seed") or [])
     own = [r for s in seeds.values() for r in s["looks"]]
+    on_benchmark = next((c for c in [*primary, *secondary] if measure_of(c) == EVAL), primary[0])
     for s in sorted(seeds) if recorded is None else []:
-        e = seeds[s]["evals"][primary[0]["treatment"]]
+        e = seeds[s]["evals"][on_benchmark["treatment"]]
         sha = (e.get("benchmark") or {}).get("sha256")
         looks.append(
             {
@@ -815,7 +855,12 @@ def report_markdown(r: Mapping[str, Any]) -> str:
             f"## {c['kind'].capitalize()}: {c['name']}",
             "",
             f"{c['treatment']} against {_control_text(c['control'])} (varies the {c['varies']}), "
-            "per seed: exact McNemar; d = (gained − lost) / paired theorems.",
+            + (
+                "pool curves on each seed's search pool, at the budget's iterations searched; "
+                if measure_of(c) == POOL_CURVE
+                else ""
+            )
+            + "per seed: exact McNemar; d = (gained − lost) / paired theorems.",
             "",
             markdown_table(
                 SEED_COLUMNS,

@@ -1,4 +1,4 @@
-"""``burnqed study register|seeds|run|report|power``: pre-registered multi-seed studies
+"""``burnqed study register|seeds|run|report|power|criterion``: pre-registered multi-seed studies
 (docs/confirmation.md).
 
 Example::
@@ -160,6 +160,19 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     w.set_defaults(func=main_power)
 
+    k = sub.add_parser(
+        "criterion",
+        help="judge a design's development runs by the committed development criterion",
+        description="Per development seed and check: d in points against the check's margin "
+        "(every seed must reach it), then each check's mean against its mean margin; exits 0 "
+        "when the design qualifies, 1 when it does not (burnqed.study.criterion).",
+    )
+    k.add_argument("criterion", type=Path, metavar="CRITERION_YAML")
+    k.add_argument("runs", nargs="+", type=Path, metavar="DEV_RUN_DIR")
+    k.add_argument("--json", type=Path, default=None, metavar="JSON", help="write the judgement")
+    k.add_argument("--markdown", type=Path, default=None, metavar="MD", help="write its tables")
+    k.set_defaults(func=main_criterion)
+
     v = sub.add_parser(
         "variance",
         help="where the spread of each comparison across seeds comes from",
@@ -291,6 +304,27 @@ def main_power(args: argparse.Namespace) -> int:
     print(f"seeds={p['seeds']}")
     print(json.dumps({"method": p["method"]}, ensure_ascii=False))
     return 0
+
+
+def main_criterion(args: argparse.Namespace) -> int:
+    from burnqed.eval.stage import write_json
+    from burnqed.study.criterion import judge, markdown
+
+    r = judge(args.criterion, args.runs)
+    if args.json is not None:
+        write_json(args.json, r)
+    md = markdown(r)
+    if args.markdown is not None:
+        args.markdown.parent.mkdir(parents=True, exist_ok=True)
+        args.markdown.write_text(md, encoding="utf-8")
+    print(md, end="")
+    for s in r["seeds"]:
+        for c in s["checks"]:
+            name = c["name"].replace(" ", "_")
+            d = "none" if c["difference"] is None else f"{c['difference']:.2f}"
+            print(f"seed_{s['seed']}.{name}.d={d} passed={int(c['passed'])}")
+    print(f"qualifies={int(r['qualifies'])}")
+    return 0 if r["qualifies"] else 1
 
 
 def main_variance(args: argparse.Namespace) -> int:

@@ -24,6 +24,11 @@ The file (every key checked by :func:`load`, one line naming the file and key on
            fallback: {difference: 0, why: …}}
            # a list: per seed, the stronger of them — the one that solves more at the control's
            # budget, the last listed on a tie (list the fairer control last)
+        - {name: …, measure: pool curve, varies: training, budget: 2,
+           treatment: results/compute/expert_iteration.json,
+           control: results/compute/search_only.json}
+           # two arms' pool curves (burnqed.eval.compute): the cumulative solved indicator over
+           # the seed's search pool after `budget` iterations searched
       secondary: [...]
     analysis:
       alpha: 0.05
@@ -33,6 +38,14 @@ The file (every key checked by :func:`load`, one line naming the file and key on
       decision: {rule: "…", every_seed_positive: false}
       sequential: {looks: [10, 20, 30, 40], futility: true}   # optional interim looks
       rule_probability: {met: …}                     # written by `burnqed study register`
+
+A comparison's ``measure`` says what its two files are (:data:`MEASURES`): ``eval`` (the default)
+— two evals, each on a confirmation benchmark; ``pool curve`` — expert iteration against search
+only on the search pool, by design not a confirmation benchmark (:mod:`burnqed.eval.compute`'s
+eval-shaped pool curves), which must vary ``training``, at one budget (iterations searched), against
+one control.  The report checks each file against its comparison's measure
+(:func:`burnqed.study.analysis.checks`), so a pool curve is an explicit kind of comparison, not
+an eval that escapes the confirmation check.
 
 ``design.rules`` holds, for every rule the targets need (a Snakemake dry run), the digest of the
 code its job runs — the same files ``rules/common.smk``'s ``code_digest`` covers (the rule's shim,
@@ -118,6 +131,22 @@ _DIGEST = re.compile(r"code_digest\(([^)]*)\)")
 _LOOKUP = re.compile(r'lookup\(dpath="([^"]+)"')
 
 
+# What a comparison's two files are (its ``measure``; module docstring).
+EVAL, POOL_CURVE = "eval", "pool curve"
+MEASURES = {
+    EVAL: "two evals, each on a confirmation benchmark",
+    POOL_CURVE: "two pool curves (burnqed.eval.compute): expert iteration against search only, the "
+    "cumulative solved indicator over the seed's search pool after a number of iterations",
+}
+# The factor only pool curves vary (burnqed.eval.paired.FACTORS).
+TRAINING = "training"
+
+
+def measure_of(c: Mapping[str, Any]) -> str:
+    """A comparison's ``measure`` (:data:`MEASURES`; ``eval`` when it names none)."""
+    return str(c.get("measure", EVAL))
+
+
 def _fail(path: Path, key: str, why: str) -> InputError:
     return InputError(f"{path}: {key}: {why}")
 
@@ -170,12 +199,34 @@ def _comparison(path: Path, key: str, c: Any) -> dict[str, Any]:
     if not ok:
         raise _fail(path, f"{key}.budget", "an integer, or [control budget, treatment budget]")
     unknown = set(c) - {"name", "treatment", "control", "varies", "budget", "description",
-                        "fallback"}  # fmt: skip
+                        "fallback", "measure"}  # fmt: skip
     if unknown:
         raise _fail(path, key, f"unknown key(s) {sorted(unknown)}")
+    _measure(path, key, c)
     if "fallback" in c:
         check_fallback(path, f"{key}.fallback", c["fallback"])
     return dict(c)
+
+
+def _measure(path: Path, key: str, c: Mapping[str, Any]) -> None:
+    """A comparison's ``measure`` and what it allows: a pool curve varies ``training`` at one budget
+    against one control; an eval comparison never varies ``training`` (only pool curves do)."""
+    m = c.get("measure", EVAL)
+    if m not in MEASURES:
+        raise _fail(path, f"{key}.measure", f"{m!r}: expected one of {', '.join(MEASURES)}")
+    if m == POOL_CURVE:
+        if c["varies"] != TRAINING:
+            raise _fail(path, f"{key}.varies", f"{c['varies']!r}: a pool-curve comparison varies "
+                        f"{TRAINING} (expert iteration against search only)")  # fmt: skip
+        if isinstance(c["control"], list):
+            raise _fail(path, f"{key}.control", "one pool curve (the search-only arm)")
+        if isinstance(c.get("budget"), list):
+            raise _fail(path, f"{key}.budget", "one number of iterations searched, the same for "
+                        "both arms")  # fmt: skip
+    elif c["varies"] == TRAINING:
+        raise _fail(path, f"{key}.varies", f"{TRAINING} compares pool curves: give the "
+                    f"comparison measure: {POOL_CURVE} (its files are checked as pool curves, "
+                    "not as evals on a confirmation benchmark)")  # fmt: skip
 
 
 def check_fallback(path: Path, key: str, f: Any) -> None:

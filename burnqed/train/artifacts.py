@@ -9,6 +9,9 @@
   are byte-identical.
 - :class:`MetricsLog` — one JSON object per line (``metrics.jsonl`` in the output directory), flushed
   per record so ``tail -f`` shows training as it happens.
+- :class:`TrainedTokens` — the tokens the optimizer steps saw (the ``tokens`` block of every
+  training summary): what training spent, stated beside the searches' compute
+  (:mod:`burnqed.eval.compute`), never added to it.
 
 Example::
 
@@ -32,6 +35,7 @@ import logging
 import shutil
 import sys
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -124,3 +128,67 @@ class MetricsLog:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+@dataclass
+class TrainedTokens:
+    """The tokens a training's optimizer steps saw: every sequence of every micro-batch at its real
+    length (padding never counts), summed over the steps taken, split into ``prompt`` (no loss),
+    ``completion`` (the SFT loss: completion and end-of-sequence tokens) and ``value`` (joint
+    training's state and goal sequences, the value head's InfoNCE rows).  Counting reads the
+    batches and changes nothing of the step.
+
+    >>> t = TrainedTokens()
+    >>> t.add(prompt=10, completion=3, sequences=2); t.add(value=7, sequences=1); t.step()
+    >>> t.to_json()["total"], t.steps
+    (20, 1)
+    >>> TrainedTokens.from_json(t.to_json()) == t
+    True
+    """
+
+    steps: int = 0  # optimizer steps counted
+    sequences: int = 0  # sequences (rows) over every micro-batch
+    prompt: int = 0
+    completion: int = 0
+    value: int = 0
+
+    def add(self, *, prompt: int = 0, completion: int = 0, value: int = 0,
+            sequences: int = 0) -> None:  # fmt: skip
+        self.prompt += int(prompt)
+        self.completion += int(completion)
+        self.value += int(value)
+        self.sequences += int(sequences)
+
+    def add_rows(self, attention_mask: Any, labels: Any) -> None:
+        """One right-padded micro-batch of prompt + completion rows: real lengths from
+        ``attention_mask`` (B, T), completion tokens where ``labels`` (B, T) is not -100."""
+        real = int(attention_mask.sum())
+        completion = int((labels != -100).sum())
+        self.add(prompt=real - completion, completion=completion,
+                 sequences=int(attention_mask.shape[0]))  # fmt: skip
+
+    def step(self) -> None:
+        self.steps += 1
+
+    @property
+    def total(self) -> int:
+        return self.prompt + self.completion + self.value
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "total": self.total,
+            "prompt": self.prompt,
+            "completion": self.completion,
+            "value": self.value,
+            "sequences": self.sequences,
+            "steps": self.steps,
+            "counted": "the real length of every sequence each optimizer step saw (no padding), "
+            "summed over the steps taken: prompt, completion (the SFT loss's), value (joint "
+            "training's state and goal sequences)",
+        }
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any] | None) -> TrainedTokens:
+        d = d or {}
+        return cls(**{k: int(d.get(k) or 0) for k in
+                      ("steps", "sequences", "prompt", "completion", "value")})  # fmt: skip

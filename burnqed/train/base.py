@@ -32,7 +32,8 @@ the budget, and a cap that fires makes the model depend on that machine's speed 
 ``stopped_by: time`` in the record).
 
 The directory gets ``burnqed_model.json`` (how it was built: sizes, steps, loss curve, seed, data
-hash, held-out accuracy, versions, the determinism settings — the same on every rerun),
+hash, held-out accuracy, the tokens its steps saw — ``training.tokens``, prompt and completion apart
+— versions, the determinism settings — the same on every rerun),
 ``run_info.json`` (when, how long, the command line: :mod:`burnqed.determinism`) and, for the tiny
 model, ``metrics.jsonl`` (loss every ``log_every`` steps).  Training runs under
 :func:`burnqed.determinism.deterministic_training`: on the same CPU type, thread count and library
@@ -68,6 +69,7 @@ from burnqed.determinism import deterministic_training, write_run_info
 from burnqed.policy import normalise_tactic
 from burnqed.train.artifacts import (
     MetricsLog,
+    TrainedTokens,
     provenance,
     quiet_progress_bars,
     staged_dir,
@@ -99,6 +101,7 @@ class ScratchTrainingResult:
     examples: int  # training examples used (after the length filter)
     skipped_too_long: int  # examples longer than max_length, not trained on
     tokens: int  # supervised (completion) tokens seen
+    trained: TrainedTokens = field(default_factory=TrainedTokens)  # every token the steps saw
     curve: tuple[tuple[int, float], ...] = field(default=())  # (step, mean loss since last point)
 
     @property
@@ -221,6 +224,8 @@ def _build_tiny(out: Path, cfg: TinyBaseConfig, pairs: Path, val: Path | None, s
                     "examples": result.examples,
                     "skipped_too_long": result.skipped_too_long,
                     "supervised_tokens": result.tokens,
+                    # what training spent (burnqed.eval.compute states it beside search compute)
+                    "tokens": result.trained.to_json(),
                     "loss": _curve_summary(result.curve),
                 },
                 "held_out": held_out,
@@ -407,6 +412,7 @@ def train_from_scratch(
     )  # fmt: skip
     curve: list[tuple[int, float]] = []
     window_loss, window_steps, tokens, step = 0.0, 0, 0, 0
+    trained = TrainedTokens()
     stopped_by = "steps"
     start = time.monotonic()
     bar = Progress(log, "base", total=cfg.steps, unit="steps")
@@ -433,6 +439,8 @@ def train_from_scratch(
         schedule.step()
         step += 1
         tokens += int((batch["labels"] != -100).sum())
+        trained.add_rows(batch["attention_mask"], batch["labels"])
+        trained.step()
         window_loss += loss.item()
         window_steps += 1
         bar.update(1)
@@ -459,7 +467,7 @@ def train_from_scratch(
     )
     return ScratchTrainingResult(
         steps=step, seconds=seconds, stopped_by=stopped_by, examples=len(seqs),
-        skipped_too_long=skipped, tokens=tokens, curve=tuple(curve),
+        skipped_too_long=skipped, tokens=tokens, curve=tuple(curve), trained=trained,
     )  # fmt: skip
 
 

@@ -9,6 +9,9 @@ safetensors with the tokenizer and generation config: a normal Hugging Face dire
 Before it is published the saved directory is checked: it is reloaded, its logits on a sample
 prompt are compared with the unmerged base+adapter's, and it must generate a tactic (logged, and
 recorded in ``burnqed_merge.json``).  Any failure fails the stage and leaves only ``<out>.tmp``.
+An adapter whose training a guard stopped (its ``training_summary.json``'s ``stopped``: the previous
+iteration's adapter, :func:`burnqed.train.joint.stop_record`) passes that on as
+``training_stopped``, which every eval of the merged model copies into its provenance.
 
 The merge is arithmetic on fixed weights (no randomness); it runs under
 :func:`burnqed.determinism.deterministic_training` like the training stages, so on the same CPU
@@ -25,6 +28,7 @@ Example::
 
 from __future__ import annotations
 
+import json
 import logging
 import shutil
 import time
@@ -74,6 +78,15 @@ class MergeCheck:
     dtype: str
 
 
+def training_stopped(adapter: Path) -> dict[str, Any] | None:
+    """The ``stopped`` block of ``adapter``'s ``training_summary.json`` (None: its training
+    finished, or no summary)."""
+    path = Path(adapter) / "training_summary.json"
+    if not path.is_file():
+        return None
+    return json.loads(path.read_text(encoding="utf-8")).get("stopped")
+
+
 def merge_adapter(
     *, base: Path, adapter: Path, out: Path, max_shard_size: str | int = "2GB"
 ) -> MergeCheck:
@@ -115,11 +128,15 @@ def merge_adapter(
         del model, merged  # the check reloads from disk: what search will load
         check = _check_merged(staging, enc, reference, dtype=dtype, cuda=cuda)
         shards = sorted(p.name for p in staging.glob("*.safetensors"))
+        stopped = training_stopped(adapter)
         write_json(
             staging / SUMMARY_FILE,
             {
                 "base": str(base),
                 "adapter": str(adapter),
+                # only when a guard stopped the adapter's training: every other merge's file is
+                # as it was
+                **({"training_stopped": stopped} if stopped else {}),
                 "dtype": dtype,
                 "max_shard_size": max_shard_size,
                 "shards": shards,

@@ -49,6 +49,13 @@ policy's, so the contrastive signal keeps the embeddings apart while SFT teaches
   reported, not aborted on, and a probe fall within twice its standard error is noise, logged as a
   warning), and the SFT loss ceiling (``sft.joint_sft_loss_ceiling`` after
   ``joint_sft_loss_ceiling_after`` steps);
+- **a guard that stops the training does not stop the run** (:class:`JointTrainingError`, caught
+  in :func:`train_joint`): the iteration keeps the previous iteration's model — its adapter's
+  files as they are and the value head as training started it (configuration A's EBM, the warm
+  start) — and ``training_summary.json`` says so (``stopped``: the error, its message, the step,
+  :func:`stop_record`); the merge carries it into ``burnqed_merge.json`` and every eval, report,
+  comparison and summary of the iteration says that its model is the previous one
+  (:func:`burnqed.eval.stage.model_stopped`);
 - **exact resume**: every ``sft.joint_save_every`` steps the adapter, the head, the optimiser,
   the schedule, the loss scales and the step go to ``<out>.work/``; a rerun of the same job continues
   from there and ends with the weights an uninterrupted run ends with (data order and dropout are
@@ -68,7 +75,9 @@ kept with its adapter; the held-out proof steps of a third, theorem-disjoint spl
 measured beside them and never used to choose.  Training runs under
 :func:`burnqed.determinism.deterministic_training` (a rerun on the same CPU type, thread count and
 versions is byte-identical).  Beside the adapter: ``training_summary.json`` (both losses, their
-scales, λ, the monitored metrics, the validation and test losses before and after, and
+scales, λ, the monitored metrics, the validation and test losses before and after, ``tokens``: what
+the steps saw, the SFT rows' prompt and completion and the value head's rows apart,
+:class:`~.artifacts.TrainedTokens`, and
 ``training_step``: the layout, dtypes and loss kernel the step ran, :func:`~.loop.step_record`),
 ``hyperparameters.json``, ``metrics.jsonl``, ``run_info.json`` (the run's wall times) and the head
 (``joint_head.safetensors`` + ``joint_head.json``), which :func:`export_joint_ebm` turns into the
@@ -112,7 +121,13 @@ from burnqed.determinism import deterministic_training, write_run_info
 from burnqed.progress import Progress
 from burnqed.provenance import code_digest
 from burnqed.split import TheoremSplit
-from burnqed.train.artifacts import MetricsLog, provenance, staged_dir, write_json
+from burnqed.train.artifacts import (
+    MetricsLog,
+    TrainedTokens,
+    provenance,
+    staged_dir,
+    write_json,
+)
 from burnqed.train.examples import TrainingDataError
 from burnqed.train.loop import (
     CheckpointSelection,
@@ -141,7 +156,9 @@ SCALE_MOMENTUM = 0.9  # moving average of each loss's scale
 
 
 class JointTrainingError(RuntimeError):
-    """Joint training stopped on a health check (the message says which, and where it stopped)."""
+    """Joint training stopped on a health check (the message says which, and where it stopped).
+    :func:`train_joint` catches it: the iteration keeps the previous iteration's model
+    (:func:`stop_record`) and the run goes on."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -219,6 +236,10 @@ def train_joint(
 
     torch.manual_seed(seed)  # the head's initial weights (and spectral-norm vectors): seeded
     head = build_head(hidden_size, ebm_cfg).to(dev)
+    # The head as training starts it (configuration A's EBM when given), before a resumed
+    # checkpoint replaces it: what a training a guard stops keeps (_publish_stopped).
+    _start_head(head, warm_head, ebm_cfg, model, tokenizer, data, pooling, dev)
+    head_start = {k: v.detach().clone() for k, v in head.state_dict().items()}
     work = out.with_name(out.name + WORK_SUFFIX)
     job = resume_key(
         sft=sft, ebm=ebm_cfg, pooling=pooling, iteration=iteration, seed=seed, base=base,
@@ -229,9 +250,8 @@ def train_joint(
         model, head, sft, learning_rate=plan.learning_rate, max_steps=plan.max_steps
     )
     scales = LossScales()
-    start = _resume(work, job, model, head, opt, schedule, scales)
-    if start == 0:
-        _start_head(head, warm_head, ebm_cfg, model, tokenizer, data, pooling, dev)
+    tokens = TrainedTokens()  # what the steps saw: the training's compute (summary "tokens")
+    start = _resume(work, job, model, head, opt, schedule, scales, tokens)
     monitor0 = monitor(model, head, tokenizer, data, pooling, dev)
     log.info(
         "joint training: %d SFT examples, %d groups (%d held out) of %d, λ %g, LoRA lr %g, head "
@@ -244,6 +264,7 @@ def train_joint(
     history_path = work / "history.json"
     started = time.time()
     last: dict[str, Any] = {}
+    stopped: dict[str, Any] | None = None
     with (
         deterministic_training(seed=seed, device="cuda" if cuda else "cpu") as determinism,
         MetricsLog(metrics_path) as metrics,
@@ -251,54 +272,72 @@ def train_joint(
         if start == 0:
             _evaluate(model, tokenizer, data.val_rows, selection, 0, head, sft, dev)
         progress = Progress(log, "joint", total=plan.max_steps, unit="steps", initial=start)
-        for step in progress.iter(range(start, plan.max_steps)):
-            done = step + 1
-            batches = micro_batches(data, tokenizer, step, sft, seed, dev, most)
-            last = train_step(model, head, opt, schedule, scales, batches, sft=sft,
-                              pooling=pooling, step=step, seed=seed,
-                              remaining_weight=ebm_cfg.remaining_steps_weight)  # fmt: skip
-            _check_temperature(head, ebm_cfg, done, work)
-            _check_sft_loss(scales, sft, done)
-            if done % sft.joint_monitor_every == 0 or done == plan.max_steps:
-                m = monitor(model, head, tokenizer, data, pooling, dev)
-                last["heldout"] = m
-                _check_embeddings(m, monitor0, sft, done)
-                if head.pinned() == "floor":
-                    log.warning("joint step %d: the head's temperature sits at its floor (%g): "
-                                "going on (held-out rank-1 %s)", done, ebm_cfg.temperature_min,
-                                m.get("rank1"))  # fmt: skip
-                log.info("joint step %d: sft %.4f nce %.4f T %.3f held-out %s", done,
-                         last["sft_loss"], last["nce_loss"], last["temperature"], m)  # fmt: skip
-            metrics.write({**last, "elapsed_s": round(time.time() - started, 3)})
-            if done % min(sft.eval_steps, plan.max_steps) == 0 or done == plan.max_steps:
-                _evaluate(model, tokenizer, data.val_rows, selection, done, head, sft, dev)
-                history_path.write_text(json.dumps(selection.history))
-            if done % sft.joint_save_every == 0 and done < plan.max_steps:
-                _save(work, job, done, model, head, opt, schedule, scales)
+        done = start
+        try:
+            for step in progress.iter(range(start, plan.max_steps)):
+                done = step + 1
+                batches = counted(
+                    micro_batches(data, tokenizer, step, sft, seed, dev, most), tokens
+                )
+                last = train_step(model, head, opt, schedule, scales, batches, sft=sft,
+                                  pooling=pooling, step=step, seed=seed,
+                                  remaining_weight=ebm_cfg.remaining_steps_weight)  # fmt: skip
+                tokens.step()
+                _check_temperature(head, ebm_cfg, done)
+                _check_sft_loss(scales, sft, done)
+                if done % sft.joint_monitor_every == 0 or done == plan.max_steps:
+                    m = monitor(model, head, tokenizer, data, pooling, dev)
+                    last["heldout"] = m
+                    _check_embeddings(m, monitor0, sft, done)
+                    if head.pinned() == "floor":
+                        log.warning("joint step %d: the head's temperature sits at its floor "
+                                    "(%g): going on (held-out rank-1 %s)", done,
+                                    ebm_cfg.temperature_min, m.get("rank1"))  # fmt: skip
+                    log.info("joint step %d: sft %.4f nce %.4f T %.3f held-out %s", done,
+                             last["sft_loss"], last["nce_loss"], last["temperature"], m)  # fmt: skip
+                metrics.write({**last, "elapsed_s": round(time.time() - started, 3)})
+                if done % min(sft.eval_steps, plan.max_steps) == 0 or done == plan.max_steps:
+                    _evaluate(model, tokenizer, data.val_rows, selection, done, head, sft, dev)
+                    history_path.write_text(json.dumps(selection.history))
+                if done % sft.joint_save_every == 0 and done < plan.max_steps:
+                    _save(work, job, done, model, head, opt, schedule, scales, tokens)
+        except JointTrainingError as e:
+            # A guard stopped the training: the iteration keeps the previous iteration's model
+            # and the run goes on (issue 61); the summary says so, and every figure of the
+            # iteration after it (burnqed.eval.stage.model_stopped).
+            stopped = stop_record(e, step=done, previous=plan.warm_start, warm_head=warm_head)
+            if last.get("step") == done:  # the step ran: its record, with why it was the last
+                metrics.write({**last, "elapsed_s": round(time.time() - started, 3),
+                               "stopped": str(e)})  # fmt: skip
+            log.warning("joint training stopped at step %d of %d (%s): iteration %d keeps %s",
+                        done, plan.max_steps, e, iteration, stopped["result"])  # fmt: skip
         progress.close()
-    chosen = select_step(selection.history, sft.select_by, sft.plateau_tolerance)
-    final = monitor(model, head, tokenizer, data, pooling, dev)
-    summary = {
-        "mode": "joint",
-        "steps": plan.max_steps,
-        "resumed_from": start or None,
-        "warm_start": warm_start,
-        "selection": {"criterion": chosen.criterion, "step": chosen.step, "reason": chosen.reason},
-        "validation": _before_after(selection.history, chosen.step),
-        "joint": {
-            "lambda": sft.joint_lambda,
-            "loss_normalisation": "nce × λ · avg_sft / avg_nce (detached moving averages)",
-            "last": last,
-            "scales": scales.to_json(),
-            "heldout_start": monitor0,
-            "heldout_end": final,
-            "groups": {"train": len(data.train_groups), "heldout": len(data.held)},
-            "goal_embedding_gradients": True,
-            "pooling": pooling,
-        },
-        "data": {"train_examples": len(data.sft_rows), **mix.to_json()},
-        "determinism": determinism,
-        "training_step": training_step,
+
+    def summary_of(steps: int, selection_record: Any, validation: Any, joint: dict) -> dict:
+        return {
+            "mode": "joint",
+            "steps": steps,
+            "resumed_from": start or None,
+            "warm_start": warm_start,
+            "selection": selection_record,
+            "validation": validation,
+            "joint": joint,
+            "data": {"train_examples": len(data.sft_rows), **mix.to_json()},
+            # what the steps saw: the training's compute, stated beside the searches'
+            "tokens": tokens.to_json(),
+            "determinism": determinism,
+            "training_step": training_step,
+        }
+
+    joint_record = {
+        "lambda": sft.joint_lambda,
+        "loss_normalisation": "nce × λ · avg_sft / avg_nce (detached moving averages)",
+        "last": last,
+        "scales": scales.to_json(),
+        "heldout_start": monitor0,
+        "groups": {"train": len(data.train_groups), "heldout": len(data.held)},
+        "goal_embedding_gradients": True,
+        "pooling": pooling,
     }
     hyperparameters = {
         "sft": sft.to_dict(), "ebm": ebm_cfg.to_dict(), "iteration": iteration,
@@ -314,6 +353,25 @@ def train_joint(
     # The theorems the head never trained on: its energy weight is fitted on their decisions alone
     # (burnqed.ebm.stage.joint_energy_weight).
     held_theorems = sorted({t for t, h in zip(groups.theorem, groups.heldout, strict=True) if h})
+    if stopped is not None:
+        summary = {**summary_of(done, None, None, joint_record), "planned_steps": plan.max_steps,
+                   "stopped": stopped}  # fmt: skip
+        head_meta = {"config": ebm_cfg.to_dict(), "dim": hidden_size, "pooling": pooling,
+                     "step": 0, "heldout": monitor0 if start == 0 else None, "seed": seed,
+                     "heldout_theorems": held_theorems, "stopped": stopped}  # fmt: skip
+        _publish_stopped(out, Path(plan.warm_start), tokenizer, head_start, metrics_path,
+                         summary=summary, hyperparameters=hyperparameters, head_meta=head_meta,
+                         started=started)  # fmt: skip
+        shutil.rmtree(work, ignore_errors=True)
+        return summary
+    chosen = select_step(selection.history, sft.select_by, sft.plateau_tolerance)
+    final = monitor(model, head, tokenizer, data, pooling, dev)
+    summary = summary_of(
+        plan.max_steps,
+        {"criterion": chosen.criterion, "step": chosen.step, "reason": chosen.reason},
+        _before_after(selection.history, chosen.step),
+        {**joint_record, "heldout_end": final},
+    )
     head_meta = {"config": ebm_cfg.to_dict(), "dim": hidden_size, "pooling": pooling,
                  "step": chosen.step, "heldout": final, "seed": seed,
                  "heldout_theorems": held_theorems}  # fmt: skip
@@ -703,6 +761,30 @@ def micro_batches(
         yield _to(batch, dev)
 
 
+def batch_tokens(batch: Batch | PackedBatch) -> dict[str, int]:
+    """The tokens of one micro-batch at their real lengths (:class:`~.artifacts.TrainedTokens`'s
+    fields): the SFT rows' prompt and completion (the tokens with a label) apart, then the value
+    head's state and goal rows."""
+    if isinstance(batch, PackedBatch):
+        lengths = [end - begin for begin, end in batch.spans]
+        completion = int(batch.targets.numel())
+    else:
+        lengths = [int(n) for n in batch.lengths.tolist()]
+        completion = int((batch.labels != -100).sum())
+    sft = sum(lengths[: batch.n_sft])
+    return {"prompt": sft - completion, "completion": completion,
+            "value": sum(lengths[batch.n_sft :]), "sequences": len(lengths)}  # fmt: skip
+
+
+def counted(
+    batches: Iterable[Batch | PackedBatch], tokens: TrainedTokens
+) -> Iterator[Batch | PackedBatch]:
+    """``batches`` as they are, each one's tokens added to ``tokens`` as the step takes it."""
+    for batch in batches:
+        tokens.add(**batch_tokens(batch))
+        yield batch
+
+
 def _labelled_states(groups: Any, held: Sequence[int], gt: GroupTexts) -> dict[str, bool]:
     """The held-out groups' states, each once, with their label (positive = on a proof path)."""
     label: dict[str, bool] = {}
@@ -1079,21 +1161,20 @@ def monitor(
     }
 
 
-def _check_temperature(head: Any, ebm: EBMConfig, step: int, work: Path) -> None:
-    """Abort when the head's temperature sits at its ceiling (the energies collapsed: nothing
+def _check_temperature(head: Any, ebm: EBMConfig, step: int) -> None:
+    """Stop when the head's temperature sits at its ceiling (the energies collapsed: nothing
     ranked).  At its floor it is the state of a head that ranks (a warm start from A's EBM starts
     there, :mod:`burnqed.ebm.train`), bounded: the monitor's held-out figures judge it."""
     if head.pinned() == "ceiling":
         raise JointTrainingError(
             f"joint step {step}: the head's temperature pinned to its ceiling "
-            f"({ebm.temperature_max:g}; healthy 0.5–3.0): the energies collapsed; the last "
-            f"exact-resume checkpoint is in {work}. Lower sft.joint_head_learning_rate or "
-            "sft.joint_lambda"
+            f"({ebm.temperature_max:g}; healthy 0.5–3.0): the energies collapsed. Lower "
+            "sft.joint_head_learning_rate or sft.joint_lambda"
         )
 
 
 def _check_sft_loss(scales: LossScales, sft: SFTConfig, step: int) -> None:
-    """Abort when the SFT loss's moving average is above ``sft.joint_sft_loss_ceiling`` after
+    """Stop when the SFT loss's moving average is above ``sft.joint_sft_loss_ceiling`` after
     ``joint_sft_loss_ceiling_after`` steps: the contrastive term is crowding out the policy."""
     ceiling = sft.joint_sft_loss_ceiling
     if (
@@ -1113,7 +1194,7 @@ def _check_sft_loss(scales: LossScales, sft: SFTConfig, step: int) -> None:
 def _check_embeddings(
     m: Mapping[str, Any], start: Mapping[str, Any], sft: SFTConfig, step: int
 ) -> None:
-    """Abort when the held-out separation or probe falls below its red line from above it; a value
+    """Stop when the held-out separation or probe falls below its red line from above it; a value
     that started below is a finding about the previous model, reported, not a reason to stop.
 
     The probe's accuracy is measured on a few hundred held-out states at most (the demo: ~100), so
@@ -1242,9 +1323,10 @@ def resume_key(
 
 def _save(
     work: Path, job: Mapping, step: int, model: Any, head: Any, opt: Any, schedule: Any,
-    scales: LossScales,
+    scales: LossScales, tokens: TrainedTokens,
 ) -> None:  # fmt: skip
-    """The exact-resume checkpoint: adapter, head, optimiser, schedule, loss scales, step."""
+    """The exact-resume checkpoint: adapter, head, optimiser, schedule, loss scales, the tokens
+    counted so far, step."""
     import torch
 
     tmp = work / ".resume.tmp"
@@ -1258,6 +1340,7 @@ def _save(
             "optimizer": opt.state_dict(),
             "schedule": schedule.state_dict(),
             "scales": scales.to_json(),
+            "tokens": tokens.to_json(),
         },
         tmp / "state.pt",
     )
@@ -1270,10 +1353,12 @@ def _save(
 
 
 def _resume(
-    work: Path, job: Mapping, model: Any, head: Any, opt: Any, schedule: Any, scales: LossScales
-) -> int:
-    """The step to continue from: the checkpoint's when ``work`` holds one of this same job, else 0
-    (a checkpoint of another job is removed)."""
+    work: Path, job: Mapping, model: Any, head: Any, opt: Any, schedule: Any, scales: LossScales,
+    tokens: TrainedTokens,
+) -> int:  # fmt: skip
+    """The step to continue from: the checkpoint's when ``work`` holds one of this same job (its
+    state, the tokens counted to it too, loaded), else 0 (a checkpoint of another job is
+    removed)."""
     import torch
     from peft import set_peft_model_state_dict
     from safetensors.torch import load_file
@@ -1298,6 +1383,8 @@ def _resume(
     opt.load_state_dict(state["optimizer"])
     schedule.load_state_dict(state["schedule"])
     scales.sft, scales.nce = state["scales"]["sft"], state["scales"]["nce"]
+    for k, v in vars(TrainedTokens.from_json(state.get("tokens"))).items():
+        setattr(tokens, k, v)
     log.info("joint training: resuming at step %d from %s", saved["step"], ckpt)
     return int(saved["step"])
 
@@ -1330,6 +1417,55 @@ def _publish(
         model.save_pretrained(str(staging))
         tokenizer.save_pretrained(str(staging))
         publish_chosen(selection, chosen, staging)  # the chosen step's adapter and head
+        shutil.copy(metrics_path, staging / "metrics.jsonl")
+        write_json(staging / "training_summary.json", {**summary, **provenance()})
+        write_json(staging / "hyperparameters.json", hyperparameters)
+        (staging / HEAD_META).write_text(json.dumps(head_meta, indent=2, sort_keys=True) + "\n")
+        write_run_info(staging, started=started)
+
+
+def stop_record(
+    error: JointTrainingError, *, step: int, previous: Path | None, warm_head: Path | None
+) -> dict[str, Any]:
+    """What ``training_summary.json``'s ``stopped`` says of a training a guard stopped: the error,
+    its message, the step, and what the iteration keeps instead — the previous iteration's adapter
+    and the value head as training started it (configuration A's EBM ``warm_head`` when given).
+
+    >>> r = stop_record(JointTrainingError("joint step 5: the SFT loss …"), step=5,
+    ...                 previous=Path("models/iter_0/adapter"), warm_head=None)
+    >>> r["error"], r["step"], r["previous_adapter"]
+    ('burnqed.train.joint.JointTrainingError', 5, 'models/iter_0/adapter')
+    """
+    head = f"configuration A's EBM ({warm_head})" if warm_head else "its initial weights"
+    return {
+        "error": f"{__name__}.{type(error).__name__}",
+        "reason": str(error),
+        "step": step,
+        "previous_adapter": str(previous) if previous else None,
+        "head": str(warm_head) if warm_head else None,
+        "result": f"the previous iteration's adapter ({previous}) and the value head as training "
+        f"started it, {head}: the iteration's model is the previous iteration's",
+    }
+
+
+def _publish_stopped(
+    out: Path, previous: Path, tokenizer: Any, head_state: Mapping[str, Any], metrics_path: Path,
+    *, summary: Mapping[str, Any], hyperparameters: Mapping[str, Any],
+    head_meta: Mapping[str, Any], started: float,
+) -> None:  # fmt: skip
+    """``out`` for a training a guard stopped: the previous iteration's adapter files as they are
+    (``previous``'s ``adapter_*``), the tokenizer, the head as training started it, the metrics up
+    to the stop, the summary (its ``stopped``), hyperparameters, ``joint_head.json`` and
+    ``run_info.json`` — the files a finished training writes, so the merge, the value model's
+    export and the next iteration read it as they read any adapter."""
+    from safetensors.torch import save_file
+
+    with staged_dir(out) as staging:
+        for f in sorted(Path(previous).glob("adapter_*")):
+            shutil.copy(f, staging / f.name)
+        tokenizer.save_pretrained(str(staging))
+        save_file({k: v.detach().cpu().contiguous() for k, v in head_state.items()},
+                  str(staging / HEAD_WEIGHTS))  # fmt: skip
         shutil.copy(metrics_path, staging / "metrics.jsonl")
         write_json(staging / "training_summary.json", {**summary, **provenance()})
         write_json(staging / "hyperparameters.json", hyperparameters)

@@ -32,7 +32,8 @@ Beside the adapter:
   why, both validation losses before and after (``validation``: what chose the checkpoint), the
   test loss before and after (``test``: never used to choose), the warm-start check, the data mix
   (base pairs, positive steps per source iteration, skipped trajectory parts, decontamination),
-  trainable parameters, data hashes, determinism settings, versions, git commit, and
+  trainable parameters, ``tokens`` (what the optimizer steps saw: prompt and completion apart,
+  :class:`~.artifacts.TrainedTokens`), data hashes, determinism settings, versions, git commit, and
   ``training_step`` (:func:`~.loop.step_record`): trl's step is always right-padded with the
   model's own loss over whole logits; on CUDA the residual stream follows ``sft.gpu_layout`` and
   the trainer's bf16 autocast is on — and trl casts a 4-bit model's adapter to bf16 (the QLoRA
@@ -73,6 +74,7 @@ from burnqed.progress import Progress
 from burnqed.split import TheoremSplit
 from burnqed.train.artifacts import (
     MetricsLog,
+    TrainedTokens,
     provenance,
     quiet_progress_bars,
     staged_dir,
@@ -222,6 +224,9 @@ def train_sft(
         }  # fmt: skip
         summary["determinism"] = determinism
         summary["training_step"] = training_step
+        # What training spent (stated beside the searches' compute, burnqed.eval.compute).
+        trainer.tokens.steps = summary["steps"]
+        summary["tokens"] = trainer.tokens.to_json()
         write_json(staging / SUMMARY_FILE, {**summary, **provenance()})
         write_json(
             staging / HYPERPARAMETERS_FILE,
@@ -451,7 +456,7 @@ def build_trainer(
         callbacks.append(_metrics_callback(metrics))
     if selection is not None:
         callbacks.append(_selection_callback(selection))
-    trainer = trl.SFTTrainer(
+    trainer = _counting_trainer(trl.SFTTrainer)(
         model=model,
         args=args,
         train_dataset=dataset(train_examples),
@@ -464,6 +469,23 @@ def build_trainer(
     # already logs them through `logging` (to the rule's log file).
     trainer.remove_callback(PrinterCallback)
     return trainer
+
+
+def _counting_trainer(base: type) -> type:
+    """``base`` (trl's ``SFTTrainer``) that counts the tokens of every micro-batch it trains on
+    (:class:`~.artifacts.TrainedTokens`, ``trainer.tokens``) — read from the batch the step gets,
+    nothing of the step changed; evaluation batches are not counted."""
+
+    class CountingTrainer(base):  # type: ignore[misc,valid-type]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.tokens = TrainedTokens()
+
+        def training_step(self, model, inputs, num_items_in_batch=None):  # type: ignore[no-untyped-def]
+            self.tokens.add_rows(inputs["attention_mask"], inputs["labels"])
+            return super().training_step(model, inputs, num_items_in_batch)
+
+    return CountingTrainer
 
 
 def _metrics_callback(metrics: MetricsLog) -> TrainerCallback:

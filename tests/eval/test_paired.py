@@ -138,10 +138,10 @@ def recorded(label: str, solved: list[str]) -> dict:
 
 def test_the_fields_tested_are_the_fields_compared():
     assert list(FIELDS) == [name for name, _ in COMPARED_FIELDS]
-    assert set(FACTORS) == {"model", "value model", "budget"}
+    assert set(FACTORS) == {"model", "value model", "budget", "training"}
 
 
-@pytest.mark.parametrize("varies", ["model", "value model", "budget"])
+@pytest.mark.parametrize("varies", ["model", "value model", "budget", "training"])
 @pytest.mark.parametrize("field", list(FIELDS))
 def test_a_pair_differing_beyond_its_factor_is_undecided_naming_the_field(field, varies):
     keys, mine, other = FIELDS[field]

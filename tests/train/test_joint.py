@@ -1,5 +1,6 @@
 """Joint training: both losses reach LoRA, the training embedding is the scorer's, InfoNCE has no
-temperature of its own, a temperature at its ceiling aborts (at its floor goes on), resume is exact, the head becomes an EBM."""
+temperature of its own, a temperature at its ceiling stops it (at its floor goes on), resume is exact,
+the head becomes an EBM."""
 
 from __future__ import annotations
 
@@ -175,20 +176,31 @@ def test_data_order_is_a_function_of_seed_and_position():
     assert take(10, 4, 0, 0) != take(10, 4, 0, 1)
 
 
-def test_a_pinned_temperature_aborts(tiny_base, lora_adapter, pairs, searches, tmp_path):
+def test_a_pinned_temperature_stops_training_and_keeps_the_previous_adapter(
+    tiny_base, lora_adapter, pairs, searches, tmp_path
+):
     """A head learning rate that drives the temperature to its ceiling stops training at once
-    (InfoNCE alone: the remaining-steps term holds the energies' spread to the steps')."""
+    (InfoNCE alone: the remaining-steps term holds the energies' spread to the steps'); since
+    issue 61 the run goes on with the previous iteration's adapter as this iteration's, and the
+    summary says why (tests/train/test_joint_stop.py follows it through every figure)."""
     ebm = {**EBM, "temperature_init": 1.0, "temperature_min": 0.9, "temperature_max": 1.02,
            "remaining_steps_weight": 0.0}  # fmt: skip
     cfg = {**JOINT, "joint_head_learning_rate": 0.5}
-    with pytest.raises(JointTrainingError, match=r"temperature pinned to its ceiling"):
-        train_joint(base=tiny_base, train=pairs["train"], val=pairs["val"], out=tmp_path / "a",
-                    cfg=cfg, ebm=ebm, pooling="last", iteration=1, previous_adapter=lora_adapter,
-                    trajectories=searches, seed=0, split=SPLIT)  # fmt: skip
-    assert not (tmp_path / "a").exists()  # nothing that looks finished
+    try:
+        summary = train_joint(base=tiny_base, train=pairs["train"], val=pairs["val"],
+                              out=tmp_path / "a", cfg=cfg, ebm=ebm, pooling="last", iteration=1,
+                              previous_adapter=lora_adapter, trajectories=searches, seed=0,
+                              split=SPLIT)  # fmt: skip
+    except JointTrainingError as e:
+        raise AssertionError(f"the guard stopped the run, not the training: {e}") from None
+    stopped = summary["stopped"]
+    assert "temperature pinned to its ceiling" in stopped["reason"]
+    assert stopped["error"] == "burnqed.train.joint.JointTrainingError"
+    kept = (tmp_path / "a" / "adapter_model.safetensors").read_bytes()
+    assert kept == (lora_adapter / "adapter_model.safetensors").read_bytes()
 
 
-def test_a_head_at_its_temperature_floor_goes_on_and_one_at_its_ceiling_stops(tmp_path):
+def test_a_head_at_its_temperature_floor_goes_on_and_one_at_its_ceiling_stops():
     """A head warm-started from configuration A's EBM sits at its floor from step 0 (a decoupled
     head that ranks drives it there): joint training goes on; at the ceiling (a collapse) it stops."""
     from burnqed.ebm.head import GoalConditionedEnergyHead
@@ -199,13 +211,13 @@ def test_a_head_at_its_temperature_floor_goes_on_and_one_at_its_ceiling_stops(tm
     with torch.no_grad():
         head.log_temperature.fill_(math.log(cfg.temperature_min))
     assert head.pinned() == "floor"
-    joint._check_temperature(head, cfg, 1, tmp_path)  # no abort
+    joint._check_temperature(head, cfg, 1)  # no stop
     with torch.no_grad():
         head.log_temperature.fill_(math.log(cfg.temperature_max))
     with pytest.raises(
         JointTrainingError, match=r"step 7: the head's temperature pinned to its ceiling"
     ):
-        joint._check_temperature(head, cfg, 7, tmp_path)
+        joint._check_temperature(head, cfg, 7)
 
 
 def test_a_probe_fall_within_its_noise_warns_and_one_beyond_it_aborts(caplog):

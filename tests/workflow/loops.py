@@ -80,7 +80,8 @@ LOOP = {
 # the first answered from what the first stored (the EBM ablation's twins, the search-longer
 # control, configuration A).
 LOOP_WITH_CACHE = {**LOOP, "cache": "results/cache"}
-# What the killed commands ask for: iteration 1's search (only a third iteration would need it).
+# What the killed commands ask for: iteration 1's search (expert iteration's last step of the
+# compute comparison, which the default target builds; nothing else needs it).
 KILLED_TARGET = "results/iter_1/search/manifest.json"
 LOOP_TIMEOUT_S = 3600
 

@@ -1,6 +1,7 @@
-"""The compute comparison's target (rule compute_report, results/compute.md): planned on the tiny
-workflow, it searches every later iteration's pool again with iteration 0's model and no value
-model; the default target plans none of it (the demo's jobs do not change)."""
+"""The compute comparison (rule compute_report, results/compute.md) in the default target: planned
+on the tiny workflow with three iterations, each arm searches its own pool chain — expert iteration
+its own searches (the last iteration's too), search only iteration 0's model on the pool theorems
+it has not proved — and iteration 0's searches are both arms' first step."""
 
 from __future__ import annotations
 
@@ -23,51 +24,68 @@ def planned(out: str) -> dict[str, list[dict[str, str]]]:
 
 
 @pytest.fixture(scope="module")
-def plans(tmp_path_factory, make_tiny_repo, run_snakemake) -> tuple[dict, dict]:
+def plan(tmp_path_factory, make_tiny_repo, run_snakemake) -> dict:
+    """The default target's plan."""
     work = make_tiny_repo(tmp_path_factory.mktemp("compute") / "w", iterations=ITERATIONS)
-    out = []
-    for target in (["results/compute.md"], []):
-        r = run_snakemake(work, "-n", *target)
-        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-        out.append(planned(r.stdout + r.stderr))
-    return out[0], out[1]
+    r = run_snakemake(work, "-n")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    return planned(r.stdout + r.stderr)
 
 
-def test_the_target_plans_a_search_only_control_per_later_iteration(plans):
-    compute, _ = plans
-    shards = {j["output"]: j for j in compute["search_only_shard"]}
-    assert sorted(shards) == [
-        f"results/iter_{i}/search_only/shard_0/manifest.json" for i in range(1, ITERATIONS)
+def test_the_default_target_builds_the_comparison_of_every_iteration(plan):
+    assert "compute_report" in plan, "the default target plans no compute comparison"
+    (report,) = plan["compute_report"]
+    assert report["output"].split(", ") == [
+        "results/compute.json",
+        "results/compute.md",
+        "results/compute/expert_iteration.json",
+        "results/compute/search_only.json",
     ]
-    for i in range(1, ITERATIONS):
-        job = shards[f"results/iter_{i}/search_only/shard_0/manifest.json"]
-        # iteration 0's model, iteration i's own pool, no value model
-        assert job["input"].split(", ") == [
-            "models/iter_0/merged",
-            f"results/iter_{i}/search_pool.jsonl",
-        ]
-    (report,) = compute["compute_report"]
-    assert report["output"] == "results/compute.json, results/compute.md"
-    inputs = report["input"].split(", ")
-    assert inputs == [
-        *(f"results/iter_{i}/search/manifest.json" for i in range(ITERATIONS)),
+    assert report["input"].split(", ") == [
+        "data/theorems/search_pool.jsonl",
+        # iteration 0's searches: both arms' first step
+        "results/iter_0/search/manifest.json",
+        "results/iter_0/search_noise/manifest.json",
+        *(f"results/iter_{i}/search/manifest.json" for i in range(1, ITERATIONS)),
         *(f"results/iter_{i}/search_only/manifest.json" for i in range(1, ITERATIONS)),
+        "models/base",
         *(f"models/iter_{i}/adapter" for i in range(ITERATIONS)),
     ]
-    # the last iteration's own search too, which the default target does not build
-    searched = {j["output"] for j in compute["search_shard"]}
+    # the last iteration's own search too: expert iteration's last step
+    searched = {j["output"] for j in plan["search_shard"]}
     assert f"results/iter_{ITERATIONS - 1}/search/shard_0/manifest.json" in searched
 
 
-def test_the_default_target_plans_none_of_it(plans):
-    _, default = plans
-    assert not {"search_only_shard", "search_only", "compute_report"} & default.keys()
-    searched = {j["output"] for j in default["search_shard"]}
-    assert f"results/iter_{ITERATIONS - 1}/search/shard_0/manifest.json" not in searched
+def test_search_only_searches_its_own_pool_chain_with_iteration_0s_model(plan):
+    shards = {j["output"]: j for j in plan["search_only_shard"]}
+    assert sorted(shards) == [
+        f"results/iter_{i}/search_only/shard_0/manifest.json" for i in range(1, ITERATIONS)
+    ]
+    # iteration 1: both arms have searched only iteration 0's searches — the same pool
+    assert shards["results/iter_1/search_only/shard_0/manifest.json"]["input"].split(", ") == [
+        "models/iter_0/merged",
+        "results/iter_1/search_pool.jsonl",
+    ]
+    # iteration 2: the pool theorems search only has not proved (not expert iteration's leftovers)
+    assert shards["results/iter_2/search_only/shard_0/manifest.json"]["input"].split(", ") == [
+        "models/iter_0/merged",
+        "results/iter_2/search_only_pool.jsonl",
+    ]
+    (select,) = plan["search_only_pool_select"]
+    assert select["output"].split(", ") == [
+        "results/iter_2/search_only_pool.jsonl",
+        "results/iter_2/search_only_pool.jsonl.meta.json",
+    ]
+    assert select["input"].split(", ") == [
+        "data/theorems/search_pool.jsonl",
+        "results/iter_0/search/manifest.json",
+        "results/iter_0/search_noise/manifest.json",
+        "results/iter_1/search_only/manifest.json",
+    ]
 
 
-def test_an_iteration_0_control_is_no_job(make_tiny_repo, run_snakemake, tmp_path: Path):
-    """Iteration 0's control is iteration 0's search itself: no rule makes another."""
+def test_an_iteration_0_search_only_is_no_job(make_tiny_repo, run_snakemake, tmp_path: Path):
+    """Iteration 0's searches are both arms' first step: no rule makes another."""
     work = make_tiny_repo(tmp_path / "w")
     r = run_snakemake(work, "-n", "results/iter_0/search_only/manifest.json")
     out = r.stdout + r.stderr

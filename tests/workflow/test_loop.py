@@ -58,6 +58,9 @@ def test_rule_all_builds_the_whole_loop(loop):
         "results/iter_1/report/report.md",
         "results/report/report.md",
         "results/compare.md",
+        "results/compute.md",
+        "results/compute/expert_iteration.json",
+        "results/compute/search_only.json",
     ):
         assert (loop / path).is_file(), path
     evals = {
@@ -80,6 +83,32 @@ def test_rule_all_builds_the_whole_loop(loop):
     # Iteration 1's SFT learned from iteration 0's verified proofs (normal and noise searches).
     summary = json.loads((loop / "models/iter_1/adapter/training_summary.json").read_text())
     assert summary["warm_start"] and summary["validation"]["trajectory"]
+
+
+def test_the_default_target_compares_expert_iteration_with_search_only(loop):
+    """Polu's comparison, built by the README's command (issue 61): each arm's search of
+    iteration 1 — expert iteration's with its model and value model, search only's with iteration
+    0's model and its own seeds — on the theorems iteration 0's searches left; the curves, the
+    paired test on the cumulative solved indicator, and every trainer's token count beside."""
+    c = json.loads((loop / "results/compute.json").read_text())
+    pool = (loop / "data/theorems/search_pool.jsonl").read_text().splitlines()
+    assert c["pool_theorems"] == len(pool) and c["stopped"] == {}
+    only = c["searches"]["iter_1 search only"]
+    ei = c["searches"]["iter_1 search"]
+    assert only["model"].endswith("models/iter_0/merged") and only["ebm"] is None
+    assert only["seed_salt"] == "search_only/iter_1" and ei["seed_salt"] == "search/iter_1"
+    assert ei["model"].endswith("models/iter_1/merged") and ei["ebm"].endswith("models/iter_1/ebm")
+    assert ei["value_scorings"] > 0 and only["value_scorings"] == 0
+    curves = c["curves"]
+    assert curves["expert iteration"][0] == curves["search only"][0]  # iteration 0's searches
+    (t,) = c["paired"]
+    assert t["theorems"] == len(pool) and t["reasons"] == [], t["reasons"]
+    for k, v in c["training"]["iterations"].items():
+        assert v["tokens"]["total"] > v["tokens"]["completion"] > 0, k
+    assert c["training"]["iterations"]["iter_1"]["tokens"]["value"] > 0  # joint training's rows
+    arm = json.loads((loop / "results/compute/search_only.json").read_text())
+    assert arm["kind"] == "burnqed pool curve" and arm["status"]["complete"]
+    assert arm["benchmark"]["role"] == "pool"
 
 
 def _ran(log: str) -> set[tuple[str, str]]:
@@ -112,7 +141,8 @@ def test_the_default_target_is_the_headline_and_ablations_builds_the_rest_on_it(
     headline, attribution = (_ran(r.stdout) for r in loops.clean_runs)
     rules = {rule for rule, _ in headline}
     assert {"eval_baseline", "eval", "eval_longer", "eval_no_ebm", "eval_depth_twin", "report",
-            "report_cross", "compare", "summary", "all"} <= rules  # fmt: skip
+            "report_cross", "compare", "summary", "search_only_shard", "compute_report",
+            "all"} <= rules  # fmt: skip
     assert not rules & (ATTRIBUTION - {"ebm_embed_config", "ebm_train_config"}), rules
     assert {w for r, w in headline if r.startswith("ebm_") and "c=" in w} == {"i=1, c=A"}
     assert not headline & attribution, sorted(headline & attribution)
@@ -267,7 +297,7 @@ def _models(work: Path) -> dict[str, dict[str, str]]:
 
 def _same_as(loop: Path, work: Path) -> None:
     """``work`` holds every eval, proof, adapter, model and EBM ``loop`` holds, the same to the bit
-    (``work`` may hold more: the killed run also ran iteration 1's own search)."""
+    (both ran iteration 1's own search: the compute comparison's; the killed run resumed it)."""
     first, second = _evals(loop), _evals(work)
     assert len(first) >= 9 and list(first) == list(second)
     for name in first:

@@ -264,7 +264,13 @@ def test_the_default_target_plans_the_headline_and_ablations_the_whole_loop(over
         "ebm_export_joint": n - 1,
         "ebm_embed_config": n - 1,
         "ebm_train_config": n - 1,
-        "search_shard": n - 1,  # the last iteration's own search only feeds the next one
+        # every iteration's own search, the last one's too: expert iteration's steps in the
+        # compute comparison (Polu's: each arm's search of the pool theorems it has not proved)
+        "search_shard": n,
+        "search_only_shard": n - 1,  # the search-only arm: iteration 0's model, its own pools
+        "search_only": n - 1,
+        "search_only_pool_select": (n - 2) or None,  # iteration 1's pool is expert iteration's own
+        "compute_report": 1,
         "search_noise_shard": 1,
         "search_pool_select": n - 1,
         "eval_baseline": 1,
@@ -309,9 +315,11 @@ def test_the_default_target_plans_the_headline_and_ablations_the_whole_loop(over
     assert {k: whole.get(k) for k in expected} == expected
     # The whole loop is the default target's jobs and the attribution set's: before the split
     # (cb4cd23) the default target planned 53 jobs on the demo, every one of them here but rule
-    # all, beside `ablations` and its compare and summary.
+    # all, beside `ablations` and its compare and summary; the compute comparison (issue 61) adds
+    # five to both: iteration 1's search and the search-only arm's (shard and gather each) and
+    # the report.
     if overlay:
-        assert (headline["total"], whole["total"]) == (31, 53 - 1 + 3)
+        assert (headline["total"], whole["total"]) == (31 + 5, 53 - 1 + 3 + 5)
 
 
 def _planned_jobs(out: str, rule: str) -> dict[str, set[str]]:

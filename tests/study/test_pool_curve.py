@@ -1,0 +1,165 @@
+"""A pool-curve comparison as a study's primary (issue 61): expert iteration against search only on
+each seed's search pool, the two arms' eval-shaped pool curves of ``results/compute/`` — an explicit
+kind of comparison (``measure: pool curve``), registered and checked as one through `burnqed study
+report`, never an eval that slips past the confirmation-benchmark check."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from burnqed.cli import main as cli_main
+from burnqed.config import InputError
+from burnqed.study import registration as regfile
+from tests.study.test_protocol import registration2, sessions2
+from tests.study.test_report import make_study
+
+EXPERT = "results/compute/expert_iteration.json"
+SEARCH_ONLY = "results/compute/search_only.json"
+POOL = [f"p{i}" for i in range(30)]
+NAME = "expert iteration against search only"
+# Per seed: the pool theorems each arm proved at iteration 1 beyond iteration 0's shared ten.
+ARMS = [
+    (range(10, 18), range(10, 12)),  # p10–p17 against p10–p11: gained 6, lost 0
+    (range(12, 19), range(10, 13)),  # p12–p18 against p10–p12: gained 6, lost 2 (p10, p11)
+    (range(10, 16), range(10, 13)),  # p10–p15 against p10–p12: gained 3, lost 0
+]
+
+
+def pool_registration() -> dict:
+    """Protocol 2: the learning primary replaced by the pool-curve comparison at 2 iterations
+    searched (iteration 0's searches, then iteration 1's), the value model's eval primary kept."""
+    reg = copy.deepcopy(registration2())
+    reg["design"]["targets"] += [EXPERT, SEARCH_ONLY]
+    value = reg["comparisons"]["primary"][1]
+    reg["comparisons"]["primary"] = [
+        {"name": NAME, "measure": "pool curve", "varies": "training", "budget": 2,
+         "treatment": EXPERT, "control": SEARCH_ONLY,
+         "fallback": {"difference": 0, "why": "a seed with no iteration 1 searched alike"}},
+        value,
+    ]  # fmt: skip
+    reg["analysis"]["power"]["comparisons"][0]["name"] = NAME
+    return reg
+
+
+def pool_curve(arm: str, extra, *, seed: int, model: str, ebm: str | None) -> dict:
+    """One arm's pool curve as burnqed.eval.compute.arm_curve writes it: per pool theorem the
+    iterations searched when the arm first proved it (the first ten: iteration 0's searches)."""
+    first = {f"p{i}": 1 for i in range(10)} | {f"p{i}": 2 for i in extra}
+    return {
+        "kind": "burnqed pool curve", "label": arm, "budgets": [1, 2], "pass_n": 4,
+        "status": {"complete": True, "label": "complete 30/30", "evaluated_theorems": 30,
+                   "expected_theorems": 30},
+        "per_theorem": [{"theorem": t, "evaluated": True, "budget_at_proof": first.get(t),
+                         "solved": t in first} for t in POOL],
+        "benchmark": {"name": "search_pool", "split": None, "role": "pool",
+                      "sha256": f"pool{seed}"},
+        "provenance": {"model": {"path": model, "sha256": None},
+                       "ebm": {"path": ebm, "sha256": None} if ebm else None,
+                       "seeds": {"seed": seed}, "sampling": {"temperature": 1.2, "n": 8},
+                       "config": {"search": {"max_nodes": 64}}},
+    }  # fmt: skip
+
+
+def make_pool_study(root: Path, reg: dict | None = None) -> tuple[Path, list[int]]:
+    path, seeds = make_study(root, reg or pool_registration())
+    sessions2(path, seeds)
+    for s, (ei, so) in zip(seeds, ARMS, strict=True):
+        d = path.parent / "seeds" / f"seed_{s}"
+        (d / EXPERT).parent.mkdir(parents=True, exist_ok=True)
+        (d / EXPERT).write_text(
+            json.dumps(
+                pool_curve(
+                    "expert iteration",
+                    ei,
+                    seed=s,
+                    model="models/iter_1/merged",
+                    ebm="models/iter_1/ebm",
+                )
+            )
+        )
+        (d / SEARCH_ONLY).write_text(json.dumps(pool_curve("search only", so, seed=s,
+                                     model="models/iter_0/merged", ebm=None)))  # fmt: skip
+    return path, seeds
+
+
+def report_cli(path: Path, root: Path, capsys) -> dict:
+    rc = cli_main(["study", "report", str(path), "--root", str(root)])
+    err = capsys.readouterr().err
+    assert rc == 0, f"`burnqed study report` refused the study: {err}"
+    return json.loads((path.parent / "report.json").read_text())
+
+
+def test_a_pool_curve_comparison_is_a_primary_checked_as_one(tmp_path, capsys):
+    path, seeds = make_pool_study(tmp_path / "repo")
+    r = report_cli(path, tmp_path / "repo", capsys)
+    assert r["label"] == "confirmatory", [c for c in r["checks"] if not c["ok"]]
+    (check,) = [c for c in r["checks"] if c["check"] == "confirmation benchmark"]
+    assert check["detail"].endswith("every pool curve on its seed's search pool")
+    curves = next(c for c in r["comparisons"] if c["name"] == NAME)
+    assert curves["measure"] == "pool curve" and curves["varies"] == "training"
+    rows = {x["seed"]: x for x in curves["per_seed"]}
+    assert [(rows[s]["gained"], rows[s]["lost"], rows[s]["theorems"]) for s in seeds] == [
+        (6, 0, 30), (6, 2, 30), (3, 0, 30)]  # fmt: skip
+    assert rows[seeds[1]]["budget"] == [2, 2] and rows[seeds[1]]["verdict"] != "undecided"
+    assert curves["pooled"]["estimate"] == pytest.approx((6 + 4 + 3) / 30 / 3)
+    md = (path.parent / "report.md").read_text()
+    assert "pool curves on each seed's search pool" in md
+
+
+def test_an_eval_in_a_pool_curve_comparison_and_a_curve_in_an_eval_one_fail_the_check(
+    tmp_path, capsys
+):
+    """The kinds do not mix: a confirmation eval given as a pool curve is no pool curve, and a pool
+    curve compared as an eval is on the pool — each named, the report exploratory."""
+    reg = pool_registration()
+    reg["comparisons"]["secondary"] = [
+        {"name": "a curve as an eval", "treatment": EXPERT, "control": SEARCH_ONLY,
+         "varies": "model", "budget": 2},
+        {"name": "an eval as a curve", "measure": "pool curve", "varies": "training",
+         "treatment": "results/iter_1/eval.json", "control": "results/iter_0/eval.json"},
+    ]  # fmt: skip
+    path, seeds = make_pool_study(tmp_path / "repo", reg)
+    r = report_cli(path, tmp_path / "repo", capsys)
+    assert r["label"] == "exploratory"
+    (check,) = [c for c in r["checks"] if c["check"] == "confirmation benchmark"]
+    assert not check["ok"]
+    s = seeds[0]
+    assert f"seed_{s}/{EXPERT} is on search_pool (pool)" in check["detail"]
+    assert (f"seed_{s}/results/iter_1/eval.json is not a pool curve (kind 'burnqed eval') but "
+            "its comparison's measure is pool curve") in check["detail"]  # fmt: skip
+
+
+def test_curves_of_two_pools_leave_the_comparison_undecided(tmp_path, capsys):
+    path, seeds = make_pool_study(tmp_path / "repo")
+    other = path.parent / "seeds" / f"seed_{seeds[0]}" / SEARCH_ONLY
+    curve = json.loads(other.read_text())
+    curve["benchmark"]["sha256"] = "another pool"
+    other.write_text(json.dumps(curve))
+    r = report_cli(path, tmp_path / "repo", capsys)
+    (decided,) = [c for c in r["checks"] if c["check"] == "decided"]
+    assert not decided["ok"] and "different benchmark" in decided["detail"]
+
+
+@pytest.mark.parametrize(
+    ("change", "key", "why"),
+    [
+        ({"varies": "model"}, "comparisons.primary[0].varies", "varies training"),
+        ({"control": [SEARCH_ONLY, EXPERT]}, "comparisons.primary[0].control", "one pool curve"),
+        ({"budget": [1, 2]}, "comparisons.primary[0].budget", "the same for both arms"),
+        ({"measure": "curve"}, "comparisons.primary[0].measure", "expected one of"),
+        ({"measure": "eval"}, "comparisons.primary[0].varies", "measure: pool curve"),
+    ],
+)
+def test_a_pool_curve_comparison_is_registered_only_as_one(tmp_path, change, key, why):
+    """`varies: training` only with `measure: pool curve`, and a pool curve only at one budget
+    against one control, varying training: one line naming the key."""
+    reg = pool_registration()
+    reg["comparisons"]["primary"][0].update(change)
+    with pytest.raises(InputError) as e:
+        regfile.validate(reg, tmp_path / "r.yaml")
+    msg = str(e.value)
+    assert "\n" not in msg and f"{key}:" in msg and why in msg
