@@ -165,7 +165,7 @@ def stopped_trainings(run: Path, evals: Mapping[str, Mapping[str, Any]]) -> list
             out.append(f"{it} (step {s.get('step')}: {s.get('reason')})")
     for f, e in sorted(evals.items()):
         s = ((e.get("provenance") or {}).get("model") or {}).get("training_stopped")
-        if s and not any(x.startswith(f"{f}:") for x in out):
+        if s:
             out.append(f"{f}: its model's training stopped at step {s.get('step')}")
     return out
 
@@ -206,7 +206,7 @@ def judge_seed(criterion: Mapping[str, Any], run: Path) -> dict[str, Any]:
                     evals[f] = _read(run / f)
                 except InputError as e:
                     problems.append(str(e))
-    stopped = stopped_trainings(run, {f: e for f, e in evals.items() if e})
+    stopped = stopped_trainings(run, evals)
     problems += [f"a guard stopped a training: {s}" for s in stopped]
     rows = []
     for ch, c in zip(criterion["checks"], comps, strict=True):
