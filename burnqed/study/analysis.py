@@ -41,11 +41,12 @@ from pathlib import Path
 from typing import Any
 
 from burnqed.data.benchmarks import CONFIRMATION, POOL
-from burnqed.eval.compute import CURVE_KIND
+from burnqed.eval.compute import CURVE_KIND, EXPERT, SEARCH_ONLY
 from burnqed.eval.ledger import designs_seen, role_of
 from burnqed.eval.paired import UNDECIDED, format_p, paired_test, solved_at
-from burnqed.eval.table import markdown_table
+from burnqed.eval.table import markdown_table, pct
 from burnqed.study import stats
+from burnqed.study.curves import pooled_curves
 from burnqed.study.registration import (
     EVAL,
     NEVER_RECORDED,
@@ -967,6 +968,8 @@ def report_markdown(r: Mapping[str, Any]) -> str:
             ),
             "",
         ]
+    if r.get("pool_curves"):
+        out += pool_curves_markdown(r["pool_curves"])
     out += [
         "## Looks at the benchmark",
         "",
@@ -983,6 +986,33 @@ def report_markdown(r: Mapping[str, Any]) -> str:
         "",
     ]
     return "\n".join(out)
+
+
+HEADERS_CURVES = ["after iteration", "expert iteration", "its node expansions", "search only",
+                  "its node expansions", "difference, points"]  # fmt: skip
+
+
+def pool_curves_markdown(curves: Mapping[str, Any]) -> list[str]:
+    """The pool curves' section of ``report.md``: the picture and the seeds' mean per step."""
+    per_seed = {int(s): c for s, c in curves.items()}
+    pooled = pooled_curves(per_seed)
+    rows = [
+        [str(e["step"] - 1), pct(e["pass_rate"]), f"{e['nodes_expanded']:,.0f}",
+         pct(o["pass_rate"]), f"{o['nodes_expanded']:,.0f}",
+         f"{100 * (e['pass_rate'] - o['pass_rate']):+.2f}"]
+        for e, o in zip(pooled[EXPERT], pooled[SEARCH_ONLY], strict=True)
+    ]  # fmt: skip
+    return [
+        "## Expert iteration against search only: the pool curves",
+        "",
+        f"Each arm's cumulative pool pass rate after each iteration, the mean of {len(per_seed)} "
+        "seeds (each seed's `results/compute.json`; the picture: every seed thin, the mean bold).",
+        "",
+        "![Both arms' cumulative pool pass rate, every seed and their mean](curves.png)",
+        "",
+        markdown_table(HEADERS_CURVES, rows),
+        "",
+    ]
 
 
 def _seed_cells(x: Mapping[str, Any]) -> list[str]:

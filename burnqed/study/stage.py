@@ -51,6 +51,7 @@ from burnqed.study.analysis import (
     seed_cost,
     stronger_control,
 )
+from burnqed.study.curves import draw_pool_curves, read_pool_curves
 
 log = logging.getLogger(__name__)
 
@@ -711,9 +712,12 @@ def report(
         first_written_at=first,
         sequential=state,
     )
+    if compares_pool_curves(reg):
+        found = read_pool_curves({s: dirs[s] for s in seeds})
+        r["pool_curves"] = {str(s): c for s, c in found.items()}
     write_json(report_dir / "report.json", r)
     (report_dir / "report.md").write_text(report_markdown(r), encoding="utf-8")
-    draw_forest(r, report_dir / "forest.png")
+    draw_pictures(r, report_dir)
     log.info(
         "study %s: %s, decision %s → %s",
         reg["study"],
@@ -845,10 +849,29 @@ def reanalyse(
         first_written_at=old.get("first_written_at") or (committed or {}).get("date"),
         recorded=recorded,
     )
+    if old.get("pool_curves"):
+        r["pool_curves"] = old["pool_curves"]
     write_json(path, r)
     (report_dir / "report.md").write_text(report_markdown(r), encoding="utf-8")
-    draw_forest(r, report_dir / "forest.png")
+    draw_pictures(r, report_dir)
     return r
+
+
+def compares_pool_curves(reg: Mapping[str, Any]) -> bool:
+    """Whether any registered comparison compares pool curves (Polu's comparison)."""
+    return any(
+        registration_file.measure_of(c) == registration_file.POOL_CURVE
+        for kind in ("primary", "secondary")
+        for c in reg["comparisons"].get(kind) or []
+    )
+
+
+def draw_pictures(r: Mapping[str, Any], report_dir: Path) -> None:
+    """``forest.png``, and ``curves.png`` when the report holds pool curves."""
+    draw_forest(r, report_dir / "forest.png")
+    if r.get("pool_curves"):
+        curves = {int(s): c for s, c in r["pool_curves"].items()}
+        draw_pool_curves(curves, report_dir / "curves.png", title=f"Study {r['study']}")
 
 
 def power(

@@ -83,7 +83,22 @@ def make_pool_study(root: Path, reg: dict | None = None) -> tuple[Path, list[int
         )
         (d / SEARCH_ONLY).write_text(json.dumps(pool_curve("search only", so, seed=s,
                                      model="models/iter_0/merged", ebm=None)))  # fmt: skip
+        (d / "results/compute.json").write_text(json.dumps(compute_report(ei, so)))
     return path, seeds
+
+
+def compute_report(ei, so) -> dict:
+    """The part of ``results/compute.json`` the study's picture reads: per arm and step, the
+    cumulative node expansions and pool pass rate (iteration 0's ten proofs shared)."""
+
+    def point(step, proved, nodes):
+        return {"step": step, "proved": proved, "pool": len(POOL), "nodes_expanded": nodes,
+                "pass_rate": proved / len(POOL), "tokens": 10 * nodes, "value_scorings": 0}  # fmt: skip
+
+    return {"kind": "burnqed compute", "curves": {
+        "expert iteration": [point(1, 10, 300), point(2, 10 + len(ei), 520)],
+        "search only": [point(1, 10, 300), point(2, 10 + len(so), 400)],
+    }}  # fmt: skip
 
 
 def report_cli(path: Path, root: Path, capsys) -> dict:
@@ -163,3 +178,30 @@ def test_a_pool_curve_comparison_is_registered_only_as_one(tmp_path, change, key
         regfile.validate(reg, tmp_path / "r.yaml")
     msg = str(e.value)
     assert "\n" not in msg and f"{key}:" in msg and why in msg
+
+
+def test_the_report_draws_both_arms_curves_every_seed_and_their_mean(tmp_path, capsys):
+    """Issue 61 part 4's picture: ``curves.png`` beside the forest plot, the seeds' curves kept in
+    ``report.json`` (a re-rendered report draws the same), their mean per iteration in report.md."""
+    path, seeds = make_pool_study(tmp_path / "repo")
+    r = report_cli(path, tmp_path / "repo", capsys)
+    assert sorted(r["pool_curves"]) == sorted(str(s) for s in seeds)
+    first = r["pool_curves"][str(seeds[0])]
+    assert [p["pass_rate"] for p in first["expert iteration"]] == [10 / 30, 18 / 30]
+    assert [p["nodes_expanded"] for p in first["search only"]] == [300, 400]
+    png = (path.parent / "curves.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
+    md = (path.parent / "report.md").read_text()
+    assert "![Both arms' cumulative pool pass rate, every seed and their mean](curves.png)" in md
+    # After iteration 1 (step 2): expert iteration 18, 17, 16 of 30; search only 12, 13, 13.
+    assert "| 1 | 56.7% | 520 | 42.2% | 400 | +14.44 |" in md
+    assert "| 0 | 33.3% | 300 | 33.3% | 300 | +0.00 |" in md
+
+
+def test_a_seed_without_its_compute_report_is_named(tmp_path, capsys):
+    path, seeds = make_pool_study(tmp_path / "repo")
+    missing = path.parent / "seeds" / f"seed_{seeds[1]}" / "results/compute.json"
+    missing.unlink()
+    rc = cli_main(["study", "report", str(path), "--root", str(tmp_path / "repo")])
+    err = capsys.readouterr().err
+    assert rc != 0 and f"{missing}: not a readable compute report" in err
