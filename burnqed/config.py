@@ -305,12 +305,25 @@ class ProplogicConfig:
     held_out_max_depth: int | None = None
     # The development split (proplogic_dev): its size (None: test_theorems).
     dev_theorems: int | None = None
+    # Proof depths [min, max] of the search pool (the valid split) alone (None: the held-out
+    # depths), so the pool can span difficulty — Polu et al.'s curriculum — while the benchmarks
+    # keep theirs.  (Not search.pool_min_depth, which drops short known proofs from later pools.)
+    pool_depths: tuple[int, int] | None = None
 
     @property
     def held_out_depths(self) -> tuple[int, int]:
         lo = self.min_depth if self.held_out_min_depth is None else self.held_out_min_depth
         hi = self.max_depth if self.held_out_max_depth is None else self.held_out_max_depth
         return lo, hi
+
+    def __post_init__(self) -> None:
+        if self.pool_depths is not None:
+            object.__setattr__(self, "pool_depths", tuple(self.pool_depths))
+
+    @property
+    def search_pool_depths(self) -> tuple[int, int]:
+        """The search pool's proof depths: ``pool_depths``, else the held-out depths."""
+        return self.held_out_depths if self.pool_depths is None else self.pool_depths
 
 
 @dataclass(frozen=True)
@@ -344,6 +357,10 @@ class DataConfig(Section):
             lo <= hi,
             "proplogic.held_out_min_depth",
             f"must be <= the held-out max depth ({lo} > {hi})",
+        )
+        lo, hi = p.search_pool_depths
+        self._require(
+            lo <= hi, "proplogic.pool_depths", f"[min, max] with min <= max (got [{lo}, {hi}])"
         )
         names = [s["name"] for s in self.sources]
         self._require(

@@ -73,9 +73,14 @@ def generate_theorems(
 
 
 def _generate(
-    n: int, cfg: ProplogicConfig, *, seed: int, prefix: str, held_out: bool = False
+    n: int, cfg: ProplogicConfig, *, seed: int, prefix: str, held_out: str | None = None
 ) -> list[Theorem]:
-    lo, hi = cfg.held_out_depths if held_out else (cfg.min_depth, cfg.max_depth)
+    """``n`` theorems at the depths of the training set, or of the held-out split ``held_out``
+    (the search pool, ``valid``, may have depths of its own: ``cfg.search_pool_depths``)."""
+    if held_out is None:
+        lo, hi = cfg.min_depth, cfg.max_depth
+    else:
+        lo, hi = cfg.search_pool_depths if held_out == "valid" else cfg.held_out_depths
     return generate_theorems(
         n,
         seed=seed,
@@ -113,7 +118,7 @@ def held_out_splits(
             cfg,
             seed=draw[split] + (k + 1) * HELD_OUT_SEED_OFFSET,
             prefix=f"{TRAIN_PREFIX}_{split}",
-            held_out=True,
+            held_out=split,
         )
         rows: list[Theorem] = []
         for t in candidates:
@@ -158,7 +163,7 @@ def development_split(
         cfg,
         seed=bseed + (len(HELD_OUT_SPLITS) + 1) * HELD_OUT_SEED_OFFSET,
         prefix=f"{TRAIN_PREFIX}_{DEV_SPLIT}",
-        held_out=True,
+        held_out=DEV_SPLIT,
     )
     rows: list[Theorem] = []
     dropped = 0

@@ -415,3 +415,31 @@ def test_the_benchmark_seed_draws_test_and_dev_and_nothing_else():
     other = held_out_splits(cfg, seed=5, benchmark_seed=6)
     assert other["valid"] == same["valid"] and other["test"] != same["test"]
     assert development_split(cfg, seed=5, benchmark_seed=6) != development_split(cfg, seed=5)
+
+
+def test_the_pool_can_span_difficulty_and_the_benchmarks_keep_their_depths():
+    """data.proplogic.pool_depths (issue 61: Polu's curriculum): the search pool
+    (valid) takes depths of its own, graded from shallower to deeper than the benchmarks; the test
+    and dev splits keep the held-out depths, still distinct from the pool; unset, every split is
+    the one the held-out depths give."""
+    from collections import Counter
+
+    from burnqed.config import ConfigError, DataConfig, ProplogicConfig
+    from burnqed.data.proplogic import development_split, held_out_splits, statement_body
+
+    cfg = ProplogicConfig(theorems=200, min_depth=1, max_depth=3, variables=3, test_theorems=60,
+                          held_out_min_depth=3, held_out_max_depth=4)  # fmt: skip
+    plain = held_out_splits(cfg, seed=5)
+    assert held_out_splits(dataclasses.replace(cfg, pool_depths=(3, 4)),
+                           seed=5) == plain  # fmt: skip
+    graded = dataclasses.replace(cfg, pool_depths=[2, 6])
+    splits = held_out_splits(graded, seed=5)
+    depths = Counter(len(t.proof) for t in splits["valid"])
+    assert set(depths) == {2, 3, 4, 5, 6}, depths  # every depth of the range, shallow to deep
+    assert all(3 <= len(t.proof) <= 4 for t in splits["test"])
+    dev = development_split(graded, seed=5, held_out=splits)
+    assert dev and all(3 <= len(t.proof) <= 4 for t in dev)
+    pool = {statement_body(t) for t in splits["valid"]}
+    assert not pool & {statement_body(t) for t in [*splits["test"], *dev]}
+    with pytest.raises(ConfigError, match=r"proplogic\.pool_depths: \[min, max\] with min <= max"):
+        DataConfig(proplogic={**dataclasses.asdict(cfg), "pool_depths": [7, 5]})
