@@ -43,6 +43,18 @@ def test_every_shipped_config_loads_into_every_section(overlay):
         assert isinstance(cls.from_dict(params[name]), cls)
 
 
+@pytest.mark.parametrize(
+    "design", sorted((REPO / "config/designs").glob("*.yaml")), ids=lambda d: d.name
+)
+def test_every_development_design_loads_on_the_demo_and_dev_overlays(design):
+    """config/designs/<design>.yaml (docs/development.md's runs) on top of the demo and dev overlays."""
+    params = load_params(
+        REPO / "params.yaml", [REPO / "config/demo.yaml", REPO / "config/dev.yaml", design]
+    )
+    for name, cls in SECTIONS.items():
+        assert isinstance(cls.from_dict(params[name]), cls)
+
+
 def test_demo_overlay_is_shipped():
     assert REPO / "config" / "demo.yaml" in OVERLAYS
 
