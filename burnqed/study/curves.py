@@ -93,16 +93,17 @@ def draw_pool_curves(
         (axes[0], "step", "after iteration (both arms: the same search attempts each)"),
         (axes[1], "nodes_expanded", "cumulative node expansions"),
     ):
+        # Step 1 is iteration 0's searches: the first panel counts iterations from 0.
+        offset = 1 if x_key == "step" else 0
         for arm in ARMS:
             colour = COLOURS[arm]
             for c in curves.values():
                 pts = c[arm]
-                ax.plot([p[x_key] - (x_key == "step") for p in pts],
-                        [100 * p["pass_rate"] for p in pts],
+                ax.plot([p[x_key] - offset for p in pts], [100 * p["pass_rate"] for p in pts],
                         color=colour, lw=0.7, alpha=0.35)  # fmt: skip
             pts = pooled[arm]
-            ax.plot([p[x_key] - (x_key == "step") for p in pts],
-                    [100 * p["pass_rate"] for p in pts], color=colour, lw=2.6, marker="o",
+            ax.plot([p[x_key] - offset for p in pts], [100 * p["pass_rate"] for p in pts],
+                    color=colour, lw=2.6, marker="o",
                     label=f"{arm} (mean of {len(curves)} seeds)")  # fmt: skip
         ax.set_xlabel(x_label, fontsize=9)
         ax.grid(alpha=0.3)

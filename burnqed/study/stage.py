@@ -46,6 +46,7 @@ from burnqed.study import stats
 from burnqed.study.analysis import (
     analyse,
     draw_forest,
+    file_measures,
     per_seed,
     report_markdown,
     seed_cost,
@@ -859,11 +860,7 @@ def reanalyse(
 
 def compares_pool_curves(reg: Mapping[str, Any]) -> bool:
     """Whether any registered comparison compares pool curves (Polu's comparison)."""
-    return any(
-        registration_file.measure_of(c) == registration_file.POOL_CURVE
-        for kind in ("primary", "secondary")
-        for c in reg["comparisons"].get(kind) or []
-    )
+    return any(registration_file.POOL_CURVE in m for m in file_measures(reg).values())
 
 
 def draw_pictures(r: Mapping[str, Any], report_dir: Path) -> None:
