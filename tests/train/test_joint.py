@@ -179,13 +179,14 @@ def test_data_order_is_a_function_of_seed_and_position():
 def test_a_pinned_temperature_stops_training_and_keeps_the_previous_adapter(
     tiny_base, lora_adapter, pairs, searches, tmp_path
 ):
-    """A head learning rate that drives the temperature to its ceiling stops training at once
-    (InfoNCE alone: the remaining-steps term holds the energies' spread to the steps'); since
-    issue 61 the run goes on with the previous iteration's adapter as this iteration's, and the
-    summary says why (tests/train/test_joint_stop.py follows it through every figure)."""
-    ebm = {**EBM, "temperature_init": 1.0, "temperature_min": 0.9, "temperature_max": 1.02,
-           "remaining_steps_weight": 0.0}  # fmt: skip
-    cfg = {**JOINT, "joint_head_learning_rate": 0.5}
+    """A temperature at its ceiling (the guard's sign of a collapsing head) stops training at the
+    first check; since issue 61 the run goes on with the previous iteration's adapter as this
+    iteration's, and the summary says why (tests/train/test_joint_stop.py follows it through every
+    figure). The temperature is planted there, not driven: which bound a head trained at a violent
+    learning rate reaches first turns on the sign of one tiny gradient, and that differs between
+    CPUs (it reached the floor on CI's machine once)."""
+    ebm = {**EBM, "temperature_init": 1.0, "temperature_min": 0.9, "temperature_max": 1.0005}
+    cfg = {**JOINT, "joint_scale_learning_rate": 0.0}  # within 1e-3 of its ceiling, held there
     try:
         summary = train_joint(base=tiny_base, train=pairs["train"], val=pairs["val"],
                               out=tmp_path / "a", cfg=cfg, ebm=ebm, pooling="last", iteration=1,
