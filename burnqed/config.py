@@ -802,6 +802,7 @@ class EBMConfig(Section):
     log_every: int = 50
     save_every: int = 250
     fit_folds: int = 5
+    fit_depth: bool = False
 
     def __post_init__(self) -> None:
         self._require(

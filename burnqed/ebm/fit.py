@@ -6,7 +6,9 @@ are dealt into ``ebm.fit_folds`` folds (:meth:`burnqed.split.TheoremSplit.folds`
 is trained exactly as the EBM is (same groups, config and seed) but without that fold's theorems,
 and scores that fold's open nodes — so no state's energy comes from a head that trained on its
 theorem.  Each open node's features are the priority's log-prob term (``cum_logprob /
-max(depth, 1)^k`` with the pool search's own ``depth_normalisation``) and that energy; the
+max(depth, 1)^k`` with the pool search's own ``depth_normalisation``, or with ``ebm.fit_depth``
+the :data:`burnqed.value.fit.DEPTH_GRID` value the fit prefers, which the search then uses as the
+depth twin's) and that energy; the
 conditional logit (:func:`burnqed.value.fit.cross_fit`, within the weights a priority can
 express: log-prob ≥ 0, energy ≤ 0) gives weights, cross-fitted by theorem too, and the search's
 two weights per unit of ``logprob_weight`` (:func:`burnqed.value.fit.priority_weights`: the
@@ -41,7 +43,8 @@ from burnqed.config import EBMConfig
 from burnqed.split import TheoremSplit
 from burnqed.trajectory import MANIFEST, read_nodes
 from burnqed.value.fit import (
-    cross_fit,
+    DEPTH_GRID,
+    fit_depth_normalisation,
     heldout_decisions,
     heldout_log_likelihood,
     priority_weights,
@@ -164,6 +167,7 @@ def fit_energy_weight(
     shutil.rmtree(work, ignore_errors=True)
     block = fitted_block(
         sets, energies, folds, depth_normalisation=k, heldout=split.held_out(theorems),
+        depth_grid=DEPTH_GRID if cfg.fit_depth else None,
         scheme="energies of each fold of theorems from a head trained without them; held-out "
         "figures on the split's held-out theorems, from weights fitted without their fold; the "
         "weight used: the fit on all",
@@ -182,30 +186,36 @@ def decisions_source(settings: Mapping[str, Any]) -> dict:
 def fitted_block(
     sets: Sequence, energies: Mapping[tuple, float], folds: Mapping[str, int], *,
     depth_normalisation: float, scheme: str, heldout: set[str] | None,
+    depth_grid: Sequence[float] | None = None,
 ) -> dict:  # fmt: skip
     """The ``energy_weight`` block from decisions ``sets`` and each open node's energy
     (``energies[theorem, state hash]``, scored by a head that never trained on that theorem): the
     conditional logit on every decision (the weight used) and cross-fitted by ``folds`` (the
     held-out log-likelihood and frontier top-1, on the decisions of the ``heldout`` theorems;
-    None: on all)."""
-    k = depth_normalisation
+    None: on all).  The log-prob term is taken at the searches' ``depth_normalisation``, or
+    (``depth_grid``, ``ebm.fit_depth``) at the grid's value whose fit has the highest
+    log-likelihood, which the block then marks for the search to use
+    (``depth_normalisation_fitted``, as the depth twin's)."""
 
-    def x(c) -> np.ndarray:
-        return np.array([[logprob_term(n["cum_logprob"], n["depth"], k),
-                          energies[c.theorem, n["state_hash"]]] for n in c.open])  # fmt: skip
+    def design(k: float) -> list[np.ndarray]:
+        return [np.array([[logprob_term(n["cum_logprob"], n["depth"], k),
+                           energies[c.theorem, n["state_hash"]]] for n in c.open])
+                for c in sets]  # fmt: skip
 
-    X = [x(c) for c in sets]
     chosen = [np.array(c.on_path) for c in sets]
     names = [c.theorem for c in sets]
-    cf = cross_fit(X, chosen, names, folds, signs=SIGNS)
+    k, X, cf, grid = fit_depth_normalisation(
+        design, chosen, names, dict(folds), signs=SIGNS,
+        grid=depth_grid if depth_grid is not None else (depth_normalisation,),
+    )  # fmt: skip
     weights = priority_weights(cf.fit.weights[0], -cf.fit.weights[1])
     per_fold = [priority_weights(w[0], -w[1]) for w in cf.heldout_weights]
     keep = heldout_decisions(names, heldout)
     held_sets = [c for c, k in zip(sets, keep, strict=True) if k]
     held_names = [c.theorem for c in held_sets]
     held = {"logprob": [], "energy": [], "sum": []}
-    for c, xi, fold, k in zip(sets, X, cf.decision_fold, keep, strict=True):
-        if not k:
+    for c, xi, fold, kept in zip(sets, X, cf.decision_fold, keep, strict=True):
+        if not kept:
             continue
         w = per_fold[fold]
         held["logprob"].append(top1_hit(c, xi[:, 0]))
@@ -233,6 +243,11 @@ def fitted_block(
         "depth_normalisation": k,
         "scheme": scheme,
     }
+    if depth_grid is not None:
+        # The search takes this depth normalisation from the artifact, with the weights fitted at
+        # it (burnqed.search.value.resolve_energy_weight).
+        block["depth_normalisation_fitted"] = True
+        block["depth_grid"] = grid
     log.info(
         "priority weights %s per unit of logprob_weight (%d decisions, %d theorems); held-out "
         "frontier top-1: log-prob %.3f, energy %.3f, fitted sum %.3f",
@@ -266,6 +281,7 @@ def fit_heldout_energy_weight(
     block = fitted_block(
         sets, energies, split.folds(theorems, cfg.fit_folds), heldout=None,
         depth_normalisation=settings["depth_normalisation"],
+        depth_grid=DEPTH_GRID if cfg.fit_depth else None,
         scheme="energies by the exported head, only on theorems it never trained on (held out of "
         "its training and of its warm start's); held-out figures from weights fitted without "
         "each fold of those theorems; the weight used: the fit on all of them",

@@ -336,16 +336,16 @@ def run_fit_features(
     ``model``'s tokenizer (the policy it will search with), cross-fitted in ``ebm.fit_folds`` folds
     of theorems (the run's split) → ``out/features.json``.  ``twin="depth"``: the depth twin
     instead — the number of open goals and the priority's depth term, fitted the same way
-    (:data:`burnqed.value.features.DEPTH_GRID`)."""
+    (:data:`burnqed.value.fit.DEPTH_GRID`)."""
     from burnqed.ebm.fit import decisions_source, pool_decisions
     from burnqed.policy.lean_load import load_tokenizer
     from burnqed.value.features import (
-        DEPTH_GRID,
         FEATURES,
         fit_features,
         token_counter,
         write_feature_value,
     )
+    from burnqed.value.fit import DEPTH_GRID
 
     ebm_cfg = EBMConfig.from_dict(cfg)
     dirs = _dirs(searches)

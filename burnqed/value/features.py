@@ -39,7 +39,7 @@ import numpy as np
 from burnqed.lean.goals import NO_GOALS
 from burnqed.split import TheoremSplit
 from burnqed.value.fit import (
-    cross_fit,
+    fit_depth_normalisation,
     heldout_decisions,
     heldout_log_likelihood,
     priority_weights,
@@ -94,12 +94,6 @@ def token_counter(tokenizer: Any) -> Callable[[str], int]:
     return lambda text: len(tokenizer(text, add_special_tokens=False)["input_ids"])
 
 
-# The depth twin's grid for the priority's depth normalisation k (cum_logprob / max(depth, 1)^k):
-# 0 ranks by the cumulative log-prob, which falls with every tactic and so holds a search near the
-# root; 1 by the mean log-prob per tactic; above 1 deeper nodes are favoured.
-DEPTH_GRID = (0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0)
-
-
 def fit_features(
     sets: Sequence, count_tokens: Callable[[str], int], *, depth_normalisation: float,
     folds: int, split: TheoremSplit, features: Sequence[str] = FEATURES,
@@ -115,8 +109,8 @@ def fit_features(
     depth normalisation too — the value of the grid whose conditional logit has the highest
     log-likelihood on every decision (the weights used are fitted at it) — instead of taking the
     searches' own ``depth_normalisation``.  The depth twin (issue 44 §5) is ``features=("goals",)``
-    with :data:`DEPTH_GRID`: a depth term and the number of open goals, the fairest control of a
-    value that wins by diving deeper."""
+    with :data:`burnqed.value.fit.DEPTH_GRID`: a depth term and the number of open goals, the
+    fairest control of a value that wins by diving deeper."""
     unknown = [f for f in features if f not in FEATURES]
     if unknown or not features:
         raise ValueError(f"features {list(features)}: each must be one of {list(FEATURES)}")
@@ -140,12 +134,10 @@ def fit_features(
     names = [c.theorem for c in sets]
     fold_of = split.folds(theorems, folds)
     signs = (1, *(0 for _ in features))
-    grid = {}
-    for k in depth_grid if depth_grid is not None else (depth_normalisation,):
-        X = design(k)
-        grid[float(k)] = (X, cross_fit(X, chosen, names, fold_of, signs=signs))
-    k = max(grid, key=lambda kk: (grid[kk][1].fit.log_likelihood, -kk))
-    X, cf = grid[k]
+    k, X, cf, grid = fit_depth_normalisation(
+        design, chosen, names, fold_of, signs=signs,
+        grid=depth_grid if depth_grid is not None else (depth_normalisation,),
+    )  # fmt: skip
     w = cf.fit.weights
     keep = heldout_decisions(names, split.held_out(theorems))
     held_sets = [c for c, kept in zip(sets, keep, strict=True) if kept]
@@ -186,7 +178,7 @@ def fit_features(
         # The search takes this depth normalisation from the artifact
         # (burnqed.search.value.resolve_energy_weight), with the weights fitted at it.
         block["depth_normalisation_fitted"] = True
-        block["depth_grid"] = {str(kk): grid[kk][1].fit.log_likelihood for kk in sorted(grid)}
+        block["depth_grid"] = grid
     return {"weights": {f: float(v) for f, v in zip(features, w[1:], strict=True)},
             "features": list(features), "energy_weight": block}  # fmt: skip
 

@@ -35,7 +35,7 @@ Example (one feature that always marks the chosen node: its weight is large and 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -214,6 +214,30 @@ def cross_fit(
     return CrossFit(full, held, per_fold, fold_of)
 
 
+# The grid for a priority's depth normalisation k (cum_logprob / max(depth, 1)^k) where a fit
+# chooses it: 0 ranks by the cumulative log-prob, which falls with every tactic and so holds a search
+# near the root; 1 by the mean log-prob per tactic; above 1 deeper nodes are favoured.
+DEPTH_GRID = (0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0)
+
+
+def fit_depth_normalisation(
+    design: Callable[[float], list[np.ndarray]], chosen: Sequence[np.ndarray],
+    theorems: Sequence[str], folds: dict[str, int], *, grid: Sequence[float],
+    signs: Sequence[int] | None = None,
+) -> tuple[float, list[np.ndarray], CrossFit, dict[str, float]]:  # fmt: skip
+    """:func:`cross_fit` of the features ``design(k)`` gives at each depth normalisation ``k`` of
+    ``grid``: the ``k`` whose fit on every decision has the highest log-likelihood (ties: the
+    smaller ``k``), its design and cross-fit, and each ``k``'s log-likelihood (keyed by
+    ``str(k)``)."""
+    fits = {}
+    for k in grid:
+        X = design(float(k))
+        fits[float(k)] = (X, cross_fit(X, chosen, theorems, folds, signs=signs))
+    best = max(fits, key=lambda k: (fits[k][1].fit.log_likelihood, -k))
+    X, cf = fits[best]
+    return best, X, cf, {str(k): fits[k][1].fit.log_likelihood for k in sorted(fits)}
+
+
 def heldout_decisions(theorems: Sequence[str], heldout: set[str] | None) -> np.ndarray:
     """Which decisions (by theorem) the held-out figures are measured on: those of the split's
     held-out theorems (``None``: every decision)."""
@@ -251,5 +275,6 @@ def priority_weights(w_logprob: float, w_value: float) -> dict[str, float]:
     return {"logprob": 1.0, "energy": 0.0}
 
 
-__all__ = ["CrossFit", "LogitFit", "cross_fit", "fit_conditional_logit", "heldout_decisions",
-           "heldout_log_likelihood", "log_likelihoods", "priority_weights"]  # fmt: skip
+__all__ = ["DEPTH_GRID", "CrossFit", "LogitFit", "cross_fit", "fit_conditional_logit",
+           "fit_depth_normalisation", "heldout_decisions", "heldout_log_likelihood",
+           "log_likelihoods", "priority_weights"]  # fmt: skip

@@ -32,6 +32,7 @@ EBM = {
     "log_every": 20,
     "save_every": 20,
     "fit_folds": 5,
+    "fit_depth": False,
 }
 
 

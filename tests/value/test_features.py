@@ -13,13 +13,13 @@ from burnqed.search.value import ValueModel, load_value_model
 from burnqed.split import TheoremSplit
 from burnqed.trajectory import TrajectoryWriter, read_nodes
 from burnqed.value.features import (
-    DEPTH_GRID,
     FEATURES,
     FeatureValue,
     fit_features,
     state_features,
     write_feature_value,
 )
+from burnqed.value.fit import DEPTH_GRID
 from burnqed.value.frontier import ChoiceSet
 from tests.search.fakes import RandomToyPolicy, ToyEnv, toy_theorems
 
