@@ -124,6 +124,26 @@ def search_only_salt(wildcards):
     return f"search_only/iter_{int(wildcards.i)}"
 
 
+def eval_search_only_salt(wildcards):
+    """The salt of iteration {i}'s search-only eval, "eval_search_only/iter_{i}"
+    (eval_search_only's): iteration 0's model evaluated again with samples of its own, distinct
+    from every other eval's (unsalted: they pair) and every search's."""
+    return f"eval_search_only/iter_{int(wildcards.i)}"
+
+
+def eval_search_only_label(wildcards):
+    """The label of iteration {i}'s search-only eval: "iter_{i} search only"."""
+    return f"iter_{int(wildcards.i)} search only"
+
+
+def benchmark_curve_evals(config, kind):
+    """One arm's evals of the benchmark comparison (compute_benchmark's input): kind "eval",
+    expert iteration's of iterations 0 …; "eval_search_only", search only's of iterations 1 …
+    """
+    first = 0 if kind == "eval" else 1
+    return [f"results/iter_{i}/{kind}.json" for i in range(first, config["iterations"])]
+
+
 def search_only_earlier(wildcards):
     """What the search-only arm searched before iteration {i} >= 2: iteration 0's searches (both
     arms' first step, the noise search too, as in earlier_searches) and its own of 1 … i-1.
@@ -389,6 +409,7 @@ TIERS = {
     "eval_features": 2,
     "eval_config": 2,
     "eval_config_depth_twin": 2,
+    "eval_search_only": 2,
     "ebm_metrics": 1,
     "ebm_metrics_config": 1,
     "replay_ebm": 1,
@@ -400,6 +421,7 @@ TIERS = {
     "search_only_shard": 0,
     "search_only": 0,
     "compute_report": 0,
+    "compute_benchmark": 0,
     "report": 0,
     "report_cross": 0,
     "compare": 0,

@@ -628,6 +628,87 @@ rule compute_report:
         "../workflow/scripts/eval_compute.py"
 
 
+# Polu et al.'s Fig. 2 on the benchmark (burnqed/eval/benchmark_curves.py): search only's eval of
+# iteration i >= 1 is iteration 0's model, no value model, evaluated again with a seed salt of its
+# own (fresh samples; every other eval is unsalted so that evals pair).  Not in the default target:
+# a study that registers the comparison builds it (design.targets).
+rule eval_search_only:
+    input:
+        model="models/iter_0/merged",
+        benchmark=expand(
+            "data/benchmarks/{name}.jsonl",
+            name=lookup(dpath="eval/benchmark", within=config),
+        ),
+        meta=expand(
+            "data/benchmarks/{name}.meta.json",
+            name=lookup(dpath="eval/benchmark", within=config),
+        ),
+    output:
+        # Trajectories go beside it (eval_search_only.json -> eval_search_only/), resumable.
+        json="results/iter_{i}/eval_search_only.json",
+    log:
+        "logs/eval/iter_{i}_search_only.log",
+    benchmark:
+        "logs/benchmarks/eval/iter_{i}_search_only.tsv"
+    wildcard_constraints:
+        i="[1-9][0-9]*",
+    priority: job_priority
+    conda:
+        "../workflow/envs/burnqed.yaml"
+    threads: lookup(dpath="threads/eval", within=config)
+    resources:
+        gpu=1,
+        mem_mb=32000,
+        runtime=720,
+        expansion_cache=lookup(dpath="cache", within=config),
+        cache_recheck=cache_recheck_setting(),
+    params:
+        cfg=lookup(dpath="eval", within=config),
+        search=lookup(dpath="search", within=config),
+        lean=lookup(dpath="lean", within=config),
+        policy=lookup(dpath="policy", within=config),
+        seed=seed_of("search"),
+        seed_salt=eval_search_only_salt,
+        label=eval_search_only_label,
+        code=code_digest("eval", "lean", "policy"),
+    script:
+        "../workflow/scripts/eval.py"
+
+
+# The two arms of that comparison: per iteration the union of expert iteration's evals against
+# search only's (iteration 0's eval is both arms' first step), each arm an eval-shaped curve on the
+# benchmark (results/compute/benchmark_*.json) that a study's `benchmark curve` comparison reads.
+rule compute_benchmark:
+    input:
+        benchmark=expand(
+            "data/benchmarks/{name}.jsonl",
+            name=lookup(dpath="eval/benchmark", within=config),
+        ),
+        expert=benchmark_curve_evals(config, "eval"),
+        search_only=benchmark_curve_evals(config, "eval_search_only"),
+    output:
+        json="results/compute/benchmark.json",
+        md="results/compute/benchmark.md",
+        expert_arm="results/compute/benchmark_expert_iteration.json",
+        search_only_arm="results/compute/benchmark_search_only.json",
+    log:
+        "logs/eval/compute_benchmark.log",
+    benchmark:
+        "logs/benchmarks/eval/compute_benchmark.tsv"
+    priority: job_priority
+    conda:
+        "../workflow/envs/burnqed.yaml"
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    params:
+        seed=seed_of("search"),
+        code=code_digest("eval_benchmark_curves"),
+    script:
+        "../workflow/scripts/eval_benchmark_curves.py"
+
+
 # One study seed: the evals the confirmation's primary comparisons read and what they need, nothing
 # else (rules/common.smk study_seed_files; docs/performance.md "One study seed").
 rule study_seed:

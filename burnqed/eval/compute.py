@@ -215,6 +215,9 @@ def arm_curve(
     *,
     seed: int | None,
     stopped: Mapping[int, Mapping[str, Any]] | None = None,
+    benchmark: Mapping[str, Any] | None = None,
+    budget_unit: str = BUDGET_UNIT,
+    denominator: str | None = None,
 ) -> dict[str, Any]:
     """``arm``'s pool curve as an eval-shaped JSON (module docstring): per pool theorem the step at
     which the arm first proved it (``budget_at_proof``, None: not proved; ``evaluated``: some
@@ -222,7 +225,12 @@ def arm_curve(
     cumulative counts and compute, the pool as its benchmark, and the provenance the paired test
     compares (:data:`burnqed.eval.paired.COMPARED_FIELDS`): the model and value model of the arm's
     last step, its sampling, search config, seed and machine.  ``stopped``: iteration → the
-    ``stopped`` block of its training (the arm's model there is the previous iteration's)."""
+    ``stopped`` block of its training (the arm's model there is the previous iteration's).
+
+    The same curve over another theorem set (:mod:`burnqed.eval.benchmark_curves`: an eval
+    benchmark, each step an eval of all of it): ``pool`` holds its keys, ``benchmark`` its block
+    (default: the data stage's search pool), ``budget_unit`` what a step is and ``denominator``
+    what the pass rate divides by."""
     keys = list(pool["keys"])
     first = _first_proof(steps)
     attempted = {t for step in steps for s in step for t in s["theorem_keys"]}
@@ -233,10 +241,14 @@ def arm_curve(
     c = curve(steps, keys)
     last = steps[-1][0]  # the arm's own search of the last step (the pool search at step 1)
     complete = evaluated == len(keys)
+    block = dict(benchmark) if benchmark is not None else {
+        "name": POOL_BENCHMARK, "split": None, "role": POOL_ROLE, "file": pool["file"],
+        "sha256": pool["sha256"],
+    }  # fmt: skip
     return {
         "kind": CURVE_KIND,
         "label": arm,
-        "budget_unit": BUDGET_UNIT,
+        "budget_unit": budget_unit,
         "budgets": budgets,
         "pass_n": last.get("attempts_per_theorem"),
         "status": {
@@ -244,7 +256,8 @@ def arm_curve(
             "label": f"{'complete' if complete else 'partial'} {evaluated}/{len(keys)}",
             "evaluated_theorems": evaluated,
             "expected_theorems": len(keys),
-            "denominator": f"the {len(keys)} theorems of the data stage's search pool",
+            "denominator": denominator
+            or f"the {len(keys)} theorems of the data stage's search pool",
         },
         "by_budget": [
             {
@@ -260,13 +273,7 @@ def arm_curve(
         ],
         "solved_theorems": sorted(first),
         "per_theorem": rows,
-        "benchmark": {
-            "name": POOL_BENCHMARK,
-            "split": None,
-            "role": POOL_ROLE,
-            "file": pool["file"],
-            "sha256": pool["sha256"],
-        },
+        "benchmark": block,
         "provenance": {
             "model": {"path": last.get("model"), "sha256": None},
             "ebm": {"path": last["ebm"], "sha256": None} if last.get("ebm") else None,
@@ -513,6 +520,27 @@ def compute_markdown(report: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def check_arm_files(out_arms: Mapping[str, Path]) -> None:
+    """Refuse, before any work, an ``out_arms`` without a file for each arm."""
+    missing = [a for a in ARMS if a not in out_arms]
+    if missing:
+        raise InputError(f"out_arms: no file for {', '.join(missing)}")
+
+
+def write_arms_report(
+    report: Mapping[str, Any], markdown: str, *, out_json: Path, out_md: Path,
+    out_arms: Mapping[str, Path],
+) -> None:  # fmt: skip
+    """Each arm's curve (``report["arms"]``) to its file of ``out_arms``, the rest of ``report``
+    (naming those files) to ``out_json`` and ``markdown`` to ``out_md``, each written whole."""
+    for arm in ARMS:
+        _write(out_arms[arm], _json(report["arms"][arm]))
+    body = {k: v for k, v in report.items() if k != "arms"}
+    body["arm_files"] = {arm: str(out_arms[arm]) for arm in ARMS}
+    _write(out_json, _json(body))
+    _write(out_md, markdown + "\n")
+
+
 def _write(path: Path, text: str) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -539,17 +567,11 @@ def run(
     seed: int | None = None,
 ) -> dict[str, Any]:
     """Write ``out_json``, ``out_md`` and each arm's pool curve (``out_arms``: arm → file)."""
-    missing = [a for a in ARMS if a not in out_arms]
-    if missing:
-        raise InputError(f"out_arms: no file for {', '.join(missing)}")
+    check_arm_files(out_arms)
     report = compute_report(pool=pool, shared=shared, expert=expert, search_only=search_only,
                             base=base, adapters=adapters, seed=seed)  # fmt: skip
-    for arm in ARMS:
-        _write(out_arms[arm], _json(report["arms"][arm]))
-    body = {k: v for k, v in report.items() if k != "arms"}
-    body["arm_files"] = {arm: str(out_arms[arm]) for arm in ARMS}
-    _write(out_json, _json(body))
-    _write(out_md, compute_markdown(report) + "\n")
+    write_arms_report(report, compute_markdown(report), out_json=out_json, out_md=out_md,
+                      out_arms=out_arms)  # fmt: skip
     for t in report["paired"]:
         log.info("after iteration %d, expert iteration vs search only: gained %s, lost %s, "
                  "p = %s (%s)", t["iteration"], t["gained"], t["lost"], t["p_value"],

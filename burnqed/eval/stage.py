@@ -264,6 +264,7 @@ def run(
     previous: Path | None = None,
     label: str | None = None,
     seed: int = 0,
+    seed_salt: str | None = None,
     temperature: float | None = None,
     resume: bool | Literal["auto"] = False,
     run_search: bool = True,
@@ -282,6 +283,9 @@ def run(
     evals a comparison pairs differ only by model and EBM.  ``cache``: the expansion cache's
     directory (a machine setting, :func:`burnqed.search.stage.run`); its ``cache`` block goes
     into the JSON.  ``cache_recheck``: the fraction of its Lean hits re-checked live.
+    ``seed_salt``: the eval draws from ``salted_seed(seed, seed_salt)`` instead of ``seed`` — the
+    same model searched again with fresh samples (rule ``eval_search_only``,
+    :mod:`burnqed.eval.benchmark_curves`); None, every other eval: ``seed`` itself, so evals pair.
     """
     if budget_factor != 1:
         budgets = [int(b) * int(budget_factor) for b in cfg["budgets"]]
@@ -310,6 +314,7 @@ def run(
             temperature=temperature,
             resume=resume,
             seed=seed,
+            seed_salt=seed_salt,
             log_dir=log_dir,
             kind="eval",
             cache=cache,
@@ -367,6 +372,8 @@ def run(
             "sampling": (search_manifest or {}).get("sampling"),
             "seeds": {
                 "seed": seed,
+                # None: the evals' shared draws; a salt: fresh ones (burnqed.policy.salted_seed)
+                "seed_salt": seed_salt,
                 "scheme": "every candidate has its own seed, burnqed.policy.candidate_seeds(seed, "
                 "theorem key, attempt, state hash, candidate index): attempts 0..pass_n-1 are "
                 "independent draws, and evals with the same seed (iterations, controls, the EBM "

@@ -48,6 +48,7 @@ from burnqed.eval.table import markdown_table, pct
 from burnqed.study import stats
 from burnqed.study.curves import pooled_curves
 from burnqed.study.registration import (
+    BENCHMARK_CURVE,
     EVAL,
     NEVER_RECORDED,
     POOL_CURVE,
@@ -307,8 +308,10 @@ def checks(
             for measure in sorted(measures.get(path) or {EVAL}):
                 problems += measure_problems(f"seed_{s}/{path}", e, measure)
     curves = any(POOL_CURVE in m for m in measures.values())
+    bench = any(BENCHMARK_CURVE in m for m in measures.values())
     add("confirmation benchmark", problems, "every compared eval is on a confirmation benchmark"
-        + ("; every pool curve on its seed's search pool" if curves else ""))  # fmt: skip
+        + ("; every pool curve on its seed's search pool" if curves else "")
+        + ("; every benchmark curve on a confirmation benchmark" if bench else ""))  # fmt: skip
     return out
 
 
@@ -330,7 +333,7 @@ def measure_problems(where: str, e: Mapping[str, Any], measure: str) -> list[str
     """Why the compared file ``e`` is not what its comparison's ``measure`` says: an eval on a
     confirmation benchmark, or a pool curve (:data:`burnqed.eval.compute.CURVE_KIND`) on the
     search pool — a pool curve is on the pool by design, checked as such, never let through as
-    an eval."""
+    an eval — or a benchmark curve (the same kind of file) on a confirmation benchmark."""
     b = e.get("benchmark") or {}
     if measure == POOL_CURVE:
         if e.get("kind") != CURVE_KIND:
@@ -339,6 +342,14 @@ def measure_problems(where: str, e: Mapping[str, Any], measure: str) -> list[str
         if b.get("role") != POOL:
             return [f"{where} is a pool curve on {b.get('name')} (role {b.get('role')!r}), not "
                     "the search pool"]  # fmt: skip
+        return []
+    if measure == BENCHMARK_CURVE:
+        if e.get("kind") != CURVE_KIND:
+            return [f"{where} is not a benchmark curve (kind {e.get('kind')!r}) but its "
+                    f"comparison's measure is {BENCHMARK_CURVE}"]  # fmt: skip
+        if role_of(e) != CONFIRMATION:
+            return [f"{where} is a benchmark curve on {b.get('name')} (role "
+                    f"{role_of(e) or b.get('role')!r}), not a confirmation benchmark"]  # fmt: skip
         return []
     if e.get("kind") == CURVE_KIND or role_of(e) != CONFIRMATION:
         name = f"{b.get('name')}_{b.get('split')}" if b.get("split") else b.get("name")
@@ -859,6 +870,9 @@ def report_markdown(r: Mapping[str, Any]) -> str:
             + (
                 "pool curves on each seed's search pool, at the budget's iterations searched; "
                 if measure_of(c) == POOL_CURVE
+                else "benchmark curves, the union of each iteration's eval against iteration 0's "
+                "model evaluated as many times with fresh samples, at the budget's iterations; "
+                if measure_of(c) == BENCHMARK_CURVE
                 else ""
             )
             + "per seed: exact McNemar; d = (gained − lost) / paired theorems.",

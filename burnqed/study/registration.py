@@ -29,6 +29,11 @@ The file (every key checked by :func:`load`, one line naming the file and key on
            control: results/compute/search_only.json}
            # two arms' pool curves (burnqed.eval.compute): the cumulative solved indicator over
            # the seed's search pool after `budget` iterations searched
+        - {name: …, measure: benchmark curve, varies: training, budget: 2,
+           treatment: results/compute/benchmark_expert_iteration.json,
+           control: results/compute/benchmark_search_only.json}
+           # the same on the confirmation benchmark (burnqed.eval.benchmark_curves): the union of
+           # every iteration's eval against iteration 0's model evaluated again, fresh samples
       secondary: [...]
     analysis:
       alpha: 0.05
@@ -43,7 +48,9 @@ A comparison's ``measure`` says what its two files are (:data:`MEASURES`): ``eva
 — two evals, each on a confirmation benchmark; ``pool curve`` — expert iteration against search
 only on the search pool, by design not a confirmation benchmark (:mod:`burnqed.eval.compute`'s
 eval-shaped pool curves), which must vary ``training``, at one budget (iterations searched), against
-one control.  The report checks each file against its comparison's measure
+one control; ``benchmark curve`` — the same two arms on a confirmation benchmark, Polu et al.'s
+Fig. 2 form (:mod:`burnqed.eval.benchmark_curves`: the union of every iteration's eval against
+iteration 0's model evaluated as many times with fresh samples), with the same rules.  The report checks each file against its comparison's measure
 (:func:`burnqed.study.analysis.checks`), so a pool curve is an explicit kind of comparison, not
 an eval that escapes the confirmation check.
 
@@ -132,12 +139,18 @@ _LOOKUP = re.compile(r'lookup\(dpath="([^"]+)"')
 
 
 # What a comparison's two files are (its ``measure``; module docstring).
-EVAL, POOL_CURVE = "eval", "pool curve"
+EVAL, POOL_CURVE, BENCHMARK_CURVE = "eval", "pool curve", "benchmark curve"
 MEASURES = {
     EVAL: "two evals, each on a confirmation benchmark",
     POOL_CURVE: "two pool curves (burnqed.eval.compute): expert iteration against search only, the "
     "cumulative solved indicator over the seed's search pool after a number of iterations",
+    BENCHMARK_CURVE: "two benchmark curves (burnqed.eval.benchmark_curves): expert iteration "
+    "against search only on a confirmation benchmark, Polu et al.'s Fig. 2 form — the union of "
+    "every iteration's eval against iteration 0's model evaluated as many times with fresh "
+    "samples — after a number of iterations",
 }
+# The measures whose two files are an expert-iteration and a search-only arm: they vary training.
+CURVES = (POOL_CURVE, BENCHMARK_CURVE)
 # The factor only pool curves vary (burnqed.eval.paired.FACTORS).
 TRAINING = "training"
 
@@ -209,24 +222,25 @@ def _comparison(path: Path, key: str, c: Any) -> dict[str, Any]:
 
 
 def _measure(path: Path, key: str, c: Mapping[str, Any]) -> None:
-    """A comparison's ``measure`` and what it allows: a pool curve varies ``training`` at one budget
-    against one control; an eval comparison never varies ``training`` (only pool curves do)."""
+    """A comparison's ``measure`` and what it allows: a pool or benchmark curve varies
+    ``training`` at one budget against one control; an eval comparison never varies ``training``
+    (only the curves do)."""
     m = c.get("measure", EVAL)
     if m not in MEASURES:
         raise _fail(path, f"{key}.measure", f"{m!r}: expected one of {', '.join(MEASURES)}")
-    if m == POOL_CURVE:
+    if m in CURVES:
         if c["varies"] != TRAINING:
-            raise _fail(path, f"{key}.varies", f"{c['varies']!r}: a pool-curve comparison varies "
+            raise _fail(path, f"{key}.varies", f"{c['varies']!r}: a {m} comparison varies "
                         f"{TRAINING} (expert iteration against search only)")  # fmt: skip
         if isinstance(c["control"], list):
-            raise _fail(path, f"{key}.control", "one pool curve (the search-only arm)")
+            raise _fail(path, f"{key}.control", f"one {m} (the search-only arm)")
         if isinstance(c.get("budget"), list):
             raise _fail(path, f"{key}.budget", "one number of iterations searched, the same for "
                         "both arms")  # fmt: skip
     elif c["varies"] == TRAINING:
-        raise _fail(path, f"{key}.varies", f"{TRAINING} compares pool curves: give the "
-                    f"comparison measure: {POOL_CURVE} (its files are checked as pool curves, "
-                    "not as evals on a confirmation benchmark)")  # fmt: skip
+        raise _fail(path, f"{key}.varies", f"{TRAINING} compares two arms' curves: give the "
+                    f"comparison measure: {POOL_CURVE} or {BENCHMARK_CURVE} (its files are "
+                    "checked as curves, not as evals)")  # fmt: skip
 
 
 def check_fallback(path: Path, key: str, f: Any) -> None:

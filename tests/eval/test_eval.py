@@ -18,7 +18,7 @@ from burnqed.eval.compare import compare, compare_markdown
 from burnqed.eval.metrics import score_trajectories
 from burnqed.eval.stage import check_benchmark, run
 from burnqed.eval.table import eval_markdown, render_rich
-from burnqed.policy import candidate_seeds
+from burnqed.policy import candidate_seeds, salted_seed
 from burnqed.theorems import read_theorems
 from burnqed.trajectory import read_nodes, read_summary
 from tests.eval.conftest import LEAN, POLICY, SEARCH, toy_search, write_benchmark
@@ -186,6 +186,29 @@ def test_eval_seeds_are_the_run_seed_itself_and_do_not_change(tmp_path, benchmar
     prov = result["provenance"]
     assert prov["seeds"]["seed"] == prov["sampling"]["seed"] == 5
     assert prov["search_manifest"]["seed_salt"] is None
+
+
+def test_a_salted_eval_draws_fresh_samples_and_says_so(tmp_path, benchmark, fake_backends):
+    """Search only's eval of a later iteration (rule eval_search_only) is iteration 0's model
+    searched again: with a seed salt it draws candidate_seeds(salted_seed(run seed, salt), …),
+    none of the unsalted eval's, and its provenance names the salt."""
+    policy = RandomToyPolicy(seed=3)
+    salt = "eval_search_only/iter_1"
+    with fake_backends(policy, ToyEnv()):
+        result = run(model="m", benchmark=benchmark, trajectories=tmp_path / "eval",
+                     out=tmp_path / "eval.json", search=SEARCH, lean=LEAN, policy=POLICY, seed=5,
+                     seed_salt=salt, cfg={"budgets": [3, 6], "pass_n": 2, "num_candidates": 4,
+                                          "benchmark": "toy_test"})  # fmt: skip
+    nodes = [r for r in read_nodes(tmp_path / "eval").table.to_pylist()
+             if r["expansion_index"] is not None]  # fmt: skip
+    fresh = {candidate_seeds(salted_seed(5, salt), r["theorem"], r["attempt"], r["state_hash"], 4)
+             for r in nodes}  # fmt: skip
+    shared = {candidate_seeds(5, r["theorem"], r["attempt"], r["state_hash"], 4) for r in nodes}
+    assert {tuple(s) for s in policy.seeds_seen} == fresh and not fresh & shared
+    prov = result["provenance"]
+    assert prov["seeds"] == {**prov["seeds"], "seed": 5, "seed_salt": salt}
+    assert prov["search_manifest"]["seed_salt"] == salt
+    assert prov["sampling"]["seed"] == salted_seed(5, salt)
 
 
 def test_partial_eval_is_labelled_partial_everywhere(tmp_path, benchmark):

@@ -205,3 +205,57 @@ def test_a_seed_without_its_compute_report_is_named(tmp_path, capsys):
     rc = cli_main(["study", "report", str(path), "--root", str(tmp_path / "repo")])
     err = capsys.readouterr().err
     assert rc != 0 and f"{missing}: not a readable compute report" in err
+
+
+BENCH_EXPERT = "results/compute/benchmark_expert_iteration.json"
+BENCH_SEARCH_ONLY = "results/compute/benchmark_search_only.json"
+
+
+def test_a_benchmark_curve_comparison_is_registered_and_checked_on_a_confirmation_benchmark(
+    tmp_path, capsys
+):
+    """Part 3's registered secondary (burnqed.eval.benchmark_curves): the same two arms on the
+    confirmation benchmark, the union of every iteration's eval against iteration 0's model
+    evaluated again; the same kind of file as a pool curve, checked against its own measure."""
+    reg = pool_registration()
+    reg["design"]["targets"] += [BENCH_EXPERT, BENCH_SEARCH_ONLY]
+    reg["comparisons"]["secondary"] = [
+        {"name": "on the benchmark", "measure": "benchmark curve", "varies": "training",
+         "budget": 2, "treatment": BENCH_EXPERT, "control": BENCH_SEARCH_ONLY},
+    ]  # fmt: skip
+    path, seeds = make_pool_study(tmp_path / "repo", reg)
+    on_test = {"name": "proplogic", "split": "test", "role": "confirmation"}
+    for s, (ei, so) in zip(seeds, ARMS, strict=True):
+        d = path.parent / "seeds" / f"seed_{s}"
+        for f, arm, extra, model in ((BENCH_EXPERT, "expert iteration", so, "iter_1"),
+                                     (BENCH_SEARCH_ONLY, "search only", ei, "iter_0")):  # fmt: skip
+            c = pool_curve(arm, extra, seed=s, model=f"models/{model}/merged", ebm=None)
+            (d / f).write_text(json.dumps({**c, "benchmark": {**on_test, "sha256": "b"}}))
+    r = report_cli(path, tmp_path / "repo", capsys)
+    assert r["label"] == "confirmatory", [c for c in r["checks"] if not c["ok"]]
+    (check,) = [c for c in r["checks"] if c["check"] == "confirmation benchmark"]
+    assert check["detail"].endswith("every benchmark curve on a confirmation benchmark")
+    bench = next(c for c in r["comparisons"] if c["name"] == "on the benchmark")
+    assert bench["measure"] == "benchmark curve" and bench["kind"] == "secondary"
+    rows = {x["seed"]: x for x in bench["per_seed"]}
+    assert [(rows[s]["gained"], rows[s]["lost"]) for s in seeds] == [(0, 6), (2, 6), (0, 3)]
+    md = (path.parent / "report.md").read_text()
+    assert "benchmark curves, the union of each iteration's eval" in md
+    # the same files registered as pool curves are on the wrong benchmark: named, exploratory
+    reg["comparisons"]["secondary"][0]["measure"] = "pool curve"
+    (path).write_text(json.dumps(reg))
+    r = report_cli(path, tmp_path / "repo", capsys)
+    (check,) = [c for c in r["checks"] if c["check"] == "confirmation benchmark"]
+    assert f"seed_{seeds[0]}/{BENCH_EXPERT} is a pool curve on proplogic" in check["detail"]
+
+
+def test_a_benchmark_curve_comparison_varies_training_against_one_control(tmp_path):
+    reg = pool_registration()
+    reg["comparisons"]["primary"][0].update(
+        measure="benchmark curve", control=[SEARCH_ONLY, EXPERT]
+    )
+    with pytest.raises(InputError, match=r"primary\[0\]\.control: one benchmark curve"):
+        regfile.validate(reg, tmp_path / "r.yaml")
+    reg["comparisons"]["primary"][0].update(control=SEARCH_ONLY, varies="model")
+    with pytest.raises(InputError, match="a benchmark curve comparison varies training"):
+        regfile.validate(reg, tmp_path / "r.yaml")

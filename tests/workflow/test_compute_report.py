@@ -92,3 +92,31 @@ def test_an_iteration_0_search_only_is_no_job(make_tiny_repo, run_snakemake, tmp
     assert r.returncode != 0
     assert "Missing input files for rule search_only:" in out
     assert "results/iter_0/search_only/shard_0/manifest.json" in out
+
+
+def test_the_benchmark_comparison_evaluates_iteration_0s_model_again_outside_the_default_target(
+    plan, make_tiny_repo, run_snakemake, tmp_path: Path
+):
+    """Part 3's secondary (burnqed.eval.benchmark_curves): rule compute_benchmark unions every
+    iteration's eval against iteration 0's model evaluated again for each later iteration, with a
+    salt of its own (rule eval_search_only); a study registers it, the default target has none."""
+    assert "eval_search_only" not in plan and "compute_benchmark" not in plan
+    work = make_tiny_repo(tmp_path / "w", iterations=ITERATIONS)
+    r = run_snakemake(work, "-n", "-p", "results/compute/benchmark_expert_iteration.json")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    jobs = planned(r.stdout + r.stderr)
+    (curves,) = jobs["compute_benchmark"]
+    assert curves["input"].split(", ") == [
+        "data/benchmarks/proplogic_test.jsonl",
+        *(f"results/iter_{i}/eval.json" for i in range(ITERATIONS)),
+        *(f"results/iter_{i}/eval_search_only.json" for i in range(1, ITERATIONS)),
+    ]
+    again = {j["output"]: j for j in jobs["eval_search_only"]}
+    assert sorted(again) == [
+        f"results/iter_{i}/eval_search_only.json" for i in range(1, ITERATIONS)
+    ]
+    for j in again.values():
+        assert j["input"].split(", ")[0] == "models/iter_0/merged"
+    # iteration 0's eval is both arms' first step: no search-only eval of it
+    r = run_snakemake(work, "-n", "results/iter_0/eval_search_only.json")
+    assert r.returncode != 0

@@ -23,6 +23,7 @@ import io
 import itertools
 import json
 import re
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -109,6 +110,41 @@ def test_the_default_target_compares_expert_iteration_with_search_only(loop):
     arm = json.loads((loop / "results/compute/search_only.json").read_text())
     assert arm["kind"] == "burnqed pool curve" and arm["status"]["complete"]
     assert arm["benchmark"]["role"] == "pool"
+
+
+def test_the_benchmark_comparison_adds_one_salted_eval_to_the_loop(loop, tmp_path):
+    """Part 3's registered secondary (burnqed.eval.benchmark_curves) on the demo, in a copy of the
+    finished loop (its new eval is a look at the confirmation benchmark; the loop other tests read
+    stays as it was): the target runs only iteration 0's model's eval again for iteration 1, with
+    a salt of its own, and the union of both arms' evals; iteration 0's eval is both arms' first
+    step, and a theorem counts once."""
+    work = tmp_path / "w"
+    shutil.copytree(loop, work, symlinks=True)
+    target = "results/compute/benchmark_expert_iteration.json"
+    r = snakemake(work, "--cores", "2", target, env=demo_env())
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-8000:]
+    assert {rule for rule, _ in _ran(r.stdout + r.stderr)} == {"eval_search_only",
+                                                               "compute_benchmark"}  # fmt: skip
+    again = json.loads((work / "results/iter_1/eval_search_only.json").read_text())
+    first = json.loads((work / "results/iter_0/eval.json").read_text())
+    prov = again["provenance"]
+    assert prov["seeds"]["seed_salt"] == "eval_search_only/iter_1" and prov["ebm"] is None
+    assert prov["model"] == first["provenance"]["model"]  # iteration 0's model, not retrained
+    assert prov["sampling"]["seed"] != first["provenance"]["sampling"]["seed"]  # fresh draws
+    assert again["look"]["benchmark"] == first["look"]["benchmark"]  # a look, recorded as one
+    c = json.loads((work / "results/compute/benchmark.json").read_text())
+    curves = c["curves"]
+    assert curves["expert iteration"][0] == curves["search only"][0]
+    evals = {"expert iteration": ["iter_0/eval.json", "iter_1/eval.json"],
+             "search only": ["iter_0/eval.json", "iter_1/eval_search_only.json"]}  # fmt: skip
+    for arm, files in evals.items():
+        union = set().union(*(set(json.loads((work / "results" / f).read_text())
+                                  ["solved_theorems"]) for f in files))  # fmt: skip
+        assert curves[arm][-1]["proved"] == len(union), arm
+    (t,) = c["paired"]
+    assert t["theorems"] == first["status"]["expected_theorems"] and t["reasons"] == []
+    arm = json.loads((work / target).read_text())
+    assert arm["kind"] == "burnqed pool curve" and arm["benchmark"]["role"] == "confirmation"
 
 
 def _ran(log: str) -> set[tuple[str, str]]:

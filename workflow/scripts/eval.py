@@ -24,6 +24,7 @@ with to_log_file(snakemake.log[0]):
         label=p.get("label"),
         budget_factor=p.get("budget_factor", 1),
         seed=p.seed,
+        seed_salt=p.get("seed_salt"),  # rule eval_search_only's fresh draws; None: the shared ones
         resume="auto",  # a killed job's finished attempts are kept; a changed job starts afresh
         temperature=p.get("temperature"),
         log_dir=Path(snakemake.log[0]).with_suffix(".repl"),  # this job's REPL stderr logs
