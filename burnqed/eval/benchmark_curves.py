@@ -42,7 +42,6 @@ Example::
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -57,15 +56,14 @@ from burnqed.eval.compute import (
     arm_curve,
     check_arm_files,
     curve,
+    paired_lines,
     search_compute,
     write_arms_report,
 )
 from burnqed.eval.ledger import role_of
-from burnqed.eval.paired import paired_test, table_cells, table_headers
+from burnqed.eval.paired import paired_test
 from burnqed.eval.stage import theorem_ids
 from burnqed.eval.table import markdown_table, pct
-
-log = logging.getLogger(__name__)
 
 KIND = "burnqed benchmark curves"
 BUDGET_UNIT = (
@@ -216,17 +214,11 @@ def benchmark_markdown(report: Mapping[str, Any]) -> str:
     for it, s in (report.get("stopped") or {}).items():
         lines += [f"> **{it}'s model is the previous iteration's: its training stopped at step "
                   f"{s.get('step')} ({s.get('reason')}).**", ""]  # fmt: skip
-    if report["paired"]:
-        lines += [
-            "Paired per benchmark theorem on the cumulative solved indicator (exact McNemar: "
-            "gained = proved so far by expert iteration only; budget = iterations evaluated):",
-            "",
-            markdown_table(
-                ["after iteration", *table_headers()],
-                [[str(t["iteration"]), *table_cells(t)] for t in report["paired"]],
-            ),
-            "",
-        ]
+    lines += paired_lines(
+        report["paired"],
+        "Paired per benchmark theorem on the cumulative solved indicator (exact McNemar: gained = "
+        "proved so far by expert iteration only; budget = iterations evaluated):",
+    )
     return "\n".join(lines)
 
 
@@ -245,11 +237,7 @@ def run(
     report = benchmark_curves(benchmark=benchmark, expert=expert, search_only=search_only,
                               seed=seed)  # fmt: skip
     write_arms_report(report, benchmark_markdown(report), out_json=out_json, out_md=out_md,
-                      out_arms=out_arms)  # fmt: skip
-    for t in report["paired"]:
-        log.info("benchmark, after iteration %d, expert iteration vs search only: gained %s, "
-                 "lost %s, p = %s (%s)", t["iteration"], t["gained"], t["lost"], t["p_value"],
-                 t["verdict"])  # fmt: skip
+                      out_arms=out_arms, where=str(benchmark))  # fmt: skip
     return report
 
 

@@ -414,6 +414,27 @@ def _tokens(t: Mapping[str, Any] | None) -> list[str]:
     return [str(t.get(k)) for k in ("total", "prompt", "completion", "value")]
 
 
+def paired_lines(paired: Sequence[Mapping[str, Any]], intro: str) -> list[str]:
+    """The paired tests of the two arms after each iteration, as markdown lines under ``intro``,
+    and the reasons of any left undecided (none: no lines)."""
+    if not paired:
+        return []
+    lines = [
+        intro,
+        "",
+        markdown_table(
+            ["after iteration", *table_headers()],
+            [[str(t["iteration"]), *table_cells(t)] for t in paired],
+        ),
+        "",
+    ]
+    undecided = [f"after iteration {t['iteration']}: {'; '.join(t['reasons'])}"
+                 for t in paired if t["reasons"]]  # fmt: skip
+    if undecided:
+        lines += ["Undecided: " + " — ".join(undecided) + ".", ""]
+    return lines
+
+
 def compute_markdown(report: Mapping[str, Any]) -> str:
     """The section ``Search only at the same compute``: the curves side by side, the paired
     tests on the cumulative solved indicator, training compute beside."""
@@ -472,22 +493,12 @@ def compute_markdown(report: Mapping[str, Any]) -> str:
             f"{a['value_scorings']} states besides.",
             "",
         ]
-    if report["paired"]:
-        lines += [
-            "Paired per theorem of the pool on the cumulative solved indicator after each "
-            "iteration (exact McNemar: gained = proved so far by expert iteration only, lost = by "
-            "search only only; budget = iterations searched):",
-            "",
-            markdown_table(
-                ["after iteration", *table_headers()],
-                [[str(t["iteration"]), *table_cells(t)] for t in report["paired"]],
-            ),
-            "",
-        ]
-        undecided = [f"after iteration {t['iteration']}: {'; '.join(t['reasons'])}"
-                     for t in report["paired"] if t["reasons"]]  # fmt: skip
-        if undecided:
-            lines += ["Undecided: " + " — ".join(undecided) + ".", ""]
+    lines += paired_lines(
+        report["paired"],
+        "Paired per theorem of the pool on the cumulative solved indicator after each iteration "
+        "(exact McNemar: gained = proved so far by expert iteration only, lost = by search only "
+        "only; budget = iterations searched):",
+    )
     training = report["training"]["iterations"]
     if training:
         lines += [
@@ -529,16 +540,21 @@ def check_arm_files(out_arms: Mapping[str, Path]) -> None:
 
 def write_arms_report(
     report: Mapping[str, Any], markdown: str, *, out_json: Path, out_md: Path,
-    out_arms: Mapping[str, Path],
+    out_arms: Mapping[str, Path], where: str,
 ) -> None:  # fmt: skip
     """Each arm's curve (``report["arms"]``) to its file of ``out_arms``, the rest of ``report``
-    (naming those files) to ``out_json`` and ``markdown`` to ``out_md``, each written whole."""
+    (naming those files) to ``out_json`` and ``markdown`` to ``out_md``, each written whole; the
+    paired tests logged, on ``where``."""
     for arm in ARMS:
         _write(out_arms[arm], _json(report["arms"][arm]))
     body = {k: v for k, v in report.items() if k != "arms"}
     body["arm_files"] = {arm: str(out_arms[arm]) for arm in ARMS}
     _write(out_json, _json(body))
     _write(out_md, markdown + "\n")
+    for t in report["paired"]:
+        log.info("on %s after iteration %d, expert iteration vs search only: gained %s, lost %s, "
+                 "p = %s (%s)", where, t["iteration"], t["gained"], t["lost"], t["p_value"],
+                 t["verdict"])  # fmt: skip
 
 
 def _write(path: Path, text: str) -> None:
@@ -571,9 +587,5 @@ def run(
     report = compute_report(pool=pool, shared=shared, expert=expert, search_only=search_only,
                             base=base, adapters=adapters, seed=seed)  # fmt: skip
     write_arms_report(report, compute_markdown(report), out_json=out_json, out_md=out_md,
-                      out_arms=out_arms)  # fmt: skip
-    for t in report["paired"]:
-        log.info("after iteration %d, expert iteration vs search only: gained %s, lost %s, "
-                 "p = %s (%s)", t["iteration"], t["gained"], t["lost"], t["p_value"],
-                 t["verdict"])  # fmt: skip
+                      out_arms=out_arms, where="the pool")  # fmt: skip
     return report
