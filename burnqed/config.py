@@ -717,6 +717,9 @@ class ModelConfig(Section):
         return {"base": self.base, "tiny": dataclasses.asdict(self.tiny)}
 
 
+JOINT_GUARDS = ("threshold", "paired")  # sft.joint_guard
+
+
 @dataclass(frozen=True)
 class SFTConfig(Section):
     section: ClassVar[str] = "sft"
@@ -760,6 +763,15 @@ class SFTConfig(Section):
     joint_min_probe_accuracy: float | None = 0.6
     joint_sft_loss_ceiling: float | None = 0.5
     joint_sft_loss_ceiling_after: int = 2000
+    # How a fall of the held-out separation or probe across its red line stops training
+    # (burnqed.train.joint._check_embeddings): "threshold", a fall beyond twice the probe's standard
+    # error; "paired", the probe's own held-out states compared with the start's (a one-sided exact
+    # McNemar test, Bonferroni over the run's checks), the fall on two checks in a row.
+    joint_guard: str = "threshold"
+
+    def __post_init__(self) -> None:
+        self._require(self.joint_guard in JOINT_GUARDS, "joint_guard",
+                      f"{self.joint_guard!r}: expected one of {', '.join(JOINT_GUARDS)}")  # fmt: skip
 
 
 @dataclass(frozen=True)

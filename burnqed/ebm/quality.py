@@ -69,8 +69,11 @@ def _labelled(data: StateData, vectors: Mapping[str, np.ndarray], seed: int):
     return x, y, depth, theorems
 
 
-def _probe(x: np.ndarray, y: np.ndarray, train: np.ndarray, seed: int) -> dict[str, Any]:
-    """Class-balanced logistic regression on standardised features (LBFGS, L2 1e-3)."""
+def _probe(
+    x: np.ndarray, y: np.ndarray, train: np.ndarray, seed: int, *, verdicts: bool = False
+) -> dict[str, Any]:
+    """Class-balanced logistic regression on standardised features (LBFGS, L2 1e-3);
+    ``verdicts``: also whether it classified each held-out row right (``correct``, in row order)."""
     if train.sum() == 0 or (~train).sum() == 0 or len(set(y[train])) < 2:
         return {"accuracy": None, "balanced_accuracy": None, "majority_baseline": None}
     mu, sd = x[train].mean(0), x[train].std(0) + 1e-6
@@ -99,13 +102,16 @@ def _probe(x: np.ndarray, y: np.ndarray, train: np.ndarray, seed: int) -> dict[s
         pred = ((xs[~tr] @ w + b) > 0).numpy()
     yt_ho = y[~train]
     recalls = [float((pred[yt_ho == c] == c).mean()) for c in (False, True) if (yt_ho == c).any()]
-    return {
+    out = {
         "accuracy": float((pred == yt_ho).mean()),
         "balanced_accuracy": float(np.mean(recalls)),
         "majority_baseline": float(max(yt_ho.mean(), 1 - yt_ho.mean())),
         "train_states": int(train.sum()),
         "heldout_states": int((~train).sum()),
     }
+    if verdicts:
+        out["correct"] = [bool(v) for v in pred == yt_ho]
+    return out
 
 
 def _sibling_distance(data: StateData, vectors: Mapping[str, np.ndarray], seed: int) -> dict:
@@ -138,11 +144,15 @@ def _sibling_distance(data: StateData, vectors: Mapping[str, np.ndarray], seed: 
     }
 
 
-def linear_probe(x: np.ndarray, y: np.ndarray, *, seed: int = 0) -> dict[str, Any]:
+def linear_probe(
+    x: np.ndarray, y: np.ndarray, *, seed: int = 0, verdicts: bool = False
+) -> dict[str, Any]:
     """The probe of :func:`embedding_metrics` on rows that already come from held-out theorems
-    (joint training's monitor): fitted on a seeded half of them, measured on the other half."""
+    (joint training's monitor): fitted on a seeded half of them, measured on the other half — the
+    same half for the same rows and seed, so two readings judge the same states; ``verdicts``: each
+    of those states' right or wrong (``correct``)."""
     train = np.random.default_rng(seed).random(len(y)) < 0.5
-    return _probe(x, y, train, seed)
+    return _probe(x, y, train, seed, verdicts=verdicts)
 
 
 def centroid_separation(x: np.ndarray, y: np.ndarray) -> tuple[float | None, float | None]:

@@ -252,7 +252,8 @@ def train_joint(
     scales = LossScales()
     tokens = TrainedTokens()  # what the steps saw: the training's compute (summary "tokens")
     start = _resume(work, job, model, head, opt, schedule, scales, tokens)
-    monitor0 = monitor(model, head, tokenizer, data, pooling, dev)
+    monitor0 = monitor(model, head, tokenizer, data, pooling, dev, verdicts=True)
+    guard = Guard(sft, plan.max_steps, start=monitor0)
     log.info(
         "joint training: %d SFT examples, %d groups (%d held out) of %d, λ %g, LoRA lr %g, head "
         "lr %g, %d steps from step %d; held-out start: %s",
@@ -286,9 +287,9 @@ def train_joint(
                 _check_temperature(head, ebm_cfg, done)
                 _check_sft_loss(scales, sft, done)
                 if done % sft.joint_monitor_every == 0 or done == plan.max_steps:
-                    m = monitor(model, head, tokenizer, data, pooling, dev)
+                    m = monitor(model, head, tokenizer, data, pooling, dev, verdicts=True)
+                    guard.check(m, done)
                     last["heldout"] = m
-                    _check_embeddings(m, monitor0, sft, done)
                     if head.pinned() == "floor":
                         log.warning("joint step %d: the head's temperature sits at its floor "
                                     "(%g): going on (held-out rank-1 %s)", done,
@@ -1120,12 +1121,16 @@ def monitor(
     data: JointData,
     pooling: str,
     dev: Any,
+    *,
+    verdicts: bool = False,
 ) -> dict:
     """Held-out health: the centroid separation and a linear probe on the held-out states'
     embeddings (positive vs not), and the head on the held-out groups as the EBM's own evaluation
     scores them (:func:`burnqed.ebm.train.evaluate`: rank-1 with a tie among t counting 1/t, the
     median energy span, the correlation of the positives' energies with their remaining proof
-    steps), beside the head's temperature."""
+    steps), beside the head's temperature.  ``verdicts``: also the probe's right or wrong on each
+    probed state (``probe_correct``, for :class:`Guard`, which takes it out before the reading is
+    recorded)."""
     import numpy as np
 
     from burnqed.ebm.quality import centroid_separation, linear_probe
@@ -1141,9 +1146,9 @@ def monitor(
     y = np.array([held_states[k] for k in keys])
     xs = x[: len(keys)].cpu().numpy().astype(np.float64)
     l2, separation = centroid_separation(xs, y)
-    probe = linear_probe(xs, y, seed=0)
+    probe = linear_probe(xs, y, seed=0, verdicts=verdicts)
     ev = evaluate(head, x, index_groups(data.groups.subset(data.groups.heldout), row))
-    return {
+    reading = {
         "states": len(keys),
         "centroid_l2": l2,
         "centroid_separation": separation,
@@ -1159,6 +1164,9 @@ def monitor(
         "remaining_corr": ev["remaining_corr"],
         "temperature": float(head.temperature.detach()),
     }
+    if verdicts:
+        reading["probe_correct"] = probe.get("correct")
+    return reading
 
 
 def _check_temperature(head: Any, ebm: EBMConfig, step: int) -> None:
@@ -1189,6 +1197,88 @@ def _check_sft_loss(scales: LossScales, sft: SFTConfig, step: int) -> None:
             f"{sft.joint_sft_loss_ceiling_after} steps: the contrastive term is crowding "
             "out the policy; lower sft.joint_lambda"
         )
+
+
+class Guard:
+    """The held-out health checks of one joint training (``sft.joint_guard``): each monitor reading
+    against the start's (:func:`_check_embeddings` for ``threshold``, :func:`_check_paired` for
+    ``paired``).  Takes each reading's per-state probe verdicts out of it (``probe_correct``: the
+    paired test's data, not a figure to record)."""
+
+    def __init__(self, sft: SFTConfig, max_steps: int, *, start: dict[str, Any]) -> None:
+        self.sft = sft
+        self.start_correct = start.pop("probe_correct", None)
+        self.start = start
+        # the checks a run plans: the paired test's Bonferroni divides α among them
+        self.checks = max(1, -(-max_steps // sft.joint_monitor_every))
+        self.fell: dict[str, bool] = {}  # red line → did the previous check find a fall
+
+    def check(self, m: dict[str, Any], step: int) -> None:
+        correct = m.pop("probe_correct", None)
+        if self.sft.joint_guard == "paired":
+            self.fell = _check_paired(m, self.start, self.sft, step, now_correct=correct,
+                                      start_correct=self.start_correct, checks=self.checks,
+                                      fell=self.fell)  # fmt: skip
+        else:
+            _check_embeddings(m, self.start, self.sft, step)
+
+
+GUARD_ALPHA = 0.05  # the paired guard's family-wise false-stop rate over one run's checks
+
+
+def _check_paired(
+    m: Mapping[str, Any], start: Mapping[str, Any], sft: SFTConfig, step: int, *,
+    now_correct: Sequence[bool] | None, start_correct: Sequence[bool] | None, checks: int,
+    fell: Mapping[str, bool],
+) -> dict[str, bool]:  # fmt: skip
+    """``sft.joint_guard: paired``: a red line is crossed from above and the fall is real — for the
+    probe, its verdicts on the same held-out states fall from the start's by a one-sided exact
+    McNemar test at ``GUARD_ALPHA / checks``; for the separation (one number, no per-state
+    verdicts), the crossing itself — and was at the previous check too: training stops.  A single
+    check's fall is logged and training goes on.  Returns which red lines fell at this check."""
+    now_fell: dict[str, bool] = {}
+    for key, red in (
+        ("centroid_separation", sft.joint_min_separation),
+        ("probe_accuracy", sft.joint_min_probe_accuracy),
+    ):
+        now, before = m.get(key), start.get(key)
+        if red is None or now is None or before is None or not now < red <= before:
+            now_fell[key] = False
+            continue
+        why = f"below its red line {red}"
+        if key == "probe_accuracy" and now_correct is not None and start_correct is not None:
+            lost = sum(a and not b for a, b in zip(start_correct, now_correct, strict=True))
+            gained = sum(b and not a for a, b in zip(start_correct, now_correct, strict=True))
+            p = one_sided_mcnemar(lost, gained)
+            now_fell[key] = p < GUARD_ALPHA / checks
+            why += (f", {lost} held-out states lost and {gained} gained against the start "
+                    f"(one-sided exact p {p:.3g}, α {GUARD_ALPHA}/{checks} checks)")  # fmt: skip
+        else:
+            now_fell[key] = True
+        if now_fell[key] and fell.get(key):
+            raise JointTrainingError(
+                f"joint step {step}: held-out {key} fell to {now:.3f}, {why}, at this check and "
+                f"the one before (it started at {before:.3f}): the embeddings are collapsing; "
+                "raise sft.joint_lambda or lower the learning rates"
+            )
+        log.warning("joint step %d: held-out %s %.3f is %s (started at %.3f): %s; training goes "
+                    "on", step, key, now, why, before,
+                    "a fall, stopping if the next check finds it too" if now_fell[key]
+                    else "not a significant fall")  # fmt: skip
+    return now_fell
+
+
+def one_sided_mcnemar(lost: int, gained: int) -> float:
+    """The exact one-sided McNemar p-value that the discordant pairs lean toward ``lost``:
+    P(X >= lost) for X ~ Binomial(lost + gained, 1/2) (1.0 with no discordant pair).
+
+    >>> one_sided_mcnemar(0, 0), one_sided_mcnemar(5, 0), round(one_sided_mcnemar(8, 2), 4)
+    (1.0, 0.03125, 0.0547)
+    """
+    n = lost + gained
+    if n == 0:
+        return 1.0
+    return sum(math.comb(n, k) for k in range(lost, n + 1)) / 2**n
 
 
 def _check_embeddings(

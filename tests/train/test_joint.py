@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from burnqed.config import EBMConfig
+from burnqed.config import ConfigError, EBMConfig
 from burnqed.ebm.train import build_head
 from burnqed.split import TheoremSplit
 from burnqed.train import joint
@@ -239,6 +239,59 @@ def test_a_probe_fall_within_its_noise_warns_and_one_beyond_it_aborts(caplog):
     joint._check_embeddings({"probe_accuracy": 0.3}, {"probe_accuracy": 0.55}, cfg, 50)
 
 
+def _reading(correct: list[bool], separation: float = 0.5) -> dict:
+    return {"probe_accuracy": sum(correct) / len(correct), "probe_heldout_states": len(correct),
+            "centroid_separation": separation, "probe_correct": list(correct)}  # fmt: skip
+
+
+def test_the_paired_guard_stops_on_a_real_fall_found_twice_and_never_on_noise(caplog):
+    """``sft.joint_guard: paired`` (issue 61: learning-d3's stops were the threshold's noise and its
+    twelve looks): the probe's verdicts on the same held-out states are compared with the start's
+    (one-sided exact McNemar at 0.05 over the run's checks), and a fall stops training only when
+    the next check finds it too."""
+    cfg = joint.SFTConfig(**{**JOINT, "joint_min_probe_accuracy": 0.6, "joint_min_separation": None,
+                             "joint_monitor_every": 50, "joint_guard": "paired"})  # fmt: skip
+    start = [True] * 40 + [False] * 20  # 0.667 on 60 states
+    noise = [True] * 33 + [False] * 7 + [True] * 2 + [False] * 18  # 7 lost, 2 gained: 0.583
+    fall = [True] * 28 + [False] * 32  # 12 lost, none gained: 0.467
+    guard = joint.Guard(cfg, 600, start=_reading(start))  # 12 checks: α 0.05 / 12
+    assert guard.checks == 12 and "probe_correct" not in guard.start
+    with caplog.at_level("WARNING", logger=joint.__name__):
+        for step in (50, 100, 150):  # below the line on every check, never significantly
+            reading = _reading(noise)
+            guard.check(reading, step)
+            assert "probe_correct" not in reading  # taken out before anything records it
+    assert "7 held-out states lost and 2 gained" in caplog.text
+    assert "not a significant fall" in caplog.text
+    guard.check(_reading(fall), 200)  # a real fall, once: training goes on
+    guard.check(_reading(noise), 250)  # ... and the next check does not confirm it
+    guard.check(_reading(fall), 300)
+    with pytest.raises(
+        JointTrainingError,
+        match=r"step 350: held-out probe_accuracy fell to "
+        r"0\.467, below its red line 0\.6, 12 held-out states lost and 0 gained",
+    ):
+        guard.check(_reading(fall), 350)  # fmt: skip
+    assert joint.one_sided_mcnemar(12, 0) == pytest.approx(2**-12)
+
+
+def test_the_paired_guard_stops_a_separation_below_its_line_on_two_checks_in_a_row():
+    cfg = joint.SFTConfig(**{**JOINT, "joint_min_probe_accuracy": None, "joint_min_separation": 0.3,
+                             "joint_guard": "paired"})  # fmt: skip
+    guard = joint.Guard(cfg, 4, start=_reading([True, False], separation=0.35))
+    guard.check(_reading([True, False], separation=0.2), 2)
+    guard.check(_reading([True, False], separation=0.32), 4)
+    guard.check(_reading([True, False], separation=0.2), 6)
+    with pytest.raises(JointTrainingError, match=r"centroid_separation fell to 0\.250"):
+        guard.check(_reading([True, False], separation=0.25), 8)
+
+
+def test_the_threshold_guard_is_the_default_and_an_unknown_one_is_refused():
+    assert joint.SFTConfig().joint_guard == "threshold"
+    with pytest.raises(ConfigError, match=r"sft\.joint_guard: 'strict': expected one of threshold"):
+        joint.SFTConfig(joint_guard="strict")
+
+
 def _digest(path: Path) -> dict[str, str]:
     return {
         f.name: hashlib.sha256(f.read_bytes()).hexdigest()
@@ -272,6 +325,10 @@ def test_joint_training_writes_the_adapter_the_head_and_what_it_measured(joint_r
     records = [json.loads(x) for x in (joint_run / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records] == [1, 2, 3, 4]
     assert all(r["sft_loss"] > 0 and r["nce_loss"] > 0 for r in records)
+    # the probe's per-state verdicts feed the guard and are recorded nowhere
+    readings = [j["heldout_start"], j["heldout_end"], *(r["heldout"] for r in records
+                                                        if "heldout" in r)]  # fmt: skip
+    assert len(readings) > 2 and not any("probe_correct" in x for x in readings)
     assert (joint_run / "joint_head.safetensors").is_file()
     assert not joint_run.with_name(joint_run.name + ".work").exists()  # removed when done
 
