@@ -795,6 +795,9 @@ class SplitConfig(Section):
         )
 
 
+EBM_FALLBACKS = ("none", "depth_twin")  # ebm.fallback
+
+
 @dataclass(frozen=True)
 class EBMConfig(Section):
     section: ClassVar[str] = "ebm"
@@ -815,6 +818,10 @@ class EBMConfig(Section):
     save_every: int = 250
     fit_folds: int = 5
     fit_depth: bool = False
+    # What an iteration ships when its joint head's fitted energy weight is 0 (the head ranks no
+    # held-out decision better than without it): "none", the head at weight 0 (the log-prob alone);
+    # "depth_twin", the iteration's depth twin (burnqed.train.joint.export_joint_ebm).
+    fallback: str = "none"
 
     def __post_init__(self) -> None:
         self._require(
@@ -823,6 +830,8 @@ class EBMConfig(Section):
             f"must lie strictly between temperature_min and temperature_max "
             f"({self.temperature_min} < {self.temperature_init} < {self.temperature_max})",
         )
+        self._require(self.fallback in EBM_FALLBACKS, "fallback",
+                      f"{self.fallback!r}: expected one of {', '.join(EBM_FALLBACKS)}")  # fmt: skip
 
 
 # The top-level keys that are not sections are read where they act: `seed` and `iterations` by the

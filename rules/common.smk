@@ -85,6 +85,14 @@ def joint_warm_head(wildcards):
     return {"warm_head": f"models/iter_{wildcards.i}/configs/A/ebm"}
 
 
+def joint_fallback(wildcards):
+    """What the exported joint head falls back to when its fitted energy weight is 0
+    (ebm.fallback: depth_twin): iteration {i}'s depth twin; nothing otherwise."""
+    if config["ebm"]["fallback"] != "depth_twin":
+        return {}
+    return {"fallback": f"models/iter_{wildcards.i}/depth_twin"}
+
+
 def decontamination_benchmark_files(config):
     """The benchmark files no training data may state (data.decontaminate_against, else
     eval.benchmark): fixed apart from the eval's benchmark, so a development eval (config/dev.yaml)

@@ -38,6 +38,7 @@ if config["sft"]["mode"] == "joint":
     rule ebm_export_joint:
         input:
             unpack(joint_warm_head),
+            unpack(joint_fallback),
             adapter="models/iter_{i}/adapter",
             merged="models/iter_{i}/merged",
             embeddings="results/iter_{i}/embeddings/manifest.json",

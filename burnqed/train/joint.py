@@ -146,6 +146,7 @@ from burnqed.train.loop import (
     validation_sets,
     warm_start_record,
 )
+from burnqed.value.features import META as FEATURES_META
 
 log = logging.getLogger(__name__)
 
@@ -1608,14 +1609,20 @@ def export_joint_ebm(
     *, adapter: Path, merged: Path, out: Path, pooling: str,
     searches: Sequence[Path] = (), embeddings: Path | None = None, warm_head: Path | None = None,
     eval_benchmarks: Sequence[Path] = (), decontamination: str = "refuse", seed: int = 0,
-    split: Mapping[str, Any] | None = None,
+    split: Mapping[str, Any] | None = None, fallback: Path | None = None,
 ) -> dict:  # fmt: skip
     """The joint head of ``adapter`` as an EBM directory (``burnqed.ebm.scorer`` format) for the
     merged model ``merged``: its weights, its config, the merged model's embedding digest (what
     :func:`burnqed.ebm.scorer.load_value_model` checks against the policy in use) and, given the
     pool ``searches`` and their ``embeddings`` by the merged model, its fitted energy weight
     (:func:`burnqed.ebm.stage.joint_energy_weight`: on the theorems neither it nor its warm start
-    ``warm_head`` trained on)."""
+    ``warm_head`` trained on).
+
+    ``fallback`` (``ebm.fallback: depth_twin``: the iteration's depth twin directory): where that
+    weight is 0 — the head ranks the held-out decisions no better than the log-prob without it —
+    the twin's ``features.json`` is written beside the head, so the search loads the twin in its
+    place (:func:`burnqed.search.value.load_value_model` prefers a feature value); ``ebm.json``'s
+    ``shipped`` says which value the directory ships, and why."""
     from safetensors.torch import load_file
 
     from burnqed.ebm.embeddings import model_digest
@@ -1654,6 +1661,20 @@ def export_joint_ebm(
         "adapter": str(adapter),
         "energy_weight": weight,
     }
+    twin = None
+    if fallback is not None and (weight.get("priority") or {}).get("energy") == 0:
+        twin = json.loads((Path(fallback) / FEATURES_META).read_text(encoding="utf-8"))
+        why = (f"the head's fitted energy weight is 0 (on {weight.get('decisions')} decisions of "
+               f"its held-out theorems): this iteration ships its depth twin, {fallback}")  # fmt: skip
+        ebm_meta["shipped"] = {"value": "depth twin", "from": str(fallback), "why": why}
+        log.warning("%s: %s (ebm.fallback)", out, why)
+    else:
+        ebm_meta["shipped"] = {"value": "energy head"}
     with staged_dir(out) as staging:
         save_ebm(staging, head, ebm_meta)
+        if twin is not None:
+            (staging / FEATURES_META).write_text(
+                json.dumps({**twin, "fallback_for": ebm_meta["shipped"]}, indent=2, sort_keys=True)
+                + "\n", encoding="utf-8",
+            )  # fmt: skip
     return ebm_meta

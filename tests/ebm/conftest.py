@@ -33,6 +33,7 @@ EBM = {
     "save_every": 20,
     "fit_folds": 5,
     "fit_depth": False,
+    "fallback": "none",
 }
 
 

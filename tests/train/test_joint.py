@@ -440,6 +440,48 @@ def test_the_joint_head_becomes_the_iterations_ebm(joint_run, tiny_base, tmp_pat
         export_joint_ebm(adapter=joint_run, merged=merged, out=tmp_path / "x", pooling="mean")
 
 
+def test_a_head_fitted_to_weight_0_ships_the_depth_twin_where_the_fallback_is_set(
+    joint_run, tiny_base, tmp_path, monkeypatch
+):
+    """``ebm.fallback: depth_twin`` (issue 61): where the head's fitted energy weight is 0, the
+    iteration's EBM directory carries its depth twin's feature value, which the search loads in the
+    head's place (its weights and fitted depth normalisation); ``ebm.json`` says what it ships."""
+    from burnqed.ebm import stage
+    from burnqed.policy.transformers_backend import TransformersGenerator
+    from burnqed.search.value import load_value_model, resolve_energy_weight, value_meta
+    from burnqed.train.export import merge_adapter
+    from burnqed.value.features import FeatureValue, write_feature_value
+
+    merged = tmp_path / "merged"
+    merge_adapter(base=tiny_base, adapter=joint_run, out=merged)
+    twin = tmp_path / "depth_twin"
+    write_feature_value(twin, {"weights": {"goals": -1.5}, "features": ["goals"], "energy_weight": {
+        "priority": {"logprob": 1.0, "energy": 6.0}, "depth_normalisation": 2.0,
+        "depth_normalisation_fitted": True}}, model=merged)  # fmt: skip
+    fitted = {"priority": {"logprob": 1.0, "energy": 0.0}, "decisions": 37}
+
+    def export(out, weight, fallback=twin):
+        monkeypatch.setattr(stage, "joint_energy_weight", lambda *a, **k: dict(weight))
+        return export_joint_ebm(adapter=joint_run, merged=merged, out=out, pooling="last",
+                                searches=[tmp_path], embeddings=tmp_path, fallback=fallback)  # fmt: skip
+
+    meta = export(tmp_path / "ebm", fitted)
+    assert meta["shipped"]["value"] == "depth twin" and meta["shipped"]["from"] == str(twin)
+    assert "energy weight is 0 (on 37 decisions" in meta["shipped"]["why"]
+    on_disk = json.loads((tmp_path / "ebm" / "features.json").read_text())
+    assert on_disk["weights"] == {"goals": -1.5} and on_disk["fallback_for"] == meta["shipped"]
+    assert (tmp_path / "ebm" / "ebm.safetensors").is_file()  # the head is kept, for the record
+    value = load_value_model(tmp_path / "ebm", TransformersGenerator(merged))
+    assert isinstance(value, FeatureValue)
+    resolved = resolve_energy_weight("fitted", value_meta(value), logprob_weight=1.0)
+    assert resolved["depth_normalisation"] == 2.0 and resolved["value"] == 6.0
+    # a head the fit keeps, or no fallback set: the head is what the directory ships
+    kept = export(tmp_path / "kept", {**fitted, "priority": {"logprob": 0.0, "energy": 1.0}})
+    unset = export(tmp_path / "unset", fitted, fallback=None)
+    for out, m in ((tmp_path / "kept", kept), (tmp_path / "unset", unset)):
+        assert m["shipped"] == {"value": "energy head"} and not (out / "features.json").exists()
+
+
 def test_batched_sft_rows_are_one_tokenizer_call_per_example(tiny_base, pairs):
     """tokenize_examples (batched, each text once) gives each example's ids and labels as two
     tokenizer calls per example do: prompt + completion + EOS, cut, labels on the completion."""

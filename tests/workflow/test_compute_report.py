@@ -120,3 +120,18 @@ def test_the_benchmark_comparison_evaluates_iteration_0s_model_again_outside_the
     # iteration 0's eval is both arms' first step: no search-only eval of it
     r = run_snakemake(work, "-n", "results/iter_0/eval_search_only.json")
     assert r.returncode != 0
+
+
+def test_the_exported_head_waits_for_its_depth_twin_only_where_it_may_fall_back_to_it(
+    plan, make_tiny_repo, run_snakemake, tmp_path: Path
+):
+    """``ebm.fallback: depth_twin`` (burnqed.train.joint.export_joint_ebm): iteration i's head is
+    exported beside its depth twin, which it ships where its fitted weight is 0; by default the
+    export does not need the twin."""
+    assert all("depth_twin" not in j["input"] for j in plan["ebm_export_joint"])
+    work = make_tiny_repo(tmp_path / "w", iterations=ITERATIONS, ebm={"fallback": "depth_twin"})
+    r = run_snakemake(work, "-n")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    jobs = {j["output"]: j for j in planned(r.stdout + r.stderr)["ebm_export_joint"]}
+    for i in range(1, ITERATIONS):
+        assert f"models/iter_{i}/depth_twin" in jobs[f"models/iter_{i}/ebm"]["input"].split(", ")

@@ -14,6 +14,7 @@ with to_log_file(snakemake.log[0]):
         searches=[Path(m).parent for m in i.searches],  # dirs of the manifests
         embeddings=Path(i.embeddings).parent,
         warm_head=Path(i.warm_head) if i.get("warm_head") else None,
+        fallback=Path(i.fallback) if i.get("fallback") else None,  # ebm.fallback: depth_twin
         eval_benchmarks=[Path(b) for b in i.eval_benchmarks],
         decontamination=p.decontamination,
         seed=p.seed,
