@@ -275,6 +275,11 @@ class Section:
         if not ok:
             raise ConfigError(f"{self.section}.{key}: {message}")
 
+    def _require_one_of(self, key: str, choices: Sequence[str]) -> None:
+        """``key``'s value is one of ``choices`` (one line naming the key, the choices, the value)."""
+        value = getattr(self, key)
+        self._require(value in choices, key, f"must be one of {', '.join(choices)} (got {value!r})")
+
 
 def _freeze(v: Any) -> Any:
     if isinstance(v, list):
@@ -565,11 +570,7 @@ class SearchConfig(Section):
             "energy_weight",
             f"must be 'fitted' or a number >= 0 (got {w!r})",
         )
-        self._require(
-            self.noise_order in SEARCH_ORDERS,
-            "noise_order",
-            f"must be one of {', '.join(SEARCH_ORDERS)} (got {self.noise_order!r})",
-        )
+        self._require_one_of("noise_order", SEARCH_ORDERS)
 
 
 @dataclass(frozen=True)
@@ -770,8 +771,7 @@ class SFTConfig(Section):
     joint_guard: str = "threshold"
 
     def __post_init__(self) -> None:
-        self._require(self.joint_guard in JOINT_GUARDS, "joint_guard",
-                      f"{self.joint_guard!r}: expected one of {', '.join(JOINT_GUARDS)}")  # fmt: skip
+        self._require_one_of("joint_guard", JOINT_GUARDS)
 
 
 @dataclass(frozen=True)
@@ -830,8 +830,7 @@ class EBMConfig(Section):
             f"must lie strictly between temperature_min and temperature_max "
             f"({self.temperature_min} < {self.temperature_init} < {self.temperature_max})",
         )
-        self._require(self.fallback in EBM_FALLBACKS, "fallback",
-                      f"{self.fallback!r}: expected one of {', '.join(EBM_FALLBACKS)}")  # fmt: skip
+        self._require_one_of("fallback", EBM_FALLBACKS)
 
 
 # The top-level keys that are not sections are read where they act: `seed` and `iterations` by the

@@ -211,7 +211,7 @@ def fitted_block(
     weights = priority_weights(cf.fit.weights[0], -cf.fit.weights[1])
     per_fold = [priority_weights(w[0], -w[1]) for w in cf.heldout_weights]
     keep = heldout_decisions(names, heldout)
-    held_sets = [c for c, k in zip(sets, keep, strict=True) if k]
+    held_sets = [c for c, kept in zip(sets, keep, strict=True) if kept]
     held_names = [c.theorem for c in held_sets]
     held = {"logprob": [], "energy": [], "sum": []}
     for c, xi, fold, kept in zip(sets, X, cf.decision_fold, keep, strict=True):

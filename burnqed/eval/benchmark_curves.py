@@ -60,7 +60,7 @@ from burnqed.eval.compute import (
     search_compute,
     write_arms_report,
 )
-from burnqed.eval.ledger import role_of
+from burnqed.eval.ledger import role_of, split_name
 from burnqed.eval.paired import paired_test
 from burnqed.eval.stage import theorem_ids
 from burnqed.eval.table import markdown_table, pct
@@ -146,7 +146,6 @@ def benchmark_curves(
     _check(benchmark, expert, search_only, es, so)
     keys = theorem_ids(benchmark)
     b = es[0]["benchmark"]
-    name = f"{b.get('name')}_{b.get('split')}" if b.get("split") else str(b.get("name"))
     block = {"name": b.get("name"), "split": b.get("split"), "role": role_of(es[0]),
              "file": str(benchmark), "sha256": b.get("sha256")}  # fmt: skip
     first = [search_compute(Path(expert[0]).with_suffix(""), "iter_0 eval")]
@@ -158,7 +157,7 @@ def benchmark_curves(
     stopped = {i: e["provenance"]["model"]["training_stopped"] for i, e in enumerate(es)
                if ((e.get("provenance") or {}).get("model") or {}).get("training_stopped")}  # fmt: skip
     pool = {"keys": keys, "file": str(benchmark), "sha256": block["sha256"]}
-    denominator = f"the {len(keys)} theorems of {name}"
+    denominator = f"the {len(keys)} theorems of {split_name(b)}"
     arms = {
         arm: arm_curve(arm, steps[arm], pool, seed=seed, benchmark=block, budget_unit=BUDGET_UNIT,
                        denominator=denominator, stopped=stopped if arm == EXPERT else None)
@@ -191,7 +190,6 @@ def benchmark_markdown(report: Mapping[str, Any]) -> str:
     """The section ``Search only on the benchmark``: both curves and their paired tests."""
     ei, so = report["curves"][EXPERT], report["curves"][SEARCH_ONLY]
     b = report["benchmark"]
-    name = f"{b['name']}_{b['split']}" if b.get("split") else str(b["name"])
     rows = [
         [str(a["step"] - 1), f"{a['proved']}/{a['pool']}", pct(a["pass_rate"]),
          str(a["nodes_expanded"]), str(a["value_scorings"]), f"{c['proved']}/{c['pool']}",
@@ -201,10 +199,10 @@ def benchmark_markdown(report: Mapping[str, Any]) -> str:
     lines = [
         "## Search only on the benchmark",
         "",
-        f"Expert iteration against search only on {name} ({b['role'] or 'no role'}), Polu et al.'s "
-        "Fig. 2 form: after each iteration, the benchmark theorems any of the arm's evals so far "
-        "proved (each once).  Expert iteration: every iteration's eval (its model and value "
-        "model); search only: iteration 0's model, no value model, evaluated again each "
+        f"Expert iteration against search only on {split_name(b)} ({b['role'] or 'no role'}), "
+        "Polu et al.'s Fig. 2 form: after each iteration, the benchmark theorems any of the arm's "
+        "evals so far proved (each once).  Expert iteration: every iteration's eval (its model "
+        "and value model); search only: iteration 0's model, no value model, evaluated again each "
         "iteration with fresh samples (seed salt eval_search_only/iter_i); iteration 0's eval is "
         "both arms' first step.",
         "",

@@ -87,6 +87,12 @@ def design_of(e: Mapping[str, Any]) -> dict[str, str | None]:
     }
 
 
+def split_name(b: Mapping[str, Any]) -> str:
+    """A benchmark block's name as its file has it: ``name_split`` (``proplogic_test``), or the name
+    alone for a theorem set without splits (the search pool)."""
+    return f"{b.get('name')}_{b.get('split')}" if b.get("split") else str(b.get("name"))
+
+
 def role_of(e: Mapping[str, Any]) -> str | None:
     """The role of the eval's benchmark split (None: not a known split)."""
     b = e.get("benchmark") or {}

@@ -42,13 +42,14 @@ from typing import Any
 
 from burnqed.data.benchmarks import CONFIRMATION, POOL
 from burnqed.eval.compute import CURVE_KIND, EXPERT, SEARCH_ONLY
-from burnqed.eval.ledger import designs_seen, role_of
+from burnqed.eval.ledger import designs_seen, role_of, split_name
 from burnqed.eval.paired import UNDECIDED, format_p, paired_test, solved_at
 from burnqed.eval.table import markdown_table, pct
 from burnqed.study import stats
 from burnqed.study.curves import pooled_curves
 from burnqed.study.registration import (
     BENCHMARK_CURVE,
+    CURVES,
     EVAL,
     NEVER_RECORDED,
     POOL_CURVE,
@@ -335,25 +336,19 @@ def measure_problems(where: str, e: Mapping[str, Any], measure: str) -> list[str
     search pool — a pool curve is on the pool by design, checked as such, never let through as
     an eval — or a benchmark curve (the same kind of file) on a confirmation benchmark."""
     b = e.get("benchmark") or {}
-    if measure == POOL_CURVE:
+    if measure in CURVES:
         if e.get("kind") != CURVE_KIND:
-            return [f"{where} is not a pool curve (kind {e.get('kind')!r}) but its comparison's "
-                    f"measure is {POOL_CURVE}"]  # fmt: skip
-        if b.get("role") != POOL:
+            return [f"{where} is not a {measure} (kind {e.get('kind')!r}) but its comparison's "
+                    f"measure is {measure}"]  # fmt: skip
+        if measure == POOL_CURVE and b.get("role") != POOL:
             return [f"{where} is a pool curve on {b.get('name')} (role {b.get('role')!r}), not "
                     "the search pool"]  # fmt: skip
-        return []
-    if measure == BENCHMARK_CURVE:
-        if e.get("kind") != CURVE_KIND:
-            return [f"{where} is not a benchmark curve (kind {e.get('kind')!r}) but its "
-                    f"comparison's measure is {BENCHMARK_CURVE}"]  # fmt: skip
-        if role_of(e) != CONFIRMATION:
+        if measure == BENCHMARK_CURVE and role_of(e) != CONFIRMATION:
             return [f"{where} is a benchmark curve on {b.get('name')} (role "
                     f"{role_of(e) or b.get('role')!r}), not a confirmation benchmark"]  # fmt: skip
         return []
     if e.get("kind") == CURVE_KIND or role_of(e) != CONFIRMATION:
-        name = f"{b.get('name')}_{b.get('split')}" if b.get("split") else b.get("name")
-        return [f"{where} is on {name} ({role_of(e) or b.get('role') or 'no role'})"]
+        return [f"{where} is on {split_name(b)} ({role_of(e) or b.get('role') or 'no role'})"]
     return []
 
 

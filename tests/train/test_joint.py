@@ -288,7 +288,9 @@ def test_the_paired_guard_stops_a_separation_below_its_line_on_two_checks_in_a_r
 
 def test_the_threshold_guard_is_the_default_and_an_unknown_one_is_refused():
     assert joint.SFTConfig().joint_guard == "threshold"
-    with pytest.raises(ConfigError, match=r"sft\.joint_guard: 'strict': expected one of threshold"):
+    with pytest.raises(
+        ConfigError, match=r"sft\.joint_guard: must be one of threshold, paired \(got 'strict'\)"
+    ):
         joint.SFTConfig(joint_guard="strict")
 
 
