@@ -211,6 +211,8 @@ def value_summary(e: Mapping[str, Any] | None) -> dict[str, Any] | None:
         "energy_alone": bool(span.get("energy_alone")),
         "decisions": dec.get("pops"),
         "decisions_changed": dec.get("fraction"),
+        # the value directory ships its depth twin for a head fitted to weight 0 (ebm.fallback)
+        "fallback_for": ((e.get("provenance") or {}).get("ebm") or {}).get("fallback_for"),
     }
 
 
@@ -763,8 +765,9 @@ def value_markdown(section: Mapping[str, Any]) -> list[str]:
             x = top.get(name) or {}
             return "–" if x.get("rate") is None else f"{x['rate']:.3f} ± {_f(x.get('se'))}"
 
+        config = r["config"] + (" (its depth twin)" if v.get("fallback_for") else "")
         rows.append([
-            r["config"], f"{weight_text(v)} ({v['source'] or '–'})",
+            config, f"{weight_text(v)} ({v['source'] or '–'})",
             f"{_f(v['span_energy'])} / {_f(v['span_logprob'])} ({span_text(v)})",
             "–" if v["decisions_changed"] is None
             else f"{v['decisions_changed']:.1%} of {v['decisions']}",
@@ -773,6 +776,11 @@ def value_markdown(section: Mapping[str, Any]) -> list[str]:
             same_depth_text(v),
         ])  # fmt: skip
     out = []
+    for r in section["configs"]:
+        fallback = (r.get("value_model") or {}).get("fallback_for")
+        if fallback:
+            out += [f"> **{r['config']} ships its depth twin** (`ebm.fallback`): {fallback.get('why')}.",
+                    ""]  # fmt: skip
     if rows:
         temps = sorted({t for r in section["configs"] for t in
                         ((r.get("value_model") or {}).get("decisions_temperature") or [])})  # fmt: skip

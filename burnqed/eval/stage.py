@@ -217,6 +217,18 @@ def training_stopped_of(model: Path | str) -> dict[str, Any] | None:
     return json.loads(path.read_text(encoding="utf-8")).get("training_stopped")
 
 
+def fallback_of(ebm: Path | str) -> dict[str, Any] | None:
+    """The ``fallback_for`` block of a value directory that ships its iteration's depth twin in the
+    joint head's place (``ebm.fallback``, :func:`burnqed.train.joint.export_joint_ebm`): which value
+    it is, where it came from and why; None for any other value model."""
+    from burnqed.value.features import META
+
+    path = Path(ebm) / META
+    if not path.is_file():
+        return None
+    return json.loads(path.read_text(encoding="utf-8")).get("fallback_for")
+
+
 def model_stopped(e: Mapping[str, Any]) -> dict[str, Any] | None:
     """An eval JSON's ``provenance.model.training_stopped`` (None: its model's training finished).
 
@@ -331,6 +343,12 @@ def run(
     )
     label = label or Path(out).parent.name
     stopped = training_stopped_of(model)
+    ebm_block = None
+    if ebm:
+        ebm_block = {"path": str(ebm), "sha256": path_digest(ebm)}
+        fallback = fallback_of(ebm)
+        if fallback:  # the value directory ships the depth twin for a switched-off head
+            ebm_block["fallback_for"] = fallback
     if stopped:
         log.warning("eval %s: %s's training stopped (%s): the model is %s", label, model,
                     stopped.get("reason"), stopped.get("previous_adapter"))  # fmt: skip
@@ -359,7 +377,7 @@ def run(
                 # previous iteration's model's
                 **({"training_stopped": stopped} if stopped else {}),
             },
-            "ebm": {"path": str(ebm), "sha256": path_digest(ebm)} if ebm else None,
+            "ebm": ebm_block,
             "previous_eval": str(previous) if previous else None,
             "trajectories": str(trajectories),
             "repl": repl_provenance(lean),

@@ -365,3 +365,24 @@ def test_a_live_replay_is_an_equality_check_and_says_how_many_states_it_expanded
     )
     p = replay_prediction(_replay("iter_1 features (replay)", NAMES[:17]), None)
     assert not p["live"] and p["live_expansions"] is None and p["max_gain"] == 0  # a bound instead
+
+
+def test_a_value_directory_that_ships_its_depth_twin_is_said_in_the_value_section():
+    """``ebm.fallback: depth_twin``: an eval whose value directory ships the depth twin for a head
+    fitted to weight 0 (its ``provenance.ebm.fallback_for``) is named so in compare.md's value
+    section, with the export's reason; an eval of the head itself is not."""
+    from burnqed.eval.configs import value_markdown, value_summary
+
+    why = "the head's fitted energy weight is 0 (on 37 decisions of its held-out theorems)"
+    block = {"energy_weight": {"value": 6.0, "logprob_weight": 1.0, "source": "fitted"}}
+    shipped = value_summary({"value_model": block, "provenance": {"ebm": {
+        "path": "models/iter_2/ebm", "fallback_for": {"value": "depth twin", "why": why}}}})  # fmt: skip
+    head = value_summary(
+        {"value_model": block, "provenance": {"ebm": {"path": "models/iter_2/ebm"}}}
+    )
+    assert shipped["fallback_for"]["value"] == "depth twin" and head["fallback_for"] is None
+    md = "\n".join(value_markdown({"configs": [{"config": "C", "value_model": shipped},
+                                              {"config": "A", "value_model": head}]}))  # fmt: skip
+    assert f"> **C ships its depth twin** (`ebm.fallback`): {why}." in md
+    assert "| C (its depth twin) | 6 (fitted) |" in md and "| A | 6 (fitted) |" in md
+    assert "A ships" not in md

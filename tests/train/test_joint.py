@@ -449,6 +449,7 @@ def test_a_head_fitted_to_weight_0_ships_the_depth_twin_where_the_fallback_is_se
     iteration's EBM directory carries its depth twin's feature value, which the search loads in the
     head's place (its weights and fitted depth normalisation); ``ebm.json`` says what it ships."""
     from burnqed.ebm import stage
+    from burnqed.eval.stage import fallback_of
     from burnqed.policy.transformers_backend import TransformersGenerator
     from burnqed.search.value import load_value_model, resolve_energy_weight, value_meta
     from burnqed.train.export import merge_adapter
@@ -477,11 +478,14 @@ def test_a_head_fitted_to_weight_0_ships_the_depth_twin_where_the_fallback_is_se
     assert isinstance(value, FeatureValue)
     resolved = resolve_energy_weight("fitted", value_meta(value), logprob_weight=1.0)
     assert resolved["depth_normalisation"] == 2.0 and resolved["value"] == 6.0
+    # an eval with this value directory records what it ships (compare.md says it)
+    assert fallback_of(tmp_path / "ebm") == meta["shipped"] and fallback_of(twin) is None
     # a head the fit keeps, or no fallback set: the head is what the directory ships
     kept = export(tmp_path / "kept", {**fitted, "priority": {"logprob": 0.0, "energy": 1.0}})
     unset = export(tmp_path / "unset", fitted, fallback=None)
     for out, m in ((tmp_path / "kept", kept), (tmp_path / "unset", unset)):
         assert m["shipped"] == {"value": "energy head"} and not (out / "features.json").exists()
+        assert fallback_of(out) is None
 
 
 def test_batched_sft_rows_are_one_tokenizer_call_per_example(tiny_base, pairs):
