@@ -753,11 +753,14 @@ def configs_markdown(section: Mapping[str, Any]) -> list[str]:
 def value_markdown(section: Mapping[str, Any]) -> list[str]:
     """The value models' reach (weight, spans, decisions changed, held-out frontier top-1) and the
     goal's checks, as markdown lines (none when no eval had a value model)."""
-    rows = []
+    rows, notes = [], []
     for r in section["configs"]:
         v = r.get("value_model")
         if not v:
             continue
+        if v.get("fallback_for"):  # the value directory ships its depth twin (ebm.fallback)
+            notes += [f"> **{r['config']} ships its depth twin** (`ebm.fallback`): "
+                      f"{v['fallback_for'].get('why')}.", ""]  # fmt: skip
         top = v.get("heldout_top1") or {}
         gain = v.get("heldout_gain") or {}
 
@@ -775,12 +778,7 @@ def value_markdown(section: Mapping[str, Any]) -> list[str]:
             "–" if gain.get("in_se") is None else f"{gain['difference']:+.3f} ({gain['in_se']:.1f} SE)",
             same_depth_text(v),
         ])  # fmt: skip
-    out = []
-    for r in section["configs"]:
-        fallback = (r.get("value_model") or {}).get("fallback_for")
-        if fallback:
-            out += [f"> **{r['config']} ships its depth twin** (`ebm.fallback`): {fallback.get('why')}.",
-                    ""]  # fmt: skip
+    out = notes
     if rows:
         temps = sorted({t for r in section["configs"] for t in
                         ((r.get("value_model") or {}).get("decisions_temperature") or [])})  # fmt: skip
