@@ -9,6 +9,13 @@ stands without reading a result.  :func:`report` reads every ``seed_*`` director
 writes ``report.json``, ``report.md`` and ``forest.png`` (:mod:`burnqed.study.analysis`).  :func:`power` turns
 development seeds' runs of the registered comparisons into the number of seeds the study needs.
 
+A study outlives the machine its seeds ran on: each seed that ends is kept in
+``kept/seed_<s>.tar.gz`` beside the registration (:func:`keep_seed`: the files its report reads,
+tracked by git, with the interim looks' state), and :func:`run`, :func:`status` and :func:`report`
+unpack any kept seed a fresh clone lacks (:func:`restore_kept`).  A finished seed is never run
+again; one a session left unfinished starts over in the next (Snakemake resumes it where its
+directory survived).
+
 Example::
 
     burnqed study run studies/learning-d3/registration.yaml --cores 2 --parallel 2
@@ -19,6 +26,7 @@ Example::
 
 from __future__ import annotations
 
+import gzip
 import json
 import logging
 import math
@@ -27,6 +35,7 @@ import re
 import socket
 import statistics
 import subprocess
+import tarfile
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -52,7 +61,7 @@ from burnqed.study.analysis import (
     seed_cost,
     stronger_control,
 )
-from burnqed.study.curves import draw_pool_curves, read_pool_curves
+from burnqed.study.curves import COMPUTE, draw_pool_curves, read_pool_curves
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +79,14 @@ _ERROR_LINE = re.compile(r"^(burnqed(?:\.\w+)+Error): (.+)$", re.M)
 def default_out(registration: Path) -> Path:
     """Where the seeds run: ``seeds/`` beside the registration (ignored by git)."""
     return Path(registration).parent / "seeds"
+
+
+KEPT = "kept"  # beside the registration, tracked by git: each ended seed's report files
+
+
+def kept_dir(registration: Path) -> Path:
+    """Where a study keeps what outlives its machine: ``kept/`` beside the registration."""
+    return Path(registration).parent / KEPT
 
 
 def _registered(registration: Path, root: Path) -> tuple[dict, dict, list[int]]:
@@ -219,6 +236,8 @@ def run(
     root = Path(root)
     reg, rc, seeds = _registered(registration, root)
     out = Path(out) if out is not None else default_out(registration)
+    kept = kept_dir(registration)
+    restore_kept(out, kept)
     design = reg["design"]
     proto = int(reg.get("protocol", 1))
     if proto >= 2:
@@ -256,6 +275,8 @@ def run(
         if failed is None and design_seq is not None:
             with _LEDGER_LOCK:
                 state = monitor(reg, design_seq, out, finished=s)
+                kept.mkdir(parents=True, exist_ok=True)
+                (kept / SEQUENTIAL).write_bytes((out / SEQUENTIAL).read_bytes())
             if state["stopped"]:
                 stop.set()  # no new seed starts; those running finish (over-run, reported apart)
         return failed
@@ -263,7 +284,11 @@ def run(
     def run_seed(i: int, s: int) -> str | None:
         work = (out / f"seed_{s}").resolve()
         work.mkdir(parents=True, exist_ok=True)
-        if _abort_recorded(work, s):
+        done = _finished(work, reg)
+        if done or _abort_recorded(work, s):
+            if done:
+                log.info("seed %d: finished in an earlier session; not run again", s)
+            keep_seed(work, reg, kept)
             return None
         overlay = work / OVERLAY
         overlay.write_text(yaml.safe_dump(dict(design.get("overrides") or {})), encoding="utf-8")
@@ -314,11 +339,13 @@ def run(
             if failed:
                 stop.set()
                 return f"seed {s}: its fallback evals failed (log: {logpath})"
+            keep_seed(work, reg, kept)
             return None
         _add_looks(root, ledger, work)
         if r.returncode != 0:
             stop.set()
             return f"seed {s}: snakemake exited {r.returncode} (log: {logpath})"
+        keep_seed(work, reg, kept)
         return None
 
     with ThreadPoolExecutor(max_workers=parallel) as pool:
@@ -436,6 +463,77 @@ def _add_looks(root: Path, ledger: Path, work: Path) -> None:
             add_looks(Path(root) / ledger, files)
 
 
+def kept_files(work: Path, reg: Mapping[str, Any]) -> list[Path]:
+    """What an ended seed's report, status and interim looks read from its directory: its
+    ``study_run.json`` and overlay, every eval it holds (the compared ones, the fallbacks', the
+    rest: each is a look), ``results/compute.json`` and the pool curves beside it."""
+    names = {RUN_RECORD, OVERLAY, COMPUTE, *_eval_files(reg), *fallback_files(reg)}
+    found = {work / n for n in names if (work / n).is_file()}
+    found.update(work.glob("results/*/eval*.json"))
+    found.update(work.glob("results/compute/*.json"))
+    return sorted(found)
+
+
+def keep_seed(work: Path, reg: Mapping[str, Any], kept: Path) -> Path:
+    """Write ``kept/seed_<s>.tar.gz``: :func:`kept_files` of an ended seed (finished, or aborted
+    with its fallbacks built), so the study outlives the machine its seeds ran on — a study's
+    seeds take longer than a machine is kept, and ``seeds/`` (models, searches, caches: gigabytes)
+    is not tracked.  The archive's bytes follow from the files alone (sorted members, their own
+    modification times, no owner, gzip without a timestamp): keeping a seed twice changes
+    nothing git sees."""
+    kept.mkdir(parents=True, exist_ok=True)
+    dest = kept / f"{work.name}.tar.gz"
+    tmp = dest.with_name(dest.name + ".tmp")
+    with (
+        tmp.open("wb") as raw,
+        gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as gz,
+        tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar,
+    ):
+        for f in kept_files(work, reg):
+            info = tar.gettarinfo(str(f), arcname=f.relative_to(work).as_posix())
+            info.uid = info.gid = 0
+            info.uname = info.gname = ""
+            info.mode = 0o644
+            with f.open("rb") as fh:
+                tar.addfile(info, fh)
+    tmp.replace(dest)
+    return dest
+
+
+def restore_kept(out: Path, kept: Path) -> list[int]:
+    """Unpack each kept seed (:func:`keep_seed`) whose directory under ``out`` has no
+    ``study_run.json`` — a new machine, a fresh clone — and the interim looks' state; never
+    overwrites a seed directory that has its record.  Returns the seeds restored."""
+    restored = []
+    for arch in sorted(Path(kept).glob("seed_*.tar.gz")):
+        name = arch.name.removesuffix(".tar.gz")
+        work = Path(out) / name
+        if (work / RUN_RECORD).is_file() or not name.removeprefix("seed_").isdigit():
+            continue
+        work.mkdir(parents=True, exist_ok=True)
+        try:
+            with tarfile.open(arch, "r:gz") as tar:
+                tar.extractall(work, filter="data")
+        except (OSError, tarfile.TarError) as e:
+            raise InputError(f"{arch}: not a readable kept seed ({e})") from None
+        restored.append(int(name.removeprefix("seed_")))
+    seq = Path(kept) / SEQUENTIAL
+    if seq.is_file() and not (Path(out) / SEQUENTIAL).is_file():
+        Path(out).mkdir(parents=True, exist_ok=True)
+        (Path(out) / SEQUENTIAL).write_bytes(seq.read_bytes())
+    if restored:
+        log.info("restored %d kept seed(s) from %s: %s", len(restored), kept,
+                 ", ".join(map(str, restored)))  # fmt: skip
+    return restored
+
+
+def _finished(work: Path, reg: Mapping[str, Any]) -> bool:
+    """Whether a seed has ended well: its last session finished with exit status 0 and every
+    compared eval is there (a kept seed's models are gone: it is never run again)."""
+    last = ((_record(work) or {}).get("sessions") or [{}])[-1]
+    return last.get("returncode") == 0 and has_evals(work, reg)
+
+
 def status(registration: Path, *, root: Path = Path("."), out: Path | None = None) -> dict:
     """Where a study stands, from its seeds' ``study_run.json`` and which compared evals exist —
     never their contents (a running study stays unread): per registered seed its state
@@ -446,6 +544,7 @@ def status(registration: Path, *, root: Path = Path("."), out: Path | None = Non
     root = Path(root)
     reg, _, seeds = _registered(registration, root)
     out = Path(out) if out is not None else default_out(registration)
+    restore_kept(out, kept_dir(registration))
     rows = []
     for s in seeds:
         work = out / f"seed_{s}"
@@ -650,6 +749,7 @@ def report(
     rc = registration_file.first_commit(registration, root)
     derived = registration_file.derive_seeds(rc["commit"], reg["analysis"]["seeds"]) if rc else []
     out = Path(out) if out is not None else default_out(registration)
+    restore_kept(out, kept_dir(registration))
     fallbacks = read_post_hoc(post_hoc, reg)
     dirs = seed_directories(out)
     if not dirs:

@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import subprocess
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -731,9 +732,58 @@ def test_a_seed_the_design_stops_is_aborted_and_the_others_go_on(tmp_path, monke
         json.loads((work / RUN_RECORD).read_text())["aborted"]["at"]
         == rec["sessions"][-1]["finished_at"]
     )
-    # An error that is not a design stop is infrastructure: the study stops, naming it.
+    # An error that is not a design stop is infrastructure: the study stops, naming it.  (A
+    # finished seed is not run again: this one lost a compared eval, so it runs.)
+    (path.parent / "seeds" / f"seed_{seeds[1]}" / "results/iter_1/eval.json").unlink()
+    (path.parent / "kept" / f"seed_{seeds[1]}.tar.gz").unlink()
     monkeypatch.setenv("FAIL_SEED", str(seeds[1]))
     with pytest.raises(InputError, match=rf"seed {seeds[1]}: snakemake exited 3"):
+        stage.run(path, root=tmp_path / "repo")
+
+
+def test_a_study_outlives_its_machine_through_its_kept_seeds(tmp_path, monkeypatch, capsys):
+    """Each seed that ends is kept in ``kept/seed_<s>.tar.gz`` (its record and the files its report
+    reads, not its models); a fresh clone without ``seeds/`` gets them back: status says finished,
+    a run starts no seed again, the report is the same.  Keeping twice writes the same bytes."""
+    path, seeds = make_study(tmp_path / "repo")
+    stage = fake_snakemake(tmp_path, monkeypatch, path, seeds)
+    shutil.copytree(path.parent / "seeds" / f"seed_{seeds[2]}" / "stash", tmp_path / "stash")
+    first = stage.run(path, root=tmp_path / "repo")
+    kept = path.parent / "kept"
+    archives = {s: (kept / f"seed_{s}.tar.gz").read_bytes() for s in seeds}
+    work = path.parent / "seeds" / f"seed_{seeds[0]}"
+    with tarfile.open(kept / f"seed_{seeds[0]}.tar.gz") as tar:
+        names = set(tar.getnames())
+    evals = {p.relative_to(work).as_posix() for p in work.glob("results/*/eval*.json")}
+    assert names == {RUN_RECORD, "study_overrides.yaml", *evals}
+    assert "fake.json" not in names and "stash" not in str(names)
+    shutil.rmtree(path.parent / "seeds")  # the machine is gone; the clone has kept/ only
+    st = stage.status(path, root=tmp_path / "repo")
+    assert [r["state"] for r in st["seeds"]] == ["finished"] * 3
+    again = stage.run(path, root=tmp_path / "repo")
+    for s in seeds:
+        assert not (path.parent / "seeds" / f"seed_{s}" / "fake.json").exists()  # not run again
+        assert (kept / f"seed_{s}.tar.gz").read_bytes() == archives[s]
+        sessions = json.loads((path.parent / "seeds" / f"seed_{s}" / RUN_RECORD).read_text())
+        assert len(sessions["sessions"]) == 1
+    assert again["label"] == first["label"] == "confirmatory"
+    assert again["seeds"] == first["seeds"]
+    assert [(c["pooled"], c["per_seed"]) for c in again["comparisons"]] == [
+        (c["pooled"], c["per_seed"]) for c in first["comparisons"]
+    ]
+    # A seed left unfinished is not kept: a new machine starts it over.
+    (kept / f"seed_{seeds[2]}.tar.gz").unlink()
+    shutil.rmtree(path.parent / "seeds")
+    assert [r["state"] for r in stage.status(path, root=tmp_path / "repo")["seeds"]] == [
+        "finished", "finished", "not started"]  # fmt: skip
+    shutil.copytree(tmp_path / "stash", path.parent / "seeds" / f"seed_{seeds[2]}" / "stash")
+    stage.run(path, root=tmp_path / "repo")
+    assert (path.parent / "seeds" / f"seed_{seeds[2]}" / "fake.json").exists()
+    assert (kept / f"seed_{seeds[2]}.tar.gz").is_file()
+    # A damaged archive is named before anything runs.
+    (path.parent / "seeds").rename(tmp_path / "gone")
+    (kept / f"seed_{seeds[1]}.tar.gz").write_bytes(b"not a tarball")
+    with pytest.raises(InputError, match=rf"kept/seed_{seeds[1]}.tar.gz: not a readable kept seed"):
         stage.run(path, root=tmp_path / "repo")
 
 
@@ -799,7 +849,8 @@ def test_status_says_where_each_seed_stands_without_reading_an_eval(tmp_path, mo
     st = stage.status(path, root=tmp_path / "repo")
     assert [r["state"] for r in st["seeds"]] == ["running", "stopped", "finished"]
     session(seeds[1], pid=dead.pid, finished_at=LOOKED, wall_s=5.0, returncode=1)
-    shutil.rmtree(seeds_dir / f"seed_{seeds[2]}")
+    shutil.rmtree(seeds_dir / f"seed_{seeds[2]}")  # and not kept: never run
+    (path.parent / "kept" / f"seed_{seeds[2]}.tar.gz").unlink()
     st = stage.status(path, root=tmp_path / "repo")
     assert [r["state"] for r in st["seeds"]] == ["running", "failed", "not started"]
     # A session on another host cannot be checked from here: neither running nor stopped.
