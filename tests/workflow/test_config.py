@@ -255,9 +255,9 @@ def test_each_development_design_validates_and_trains_what_a_confirmation_run_tr
 def test_a_live_registration_freezes_the_design_its_text_names(registration):
     """The first learning registration named design D3 but froze config/designs/d2.yaml
     (studies/learning/WITHDRAWN.md): the design a registration's description names is the one
-    file of config/designs/ its configfiles list."""
+    file of config/designs/ its configfiles list (D3 of the learning issue, P4 of issue 61)."""
     reg = yaml.safe_load(registration.read_text(encoding="utf-8"))
-    named = set(re.findall(r"\bdesign (D\d+)\b", reg["description"]))
+    named = set(re.findall(r"\bdesign ([A-Z]\d+)\b", reg["description"]))
     frozen = {
         Path(f).stem.upper()
         for f in reg["design"]["configfiles"]
