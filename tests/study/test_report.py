@@ -741,7 +741,7 @@ def test_a_seed_the_design_stops_is_aborted_and_the_others_go_on(tmp_path, monke
         stage.run(path, root=tmp_path / "repo")
 
 
-def test_a_study_outlives_its_machine_through_its_kept_seeds(tmp_path, monkeypatch, capsys):
+def test_a_study_outlives_its_machine_through_its_kept_seeds(tmp_path, monkeypatch):
     """Each seed that ends is kept in ``kept/seed_<s>.tar.gz`` (its record and the files its report
     reads, not its models); a fresh clone without ``seeds/`` gets them back: status says finished,
     a run starts no seed again, the report is the same.  Keeping twice writes the same bytes."""
