@@ -277,8 +277,10 @@ def _short(control: str) -> str:
 def study_headline(r: Mapping[str, Any], name: str) -> str:
     """A study report (``burnqed study report``'s JSON) as the README's headline: its label,
     registration and decision; per primary the pooled difference with its interval, p, Holm p and
-    the seeds whose difference is positive; then one row a seed with each primary's gained/lost and difference (the
-    control taken, where the registration lists several)."""
+    the seeds whose difference is positive; then one row a seed with each primary's gained/lost
+    and difference (the control taken, where the registration lists several); then the report's
+    pictures (:func:`burnqed.study.stage.draw_pictures`): the forest plot, and the pool curves
+    where the report holds them."""
     prim = [c for c in r["comparisons"] if c["kind"] == "primary"]
     rc = r.get("registration_commit") or {}
     part = r.get("partial")
@@ -367,6 +369,12 @@ def study_headline(r: Mapping[str, Any], name: str) -> str:
             )
             + ").",
         ]
+    lines += ["", f"![The study's per-seed differences and pooled intervals, one panel a comparison]"
+                  f"(studies/{name}/forest.png)"]  # fmt: skip
+    if r.get("pool_curves"):
+        lines += ["", "![Both arms' cumulative pool pass rate, against the iterations searched and "
+                      "the node expansions: each seed thin, the pooled curve bold]"
+                      f"(studies/{name}/curves.png)"]  # fmt: skip
     return "\n".join(lines) + "\n"
 
 

@@ -13,6 +13,7 @@ import pytest
 
 from burnqed.cli import main as cli_main
 from burnqed.config import InputError
+from burnqed.report.docs import study_headline
 from burnqed.study import registration as regfile
 from tests.study.test_protocol import registration2, sessions2
 from tests.study.test_report import make_study
@@ -196,6 +197,14 @@ def test_the_report_draws_both_arms_curves_every_seed_and_their_mean(tmp_path, c
     # After iteration 1 (step 2): expert iteration 18, 17, 16 of 30; search only 12, 13, 13.
     assert "| 1 | 56.7% | 520 | 42.2% | 400 | +14.44 |" in md
     assert "| 0 | 33.3% | 300 | 33.3% | 300 | +0.00 |" in md
+    # The README's headline (`burnqed report docs`) shows both pictures under its tables.
+    text = study_headline(r, "pool")
+    assert text.index("](studies/pool/forest.png)") < text.index("](studies/pool/curves.png)")
+    assert "each seed thin, the pooled curve bold](studies/pool/curves.png)" in text
+    r.pop("pool_curves")  # a study without Polu's comparison: the forest plot alone
+    assert "curves.png" not in study_headline(r, "pool") and "forest.png" in study_headline(
+        r, "pool"
+    )
 
 
 def test_a_seed_without_its_compute_report_is_named(tmp_path, capsys):
