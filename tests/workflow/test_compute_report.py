@@ -125,13 +125,13 @@ def test_the_benchmark_comparison_evaluates_iteration_0s_model_again_outside_the
 def test_the_exported_head_waits_for_its_depth_twin_only_where_it_may_fall_back_to_it(
     plan, make_tiny_repo, run_snakemake, tmp_path: Path
 ):
-    """``ebm.fallback: depth_twin`` (burnqed.train.joint.export_joint_ebm): iteration i's head is
-    exported beside its depth twin, which it ships where its fitted weight is 0; by default the
-    export does not need the twin."""
-    assert all("depth_twin" not in j["input"] for j in plan["ebm_export_joint"])
-    work = make_tiny_repo(tmp_path / "w", iterations=ITERATIONS, ebm={"fallback": "depth_twin"})
+    """``ebm.fallback: depth_twin`` (burnqed.train.joint.export_joint_ebm; the demo's, design P4):
+    iteration i's head is exported beside its depth twin, which it ships where its fitted weight is
+    0; with ``fallback: none`` (params.yaml's) the export does not need the twin."""
+    work = make_tiny_repo(tmp_path / "w", iterations=ITERATIONS, ebm={"fallback": "none"})
     r = run_snakemake(work, "-n")
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    jobs = {j["output"]: j for j in planned(r.stdout + r.stderr)["ebm_export_joint"]}
+    assert all("depth_twin" not in j["input"] for j in planned(r.stdout + r.stderr)["ebm_export_joint"])
+    jobs = {j["output"]: j for j in plan["ebm_export_joint"]}
     for i in range(1, ITERATIONS):
         assert f"models/iter_{i}/depth_twin" in jobs[f"models/iter_{i}/ebm"]["input"].split(", ")
