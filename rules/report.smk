@@ -100,6 +100,8 @@ rule summary:
             i=range(lookup(dpath="iterations", within=config)),
         ),
         cross="results/report",
+        # Polu's comparison on the pool (none with one iteration)
+        compute=[f for f in compute_files(config) if f.endswith("compute.json")],
     output:
         "results/summary.json",
     log:
@@ -131,6 +133,7 @@ use rule summary as summary_ablations with:
         pairs_report="data/tactic_pairs/filter_report.json",
         # Order: after the default target's last job, so the peak memory covers the whole run.
         headline="results/summary.json",
+        compute=[f for f in compute_files(config) if f.endswith("compute.json")],
     output:
         "results/ablations/summary.json",
     log:

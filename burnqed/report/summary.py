@@ -25,7 +25,10 @@ Keys (``SUMMARY_KEYS``): ``kind``, ``run`` (seed, evidence, target), ``benchmark
 when a guard stopped the model's training — it is the previous iteration's; iterations in order,
 then the controls), ``learning`` (verdict, steps and controls: before, after, budgets, gained,
 lost, p), ``configs`` (per iteration: rates with and without the value head, the paired
-questions, the embedding metrics and their ranges), ``detectable`` (what the benchmark can detect),
+questions, the embedding metrics and their ranges), ``compute`` (Polu's comparison on the search
+pool, ``results/compute.json``: each arm's cumulative curve, the paired test after each iteration,
+the tokens each training saw, the iterations a guard stopped; None with one iteration),
+``detectable`` (what the benchmark can detect),
 ``decontamination``, ``memory``, ``manual``.
 
 Example::
@@ -48,6 +51,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from burnqed.config import InputError
 from burnqed.eval.configs import prediction_figures
 from burnqed.eval.memory import peak_memory
 from burnqed.eval.paired import ALPHA, mcnemar_p
@@ -57,7 +61,7 @@ log = logging.getLogger(__name__)
 
 KIND = "burnqed summary"
 SUMMARY_KEYS = ("kind", "run", "benchmark", "pass_n", "budgets", "evals", "learning", "configs",
-                "detectable", "decontamination", "memory", "manual")  # fmt: skip
+                "compute", "detectable", "decontamination", "memory", "manual")  # fmt: skip
 # What one run is evidence of: a single seed's figures describe that seed's draws (its theorems,
 # benchmark and models), not the method; only a pre-registered study over fresh seeds confirms
 # (burnqed.study, docs/confirmation.md).
@@ -135,6 +139,31 @@ def _claim(t: Mapping[str, Any]) -> dict[str, Any]:
     return {**_test(t), **{k: t.get(k) for k in ("verdict", "p_holm", "primary")}}
 
 
+# A step of an arm's cumulative curve as the summary keeps it (burnqed.eval.compute.curve).
+CURVE_KEYS = ("step", "proved", "pool", "pass_rate", "nodes_expanded", "tokens", "value_scorings")
+
+
+def compute_figures(compute: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """What the docs quote of Polu's comparison (``results/compute.json``,
+    :mod:`burnqed.eval.compute`): per arm, the cumulative pool pass rate and search compute after
+    each step; the paired test of the two arms after each iteration from the first (counts, p,
+    verdict); the tokens each training's optimizer steps saw (None where a summary predates the
+    count); the iterations whose training a guard stopped."""
+    if not compute:
+        return None
+    training = ((compute.get("training") or {}).get("iterations")) or {}
+    return {
+        "pool_theorems": compute.get("pool_theorems"),
+        "curves": {arm: [{k: step.get(k) for k in CURVE_KEYS} for step in steps]
+                   for arm, steps in (compute.get("curves") or {}).items()},
+        "paired": [{"iteration": t.get("iteration"), **_test(t), "verdict": t.get("verdict")}
+                   for t in compute.get("paired") or []],
+        "training_tokens": {name: (t.get("tokens") or {}).get("total")
+                            for name, t in training.items()},
+        "stopped": sorted(compute.get("stopped") or {}),
+    }  # fmt: skip
+
+
 def detectable(theorems: int | None, discordant: Sequence[int] = DISCORDANT) -> list[dict]:
     """For each number of changed theorems, the fewest gained (against the rest lost) that an
     exact McNemar test at :data:`ALPHA` calls real, and the points that is of ``theorems``."""
@@ -203,10 +232,12 @@ def build(
     manual: Mapping[str, Any] | None = None,
     seed: int | None = None,
     target: str = "default",
+    compute: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The summary (module docstring) of ``compare`` (``results/compare.json``, or the
     ``ablations`` target's ``results/ablations/compare.json``: ``target``), the tactic pairs'
-    ``filter_report.json`` and :func:`burnqed.eval.memory.peak_memory`'s figures."""
+    ``filter_report.json``, :func:`burnqed.eval.memory.peak_memory`'s figures and the compute
+    comparison's ``results/compute.json``."""
     if target not in TARGETS:
         raise ValueError(f"summary target {target!r}: one of {', '.join(TARGETS)}")
     bench = dict(compare.get("benchmark") or {})
@@ -237,6 +268,7 @@ def build(
             "controls": [_test(t) for t in lc.get("controls") or []],
         },
         "configs": [_configs(s) for s in compare.get("configs") or []],
+        "compute": compute_figures(compute),
         "detectable": detectable(theorems),
         "decontamination": {k: decontam.get(k) for k in keep} if decontam else None,
         "memory": dict(memory) if memory else None,
@@ -287,6 +319,7 @@ def run(
     benchmarks: Path | None = None,
     seed: int | None = None,
     target: str = "default",
+    compute_json: Path | None = None,
 ) -> dict[str, Any]:
     """Write ``results/summary.json`` (the ``summary`` rule; ``results/ablations/summary.json``,
     rule ``summary_ablations``, with ``target`` ablations) of the run with ``seed``."""
@@ -296,8 +329,10 @@ def run(
         return json.loads(Path(p).read_text(encoding="utf-8")) if p and Path(p).is_file() else None
 
     memory = peak_memory(Path(benchmarks)) if benchmarks and Path(benchmarks).is_dir() else None
+    if compute_json is not None and not Path(compute_json).is_file():
+        raise InputError(f"{compute_json}: missing (rule compute_report writes it)")
     s = build(read(compare_json), pairs_report=read(pairs_report), memory=memory, seed=seed,
-              target=target)  # fmt: skip
+              target=target, compute=read(compute_json))  # fmt: skip
     write_json(Path(out), s)
     log.info("summary of %d evals → %s", len(s["evals"]), out)
     return s

@@ -225,6 +225,38 @@ def test_an_iteration_whose_training_stopped_is_named_in_the_comparison(loop, tm
     assert "stopped at step 50" in md and "| iter_1 | 4 | None |" in md
 
 
+def test_the_summary_keeps_each_arms_curve_the_paired_tests_and_the_training_tokens(loop, tmp_path):
+    """burnqed.report.summary.compute_figures: what the docs quote of the comparison (the demo's
+    summary.json, ``compute``): each arm's cumulative curve, the paired test after each iteration
+    with its verdict, each training's token total, the iterations a guard stopped."""
+    from burnqed.report.summary import CURVE_KEYS, build, compute_figures
+
+    adapters = []
+    for i in range(3):
+        a = tmp_path / f"adapter_{i}"
+        a.mkdir()
+        stopped = {"step": 50, "reason": "joint step 50: held-out probe_accuracy fell",
+                   "previous_adapter": "models/iter_0/adapter"} if i == 2 else None  # fmt: skip
+        summary = {"steps": 4, "tokens": _tokens(700 + i), "stopped": stopped}
+        (a / "training_summary.json").write_text(json.dumps(summary))
+        adapters.append(a)
+    r = report(loop, adapters=adapters)
+    f = compute_figures(r)
+    assert f["pool_theorems"] == 6 and f["stopped"] == ["iter_2"]
+    assert f["training_tokens"] == {"iter_0": 700, "iter_1": 701, "iter_2": 702}
+    for arm, steps in r["curves"].items():
+        assert f["curves"][arm] == [{k: s[k] for k in CURVE_KEYS} for s in steps]
+    # expert iteration: a, b, c, then d, e; search only: a, b, c, then f, then d
+    assert [s["proved"] for s in f["curves"][compute.EXPERT]] == [3, 5, 5]
+    assert [s["proved"] for s in f["curves"][compute.SEARCH_ONLY]] == [3, 4, 5]
+    assert [(t["iteration"], t["gained"], t["lost"]) for t in f["paired"]] == [(1, 2, 1), (2, 1, 1)]
+    assert all(t["p_value"] == mcnemar_p(t["gained"], t["lost"]) for t in f["paired"])
+    assert [t["verdict"] for t in f["paired"]] == [t["verdict"] for t in r["paired"]]
+    compare = {"budgets": [1], "rows": [], "learning": {}}
+    assert build(compare, compute=r)["compute"] == f
+    assert build(compare)["compute"] is None and compute_figures(None) is None
+
+
 def test_a_missing_training_summary_is_named(loop, tmp_path):
     with pytest.raises(InputError, match=r"training_summary\.json"):
         report(loop, adapters=[tmp_path / "nothing"])
