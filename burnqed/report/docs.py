@@ -102,16 +102,24 @@ def _num(x: Any, fmt: str) -> str:
     return "–" if x is None else format(x, fmt)
 
 
+def shipped_configs(summary: Mapping[str, Any]) -> dict[str, Any]:
+    """The value-model configurations the docs quote: the last iteration's, whose model and value
+    model the run ships (``configs`` holds one entry per iteration after iteration 0; ``{}``
+    when the run has none)."""
+    return dict((summary.get("configs") or [{}])[-1])
+
+
 def value_table(summary: Mapping[str, Any]) -> str:
-    """The value-model configurations of the first iteration that has them: with the value head,
-    its replay prediction, its two twins (no value model; the depth twin) and the claim against the
-    stronger one (paired, Holm), the head's held-out rank-1 against chance, and what the energy
-    could do (its fitted weight, sibling span against the log-prob's, decisions changed)."""
+    """The value-model configurations of the last iteration (:func:`shipped_configs`): with the
+    value head, its replay prediction, its two twins (no value model; the depth twin) and the claim
+    against the stronger one (paired, Holm), the head's held-out rank-1 against chance, and what the
+    energy could do (its fitted weight, sibling span against the log-prob's, decisions changed)."""
     if not summary.get("configs"):
         return "No value-model configuration in this run.\n"
     rows = []
-    emb = summary["configs"][0].get("embeddings") or {}
-    for c, r in summary["configs"][0]["rates"].items():
+    cfg = shipped_configs(summary)
+    emb = cfg.get("embeddings") or {}
+    for c, r in cfg["rates"].items():
         rp, v, vs = r.get("replay") or {}, r.get("value_model") or {}, r.get("vs_stronger") or {}
         e = emb.get(c) or {}
         rows.append([
@@ -156,7 +164,7 @@ def replay_text(rp: Mapping[str, Any] | None) -> str:
 
 def value_goal(summary: Mapping[str, Any]) -> str:
     """The value model's goal and acceptance checks (:func:`burnqed.eval.configs.value_goal`)."""
-    goal = (summary.get("configs") or [{}])[0].get("goal")
+    goal = shipped_configs(summary).get("goal")
     if not goal:
         return "No goal measured in this run.\n"
     rp = goal["replay_prediction"]
@@ -183,7 +191,7 @@ def seed_row(summary: Mapping[str, Any]) -> dict[str, Any]:
     search-longer control (gained/lost, p), C against its stronger twin, the feature value against
     C (two-sided), the learning verdict, the value goal's verdict, what the run is evidence of."""
     lc = summary.get("learning") or {}
-    cfg = (summary.get("configs") or [{}])[0]
+    cfg = shipped_configs(summary)
     c = (cfg.get("rates") or {}).get("C") or {}
     f_vs_c = None
     for chk in (cfg.get("goal") or {}).get("checks") or []:

@@ -56,12 +56,14 @@ def test_iteration_1_search_takes_the_ebm_of_iteration_0s_searches(tmp_path):
     }
     # sft.mode joint (the default): the main line's EBM is the head trained with the adapter (C) ...
     # Its energy weight is fitted on the pool decisions of theorems neither it nor its warm start
-    # (A's EBM) trained on, embedded by the merged joint model.
+    # (A's EBM) trained on, embedded by the merged joint model; the demo (design P4, ebm.fallback:
+    # depth_twin) ships the iteration's depth twin where that weight is 0.
     joint = jobs[("ebm_export_joint", "models/iter_1/ebm")]
     assert set(joint["input"].split(", ")) == {
         "models/iter_1/adapter", "models/iter_1/merged", "models/iter_1/configs/A/ebm",
         "results/iter_1/embeddings/manifest.json", "results/iter_0/search/manifest.json",
         "results/iter_0/search_noise/manifest.json", "data/benchmarks/proplogic_test.jsonl",
+        "models/iter_1/depth_twin",
     }  # fmt: skip
     # ... and the decoupled EBMs of the configurations: B on the main line's embeddings, A on the
     # previous model's, S on the SFT-only model's, all from the same searches.

@@ -18,8 +18,11 @@ from tests import snakemake_cli
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 
-# Shrinks config/demo.yaml to a few seconds per job: 4 theorems searched, a 32-wide model (one head: head_dim 32).
+# Shrinks config/demo.yaml to a few seconds per job: 4 theorems searched, a 32-wide model (one head:
+# head_dim 32), two iterations — the demo's third (design P4) repeats its second's jobs, so a test
+# that needs it asks for it (``make_tiny_repo(..., iterations=3)``).
 TINY = {
+    "iterations": 2,
     "data": {
         "proplogic": {"theorems": 60, "max_depth": 3, "test_theorems": 4},
         "val_fraction": 0.1,
@@ -76,7 +79,7 @@ def make_repo(
     else:
         shutil.copytree(REPO / "burnqed", dest / "burnqed", ignore=ignore)
     shutil.copy(REPO / ".gitignore", dest / ".gitignore")
-    tiny = {k: dict(v) for k, v in TINY.items()}
+    tiny = {k: dict(v) if isinstance(v, dict) else v for k, v in TINY.items()}
     for section, values in overrides.items():
         if isinstance(values, dict):
             tiny.setdefault(section, {}).update(values)

@@ -42,6 +42,7 @@ from burnqed.report.docs import (
     replace_blocks,
     seed_row,
     seeds_table,
+    shipped_configs,
     study_reports,
     value_goal,
     value_table,
@@ -61,7 +62,11 @@ def figures(s: dict) -> dict[str, str]:
     """Each quoted figure of the summary, formatted as the docs write it."""
     ev, lc = s["evals"], s["learning"]
     f: dict[str, str] = {"theorems": str(s["benchmark"]["theorems"]), "pass_n": str(s["pass_n"])}
-    for label, key in (("baseline", "base"), ("iter_0", "it0"), ("iter_1", "it1")):
+    iterations = [label for label in ev if re.fullmatch(r"iter_\d+", label)]
+    for label, key in (
+        ("baseline", "base"),
+        *((i, "it" + i.removeprefix("iter_")) for i in iterations),
+    ):
         for b, r in ev[label]["rates"].items():
             if r is not None:
                 f[f"{key}_{b}"] = _pc(r)
@@ -79,7 +84,7 @@ def figures(s: dict) -> dict[str, str]:
     f["evidence"] = (s.get("run") or {}).get("evidence") or "exploratory"
     for i, t in enumerate([*lc["steps"], *lc["controls"]]):
         f[f"step{i}_verdict"] = _verdict(t)
-    cfg = s["configs"][0]
+    cfg = shipped_configs(s)
     for c, r in cfg["rates"].items():
         f[f"{c}_with"], f[f"{c}_without"] = _pc(r["with"]), _pc(r["without"])
         if (ab := r.get("ablation")) and ab.get("gained") is not None:
@@ -141,6 +146,32 @@ def figures(s: dict) -> dict[str, str]:
         f["F_inexact"] = str(agreement["inexact"])
         inexact = agreement["live_vs_twin_inexact"]
         f["Fi_g"], f["Fi_l"] = str(inexact["gained"]), str(inexact["lost"])
+    # Polu's comparison on the pool (burnqed.eval.compute): each arm after its last step, the
+    # paired test after each iteration, the tokens each training saw
+    cp = s.get("compute") or {}
+    for arm, key in (("expert iteration", "EI"), ("search only", "SO")):
+        if last := ((cp.get("curves") or {}).get(arm) or [None])[-1]:
+            f[f"{key}_proved"], f[f"{key}_rate"] = str(last["proved"]), _pc(last["pass_rate"])
+            f[f"{key}_nodes"], f[f"{key}_tokens"] = (
+                f"{last['nodes_expanded']:,}",
+                f"{last['tokens']:,}",
+            )
+    if cp.get("curves"):
+        f["pool"] = str(cp["pool_theorems"])
+        ei, so = cp["curves"]["expert iteration"][-1], cp["curves"]["search only"][-1]
+        f["EI_SO_nodes"] = f"{ei['nodes_expanded'] / so['nodes_expanded']:.2f}"
+        f["EI_SO_tokens"] = f"{ei['tokens'] / so['tokens']:.2f}"
+    for t in cp.get("paired") or []:
+        k = f"cmp{t['iteration']}"
+        f[f"{k}_g"], f[f"{k}_l"], f[f"{k}_p"] = (
+            str(t["gained"]),
+            str(t["lost"]),
+            format_p(t["p_value"]),
+        )
+        f[f"{k}_verdict"] = t["verdict"]
+    for name, tokens in (cp.get("training_tokens") or {}).items():
+        if tokens is not None:
+            f[f"train_{name}"] = f"{tokens:,}"
     for d in s["detectable"]:
         n = d["changed"]
         f[f"det{n}_g"], f[f"det{n}_l"] = str(d["gained"]), str(d["lost"])
@@ -303,10 +334,8 @@ def test_a_flipped_flag_breaks_the_claims_that_state_it():
     written for one verdict fails the check once the summary says another."""
     flipped = json.loads(json.dumps(SUMMARY))
     flipped["learning"]["verdict"] = {"pass": "fail"}.get(SUMMARY["learning"]["verdict"], "pass")
-    cfg = flipped["configs"][0]
-    cfg["goal"]["verdict"] = (
-        "met" if SUMMARY["configs"][0]["goal"]["verdict"] != "met" else "not met"
-    )
+    cfg = flipped["configs"][-1]  # the shipped iteration's (burnqed.report.docs.shipped_configs)
+    cfg["goal"]["verdict"] = "met" if cfg["goal"]["verdict"] != "met" else "not met"
     for r in cfg["rates"].values():
         if r.get("vs_stronger"):
             r["vs_stronger"]["verdict"] = (
@@ -316,6 +345,8 @@ def test_a_flipped_flag_breaks_the_claims_that_state_it():
         if chk["check"].startswith("the feature value does not beat C") and chk.get("value"):
             v = chk["value"].get("verdict")
             chk["value"]["verdict"] = "worse" if v != "worse" else "better"
+    for t in (flipped.get("compute") or {}).get("paired") or []:
+        t["verdict"] = "worse" if t["verdict"] != "worse" else "better"
     flipped["run"]["evidence"] = "confirmatory"
     moved = figures(flipped)
     holes = ("{verdict}", "{goal}", "{evidence}", "_verdict}")
@@ -348,7 +379,8 @@ def test_the_committed_summaries_list_what_only_ablations_builds():
         assert s["run"]["ablations_only"] == ablations_only(s)
         assert {"configs.0.rates.A", "configs.0.features", "memory"} <= set(ablations_only(s))
     view = headline_view(SUMMARY)
-    assert list(view["configs"][0]["rates"]) == ["C"] and "goal" not in view["configs"][0]
+    shipped = shipped_configs(view)
+    assert list(shipped["rates"]) == ["C"] and "goal" not in shipped
     assert view["learning"] == SUMMARY["learning"] and view["evals"] == SUMMARY["evals"]
 
 

@@ -315,11 +315,13 @@ def test_the_default_target_plans_the_headline_and_ablations_the_whole_loop(over
     assert {k: whole.get(k) for k in expected} == expected
     # The whole loop is the default target's jobs and the attribution set's: before the split
     # (cb4cd23) the default target planned 53 jobs on the demo, every one of them here but rule
-    # all, beside `ablations` and its compare and summary; the compute comparison (issue 61) adds
-    # five to both: iteration 1's search and the search-only arm's (shard and gather each) and
-    # the report.
+    # all, beside `ablations` and its compare and summary; the compute comparison (issue 61) added
+    # five to both (iteration 1's search and the search-only arm's, shard and gather each, and
+    # the report): 36 and 60 at two iterations.  Design P4's third iteration adds 17 to the
+    # default target (its SFT and merge, EBM, searches, evals, report; iteration 2's pools of both
+    # arms) and 22 more to the attribution set (its configurations, replays, feature value).
     if overlay:
-        assert (headline["total"], whole["total"]) == (31 + 5, 53 - 1 + 3 + 5)
+        assert (headline["total"], whole["total"]) == (36 + 17, 60 + 17 + 22)
 
 
 def _planned_jobs(out: str, rule: str) -> dict[str, set[str]]:
@@ -423,7 +425,7 @@ def test_the_critical_path_runs_first_and_twins_wait_for_nothing_they_do_not_rea
     prio = {(rule, f.get("wildcards", "")): int(f.get("priority", 0)) for rule, f in jobs}
     chain = [("base_model", ""), ("sft", "i=0"), ("search_shard", "i=0, shard=0"),
              ("ebm_embed_config", "i=1, c=A"), ("sft", "i=1")]  # fmt: skip
-    off = [("eval_baseline", ""), ("eval_longer", "i=0"), ("sft_only", "i=1"),
+    off = [("eval_baseline", ""), ("eval_longer", "i=1"), ("sft_only", "i=1"),
            ("ebm_embed_config", "i=1, c=S"), ("eval_config", "i=1, c=A")]  # fmt: skip
     lower = [other for other in off if other != ("sft_only", "i=1")]
     for job in chain:
@@ -454,6 +456,8 @@ def test_the_threads_settings_reach_the_rules_and_their_priorities(tmp_path):
         ("base_model", ""),
         ("sft", "i=0"),
         ("search_pool_select", "i=1"),
+        ("search_pool_select", "i=2"),  # design P4's third iteration: both arms' pools
+        ("search_only_pool_select", "i=2"),
     }
     prio = {(rule, f.get("wildcards", "")): int(f.get("priority", 0)) for rule, f in jobs}
     assert prio[("base_model", "")] == 2 * 3**8 + 1  # threads.base stays 2
@@ -466,18 +470,20 @@ def test_the_threads_settings_reach_the_rules_and_their_priorities(tmp_path):
 
 
 def test_a_study_seed_plans_its_five_evals_and_what_they_need(tmp_path):
-    """`snakemake study_seed`: iteration 1's eval, its no-EBM twin and its depth twin (with the
-    depth twin's fit; the stronger twin is C's control), iteration 0's eval and its search-longer
-    control, and what they read (A's EBM as joint training's warm start; the baseline eval,
-    iteration 0's `previous`) — no configuration evals, replays, feature value, EBM metrics,
-    reports or compare."""
+    """`snakemake study_seed` on the demo (design P4: three iterations): iteration 2's eval, its
+    no-EBM twin and its depth twin (with the depth twin's fit; the stronger twin is C's control),
+    iteration 1's eval and its search-longer control, and what they read (A's EBM of each later
+    iteration as joint training's warm start, each later iteration's depth twin as its head's
+    fallback; iteration 0's and the baseline eval, each the next one's `previous`) — no
+    configuration evals, replays, feature value, EBM metrics, reports, compare or the search-only
+    arm."""
     counts: dict[str, int] = {}
     for rule, _ in _demo_plan(tmp_path, "study_seed"):
         counts[rule] = counts.get(rule, 0) + 1
     assert counts == {
         "proplogic_benchmark_split": 2, "tactic_pairs": 1, "search_pool": 1, "base_model": 1,
-        "sft": 2, "merge": 2, "search_shard": 1, "search": 1, "search_noise_shard": 1,
-        "search_noise": 1, "ebm_embed_config": 1, "ebm_train_config": 1, "ebm_embed": 1,
-        "ebm_export_joint": 1, "eval_baseline": 1, "eval": 2, "eval_longer": 1, "eval_no_ebm": 1,
-        "value_depth_twin": 1, "eval_depth_twin": 1, "study_seed": 1,
+        "sft": 3, "merge": 3, "search_shard": 2, "search": 2, "search_noise_shard": 1,
+        "search_noise": 1, "search_pool_select": 1, "ebm_embed_config": 2, "ebm_train_config": 2,
+        "ebm_embed": 2, "ebm_export_joint": 2, "eval_baseline": 1, "eval": 3, "eval_longer": 1,
+        "eval_no_ebm": 1, "value_depth_twin": 2, "eval_depth_twin": 1, "study_seed": 1,
     }  # fmt: skip
