@@ -131,7 +131,9 @@ def test_the_exported_head_waits_for_its_depth_twin_only_where_it_may_fall_back_
     work = make_tiny_repo(tmp_path / "w", iterations=ITERATIONS, ebm={"fallback": "none"})
     r = run_snakemake(work, "-n")
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    assert all("depth_twin" not in j["input"] for j in planned(r.stdout + r.stderr)["ebm_export_joint"])
+    assert all(
+        "depth_twin" not in j["input"] for j in planned(r.stdout + r.stderr)["ebm_export_joint"]
+    )
     jobs = {j["output"]: j for j in plan["ebm_export_joint"]}
     for i in range(1, ITERATIONS):
         assert f"models/iter_{i}/depth_twin" in jobs[f"models/iter_{i}/ebm"]["input"].split(", ")
