@@ -24,6 +24,7 @@ import matplotlib
 
 matplotlib.use("Agg")  # no display; before pyplot is imported anywhere
 import matplotlib.pyplot as plt
+from matplotlib.ticker import NullFormatter
 
 FIGSIZE = (6.4, 4.0)  # inches
 DPI = 100  # → 640 × 400 px
@@ -31,6 +32,15 @@ SIZE_PX = (int(FIGSIZE[0] * DPI), int(FIGSIZE[1] * DPI))
 
 
 Labels = list[tuple[str, str]]  # (x label, y label) of each panel, read back from the figure
+
+
+def _budget_axis(ax: Any, budgets: Sequence[float]) -> None:
+    """A log x-axis labelled at the budgets themselves, as numbers (``1 2 3 4 6 8``): matplotlib's
+    own log labels (``2×10⁰ 3×10⁰``) collide on a narrow panel."""
+    ax.set_xscale("log")
+    if ticks := sorted({float(b) for b in budgets if b is not None and b > 0}):
+        ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
+        ax.xaxis.set_minor_formatter(NullFormatter())
 
 
 def _finish(
@@ -83,8 +93,12 @@ def budget_curves(
                         fmt="o", capsize=3, color=colours.get(label),
                         label=f"{label} at budgets (95% CI)")  # fmt: skip
             drawn = True
-    if drawn:
-        ax.set_xscale("log")
+    if drawn:  # labelled at the marked budgets (a step curve's x may be every node count)
+        budgets = [x for m in (markers or {}).values() for x in m["x"]]
+        if budgets:
+            _budget_axis(ax, budgets)
+        else:
+            ax.set_xscale("log")
         ax.set_ylim(0, 100)
     return _finish(
         fig, ax, out, empty=not drawn, xlabel=xlabel, ylabel="theorems proved (%)", title=title
@@ -123,7 +137,7 @@ def seed_budget_curves(
         if lows:
             pad = max(1.0, 0.05 * (max(highs) - min(lows)))
             ax.set_ylim(max(0.0, min(lows) - pad), min(100.0, max(highs) + pad))
-            ax.set_xscale("log")
+            _budget_axis(ax, [x for m in curves.values() for x in m["x"]])
         else:
             ax.text(0.5, 0.5, "no data", transform=ax.transAxes, ha="center", va="center",
                     color="grey")  # fmt: skip

@@ -230,3 +230,29 @@ def test_statement_defects_and_clock_events_are_shown(tmp_path):
     ended = md.split("## How attempts ended")[1]
     row = next(ln for ln in ended.splitlines() if ln.startswith("| 12 |"))
     assert row.split("|")[6].strip() == "1"  # ended: statement, at the largest budget
+
+
+def test_budget_axes_are_labelled_at_the_budgets_as_numbers(tmp_path, monkeypatch):
+    """matplotlib's own log labels (2×10⁰, 3×10⁰) collided on the docs' narrow seed panels: each
+    budget plot labels its log axis at the budgets themselves, no minor labels."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    ax.plot([1, 8], [0, 1])
+    plots._budget_axis(ax, [4, 1, 2, 3, 6, 8, 2])
+    fig.canvas.draw()
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["1", "2", "3", "4", "6", "8"]
+    assert not any(t.get_text() for t in ax.get_xticklabels(minor=True))
+    assert ax.get_xscale() == "log"
+    plt.close(fig)
+    seen = []
+    real = plots._budget_axis
+    monkeypatch.setattr(
+        plots, "_budget_axis", lambda a, b: (seen.append(sorted(set(b))), real(a, b))
+    )
+    m = {"x": [1, 2, 4], "y": [0.1, 0.2, 0.3], "lo": [0.0, 0.1, 0.2], "hi": [0.2, 0.3, 0.4]}
+    plots.seed_budget_curves({"seed 0": {"iter_0": m}, "seed 1": {"iter_0": m}}, tmp_path / "s.png",
+                             title="t")  # fmt: skip
+    plots.budget_curves({"iter_0": {"x": [1, 2, 3, 4], "y": [0.1, 0.2, 0.2, 0.3]}},
+                        tmp_path / "b.png", markers={"iter_0": m})  # fmt: skip
+    assert seen == [[1, 2, 4]] * 3

@@ -186,6 +186,8 @@ def figures(s: dict) -> dict[str, str]:
     f["jobs"] = str(run["jobs"])
     if s.get("memory"):
         f["mem_gb"] = f"{s['memory']['run_peak_mb'] / 1000:.1f}"
+        f["mem_job"] = s["memory"]["job_peak"]["job"]
+        f["mem_job_mb"] = f"{s['memory']['job_peak_mb']:.0f}"
     f["pairs"] = f"{m['data']['tactic_pairs']:,}"
     pair = m["cache_pair"]
     for k in ("with", "without"):
@@ -203,7 +205,7 @@ CLAIMS = [
     ("docs/value-model.md", "C is +{C_g}/−{C_l} against its twin (p = {C_p})"),
     ("docs/value-model.md", "and S +{S_g}/−{S_l} and B +{B_g}/−{B_l}, A +{A_g}/−{A_l}"),
     ("docs/value-model.md", "**Seed 0, {evidence}.** The energy shares the priority with the log-prob and changes {C_changed} % of C's decisions"),
-    ("docs/value-model.md", "it solves {C_depth} % with iteration 1's policy, against C's {C_with} %"),
+    ("docs/value-model.md", "it solves {C_depth} % with iteration 2's policy, against C's {C_with} %"),
     ("docs/value-model.md", "Against the stronger of its two twins, the {C_twin} twin, C gains {C_sg} and loses {C_sl} (p = {C_sp}: {C_verdict})"),
     ("docs/value-model.md", "with Holm's correction over the four configurations' claims its p is {C_sholm}, so the value model's goal is **{goal}**; A, S and B against theirs: +{A_sg}/−{A_sl}, +{S_sg}/−{S_sl} and +{B_sg}/−{B_sl} (Holm {A_sholm}, {S_sholm} and {B_sholm})"),
     ("docs/value-model.md", "A {A_rank1}, S {S_rank1}, B {B_rank1} and C {C_rank1} against {chance}"),
@@ -213,14 +215,21 @@ CLAIMS = [
     ("docs/value-model.md", "its live replay equals its live eval on {agree} of {agree_exact} theorems"),
     ("docs/demo.md", "one seed, {evidence} (`docs/runs/`)"),
     ("README.md", "evaluates each on {theorems} held-out deeper theorems"),
-    ("docs/demo.md", "({wall} wall, {jobs} jobs, {mem_gb} GB peak memory"),
-    ("docs/demo.md", "Its figures are **{evidence}** — one seed"),
+    ("docs/demo.md", "on a 2-core AMD EPYC ({mem_gb} GB peak memory, the whole run's"),
+    ("docs/demo.md", "{wall} wall for its {jobs} jobs, design P4 on the development overlay"),
+    ("docs/demo.md", "the whole run's peak (the upper bound above), {mem_gb} GB; the largest single job, `{mem_job}`, peaks at {mem_job_mb} MB"),
+    ("docs/demo.md", "Seed 0's figures are **{evidence}** — one seed"),
     ("docs/demo.md", "{theorems} held-out theorems of 4–6 steps, pass@{pass_n}"),
     ("docs/demo.md", "iteration 0 rises {it0_rise} points from 1 to 4 nodes"),
-    ("docs/demo.md", "(iteration 0 at 4 nodes: {it0_budget_4} of {it0_unsolved_4}; iteration 1: {it1_budget_4} of {it1_unsolved_4};"),
+    ("docs/demo.md", "(iteration 0 at 4 nodes: {it0_budget_4} of {it0_unsolved_4}; iteration 2: {it2_budget_4} of {it2_unsolved_4};"),
     ("docs/demo.md", "{det6_g} theorems gained and none lost ({det6_pts} points); {det20_g} vs {det20_l} when 20 theorems change; {det40_g} vs {det40_l} ({det40_pts} points) when 40 do"),
-    ("docs/demo.md", "baseline → iteration 0 +{step0_g}/−{step0_l} (p = {step0_p}), iteration 0 → 1 +{step1_g}/−{step1_l} (p = {step1_p})"),
-    ("docs/demo.md", "iteration 1 gains {step2_g} and loses {step2_l} (p = {step2_p}): the learning check **{verdict}s**"),
+    ("docs/demo.md", "baseline → iteration 0 +{step0_g}/−{step0_l} (p = {step0_p}), iteration 0 → 1 +{step1_g}/−{step1_l} (p = {step1_p}), iteration 1 → 2 +{step2_g}/−{step2_l} (p = {step2_p})"),
+    ("docs/demo.md", "iteration 2 gains {step3_g} and loses {step3_l} (p = {step3_p}): the learning check **{verdict}s**"),
+    ("docs/demo.md", "After iteration 2's searches expert iteration has proved {EI_proved} of the {pool} pool theorems ({EI_rate} %), search only {SO_proved} ({SO_rate} %)"),
+    ("docs/demo.md", "expert iteration gains {cmp1_g} and loses {cmp1_l} after iteration 1 (p = {cmp1_p}: {cmp1_verdict}) and gains {cmp2_g} and loses {cmp2_l} after iteration 2 (p = {cmp2_p}: {cmp2_verdict})"),
+    ("docs/demo.md", "expanded {EI_SO_nodes} times search only's nodes ({EI_nodes} against {SO_nodes}) and generated {EI_SO_tokens} times its tokens"),
+    ("docs/demo.md", "iterations 1 and 2's adapters saw {train_iter_1} and {train_iter_2} tokens (iteration 0's, both arms', {train_iter_0})"),
+    ("docs/demo.md", "Seeds 1 and 2, expert iteration against search only: +{s1_cmp1_g}/−{s1_cmp1_l} and +{s2_cmp1_g}/−{s2_cmp1_l} after iteration 1, +{s1_cmp2_g}/−{s1_cmp2_l} and +{s2_cmp2_g}/−{s2_cmp2_l} after iteration 2"),
     ("docs/expansion-cache.md", "{cache_with} with the cache and {cache_without} without it"),
     ("docs/demo.md", "the default target without it took {cache_without} against {cache_with} with it"),
     ("docs/decontamination.md", "On the demo ({dc_checked} generated theorems, {pairs} pairs, against the {theorems} theorems"),
@@ -275,10 +284,24 @@ def _page(name: str) -> str:
     return (REPO / name).read_text(encoding="utf-8")
 
 
-FIG = figures(SUMMARY)
+def run_figures() -> dict[str, str]:
+    """The other published seeds' pool comparisons (docs/runs/seed_N.json, the default target's):
+    ``s{N}_cmp{i}_g`` and ``_l``, expert iteration's gains and losses after iteration i."""
+    f = {}
+    for path in sorted((REPO / "docs" / "runs").glob("seed_*.json")):
+        seed = path.stem.removeprefix("seed_")
+        for t in (json.loads(path.read_text(encoding="utf-8")).get("compute") or {}).get(
+            "paired"
+        ) or []:
+            f[f"s{seed}_cmp{t['iteration']}_g"] = str(t["gained"])
+            f[f"s{seed}_cmp{t['iteration']}_l"] = str(t["lost"])
+    return f
+
+
+FIG = figures(SUMMARY) | run_figures()
 # What the default target's summary of the same run states: the summary without the figures only
 # `ablations` builds.
-HEADLINE_FIG = figures(headline_view(SUMMARY))
+HEADLINE_FIG = figures(headline_view(SUMMARY)) | run_figures()
 
 
 def _ablations_only(claim: str) -> bool:
@@ -398,12 +421,13 @@ def test_every_claim_only_ablations_builds_stands_in_a_section_that_says_so(page
 
 
 def test_the_headline_claims_are_the_default_targets():
-    """The check above is not vacuous either way: the learning check, C against its twins and
-    the solve rates are the default target's; the configurations, the feature value, Holm over
-    four and the whole run's memory are not."""
+    """The check above is not vacuous either way: the learning check, C against its twins, Polu's
+    comparison and the solve rates are the default target's; the configurations, the feature
+    value, Holm over four and the whole run's memory are not."""
     only = {c for _, c in CLAIMS if _ablations_only(c)}
     headline = {c for _, c in CLAIMS} - only
     assert any("{step0_g}" in c for c in headline) and any("{C_depth}" in c for c in headline)
+    assert any("{cmp1_g}" in c for c in headline)  # Polu's comparison: the default target's
     assert any("{C_changed}" in c for c in headline)
     assert any("{S_g}" in c for c in only) and any("{F_g}" in c for c in only)
     assert any("{C_sholm}" in c for c in only) and any("{mem_gb}" in c for c in only)
