@@ -8,7 +8,8 @@
   (:func:`burnqed.report.summary.draw`), so it cannot show other numbers than the summary;
 - the blocks between ``<!-- generated: NAME -->`` and ``<!-- end generated -->`` in README.md and
   docs/*.md (:data:`BLOCKS`: the solve-rate table, the value-model table and its goal;
-  ``study:NAME``, a committed study report's headline, :func:`study_headline`; and
+  ``study:NAME``, a committed study report's headline, :func:`study_headline`, and
+  ``study-brief:NAME``, an earlier study's, :func:`study_brief`; and
   ``ledger:SINCE..UNTIL``, the tracked ledger's looks in that window, run by run,
   :func:`burnqed.eval.ledger.window_markdown`);
 - ``docs/configuration.md``: every knob of ``params.yaml`` by stage, from the schema's descriptions
@@ -282,13 +283,9 @@ def _short(control: str) -> str:
     return stem.replace("_", " ") or Path(control).parent.name
 
 
-def study_headline(r: Mapping[str, Any], name: str) -> str:
-    """A study report (``burnqed study report``'s JSON) as the README's headline: its label,
-    registration and decision; per primary the pooled difference with its interval, p, Holm p and
-    the seeds whose difference is positive; then one row a seed with each primary's gained/lost
-    and difference (the control taken, where the registration lists several); then the report's
-    pictures (:func:`burnqed.study.stage.draw_pictures`): the forest plot, and the pool curves
-    where the report holds them."""
+def _study_lead(r: Mapping[str, Any], name: str) -> list[str]:
+    """A study report's first lines: its label, registration and decision; per primary the pooled
+    difference with its interval, p, Holm p and the seeds whose difference is positive."""
     prim = [c for c in r["comparisons"] if c["kind"] == "primary"]
     rc = r.get("registration_commit") or {}
     part = r.get("partial")
@@ -337,8 +334,29 @@ def study_headline(r: Mapping[str, Any], name: str) -> str:
             ],
             rows,
         ),
-        "",
     ]
+    return lines
+
+
+def study_brief(r: Mapping[str, Any], name: str) -> str:
+    """``study-brief:<name>``: an earlier study's headline, once a later one holds the README's —
+    :func:`study_headline`'s lead (label, registration, decision, the primaries pooled) and a link
+    to its report's seeds and pictures."""
+    return "\n".join([
+        *_study_lead(r, name),
+        "",
+        f"Per seed, and the forest plot: [studies/{name}/report.md](studies/{name}/report.md).",
+    ]) + "\n"  # fmt: skip
+
+
+def study_headline(r: Mapping[str, Any], name: str) -> str:
+    """A study report (``burnqed study report``'s JSON) as the README's headline:
+    :func:`_study_lead`; then one row a seed with each primary's gained/lost and difference (the
+    control taken, where the registration lists several); then the report's pictures
+    (:func:`burnqed.study.stage.draw_pictures`): the forest plot, and the pool curves where the
+    report holds them."""
+    prim = [c for c in r["comparisons"] if c["kind"] == "primary"]
+    lines = [*_study_lead(r, name), ""]
     lines += [
         "Per seed, each with its own theorems, benchmark and models: theorems gained/lost against "
         "the control, and d = their difference over the paired theorems, in points.",
@@ -688,10 +706,12 @@ def current_blocks(
     """Every generated block's text: the summary's, the published runs', the studies'."""
     blocks = {name: make(summary) for name, make in BLOCKS.items()}
     blocks.update({name: make(published) for name, make in RUN_BLOCKS.items()})
-    blocks.update({f"study:{n}": study_headline(r, n) for n, r in study_reports(root).items()})
+    reports = study_reports(root)
+    blocks.update({f"study:{n}": study_headline(r, n) for n, r in reports.items()})
+    blocks.update({f"study-brief:{n}": study_brief(r, n) for n, r in reports.items()})
     regs = study_registrations(root)
     blocks.update({f"study-found:{n}": study_found(r, regs.get(n), n)
-                   for n, r in study_reports(root).items()})  # fmt: skip
+                   for n, r in reports.items()})  # fmt: skip
     blocks.update({f"study-power:{n}": study_power_table(reg) for n, reg in regs.items()})
     blocks.update(ledger_blocks(root))
     return blocks

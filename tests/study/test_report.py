@@ -19,7 +19,7 @@ import yaml
 from burnqed.cli import main as cli_main
 from burnqed.config import InputError
 from burnqed.eval.ledger import look_record, read_ledger, write_ledger
-from burnqed.report.docs import study_headline, study_reports
+from burnqed.report.docs import study_brief, study_headline, study_reports
 from burnqed.study import registration as regfile
 from burnqed.study.stage import RUN_RECORD, power, report
 
@@ -461,6 +461,11 @@ def test_a_committed_report_is_the_readmes_headline_block(tmp_path):
     assert f"| {seeds[0]} | +{first['gained']}/−{first['lost']}, d +15.00 |" in text
     assert f"| {learning['name']} | {100 * learning['pooled']['estimate']:+.2f} [" in text
     assert all(f"\n| {s} |" in text for s in seeds)
+    # Once a later study holds the headline: the same lead, no seed rows, a link to the report.
+    brief = study_brief(r, "synthetic")
+    lead = text.split("\n\nPer seed")[0]
+    assert brief.startswith(lead + "\n\n") and "| seed |" not in brief
+    assert brief.endswith("[studies/synthetic/report.md](studies/synthetic/report.md).\n")
     assert study_reports(root) == {
         "synthetic": json.loads((path.parent / "report.json").read_text())
     }

@@ -462,8 +462,14 @@ def test_generated_blocks_are_current():
             f"{page.relative_to(REPO)}: a generated block is stale: run `burnqed report docs`"
         )
     assert "solve-table" in seen
-    # Every committed study report is a block somewhere (the README's headline).
-    assert {f"study:{n}" for n in study_reports(REPO)} <= seen
+    # Every committed study report is a block somewhere: the last registered one whole, as the
+    # README's headline; an earlier one whole or brief.
+    reports = study_reports(REPO)
+    assert all({f"study:{n}", f"study-brief:{n}"} & seen for n in reports), (seen, list(reports))
+    if reports:
+        last = max(reports, key=lambda n: reports[n]["registration_commit"]["date"])
+        readme = (REPO / "README.md").read_text(encoding="utf-8")
+        assert f"<!-- generated: study:{last} -->" in readme, last
 
 
 def test_configuration_page_is_current_and_names_every_knob():
