@@ -402,11 +402,13 @@ def _provenance_problems(reg: Mapping[str, Any], seed: int, run: Mapping[str, An
 
 
 def _before(a: str, b: str) -> bool:
-    """ISO 8601 ``a`` no later than ``b`` (both with offsets; both to the second: a run started in
-    the second its registration was committed read that commit)."""
-    from datetime import datetime
+    """ISO 8601 ``a`` no later than ``b``, both to the second (a run started in the second its
+    registration was committed read that commit).  A time without an offset is UTC and a bare date
+    that day's start, as the ledger reads them: a look recorded by hand with its day only
+    (``burnqed ledger add --looked-at 2026-11-27``) counts as before anything later that day."""
+    from burnqed.eval.ledger import parse_time
 
-    return datetime.fromisoformat(a) <= datetime.fromisoformat(b)
+    return parse_time(a, "a look's time") <= parse_time(b, "a look's time")
 
 
 def _look_key(r: Mapping[str, Any]) -> tuple:

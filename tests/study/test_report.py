@@ -244,6 +244,27 @@ def test_a_seed_already_in_the_ledger_makes_it_exploratory(tmp_path):
     assert len(read_ledger(root / "ledger/looks.jsonl")) == 6
 
 
+def test_a_look_recorded_by_hand_with_its_day_only_is_checked_like_any_other(tmp_path):
+    """The ledger's hand-recorded looks (evals from before looks were recorded) carry a bare date;
+    the final report compares them with its own first-writing time, which has an offset: such a
+    look is that day's start (UTC), so it is checked, and one at a study seed is foreign."""
+    root = tmp_path / "repo"
+    path, seeds = make_study(root)
+    early = eval_json("peek", "m9", None, {"t1"}, seed=seeds[1])
+    early["look"]["looked_at"] = "2025-12-01"
+    write_ledger(root / "ledger/looks.jsonl", [{**early["look"], "label": "by hand"}])
+    r = report(path, root=root)
+    assert r["first_written_at"] is not None
+    bad = [c for c in r["checks"] if not c["ok"]]
+    assert [c["check"] for c in bad] == ["fresh seeds"] and "on 2025-12-01" in bad[0]["detail"]
+    # A look by hand at another seed is read and passes.
+    other = eval_json("peek", "m9", None, {"t1"}, seed=max(seeds) + 1)
+    other["look"]["looked_at"] = "2025-12-01"
+    other["look"]["benchmark"] = {**other["look"]["benchmark"], "sha256": "f" * 64}
+    write_ledger(root / "ledger/looks.jsonl", [{**other["look"], "label": "by hand"}])
+    assert report(path, root=root)["label"] == "confirmatory"
+
+
 def test_an_edited_registration_or_a_development_split_is_exploratory(tmp_path):
     path, _ = make_study(tmp_path / "a")
     path.write_text(path.read_text().replace("alpha: 0.05", "alpha: 0.1"))
