@@ -589,3 +589,24 @@ def run(
     write_arms_report(report, compute_markdown(report), out_json=out_json, out_md=out_md,
                       out_arms=out_arms, where="the pool")  # fmt: skip
     return report
+
+
+def stopped_text(stopped: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> str:
+    """One sentence on the trainings a guard stopped across a study's seeds
+    (:func:`burnqed.study.curves.read_stopped_trainings`, the seeds as strings, as a study's
+    ``report.json`` keeps them): for its report and the README's headline."""
+    if not stopped:
+        return "No training guard stopped a training on any seed."
+    items = [
+        f"seed {s}'s iteration {it.removeprefix('iter_')}"
+        + (f" ({x['reason'].split(':')[0]})" if x.get("reason") else "")
+        for s, its in sorted(stopped.items(), key=lambda kv: int(kv[0]))
+        for it, x in its.items()
+    ]
+    n = len(items)
+    return (
+        f"A training guard stopped {n} training{'s' if n > 1 else ''} — "
+        + ", ".join(items)
+        + f": {'each' if n > 1 else 'that'} iteration kept the previous iteration's model, as "
+        "the loop does, and the seed's run went on; its figures count as they came out."
+    )

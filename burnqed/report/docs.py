@@ -37,6 +37,7 @@ from typing import Any
 import yaml
 
 from burnqed.config import InputError
+from burnqed.eval.compute import stopped_text
 from burnqed.eval.configs import (
     goal_table,
     prediction_text,
@@ -304,7 +305,8 @@ def _study_lead(r: Mapping[str, Any], name: str) -> list[str]:
                 else ""
             )
         )
-        + f"; α {r['alpha']:g}, Holm over the {len(prim)} primaries, {r['test_description']}. "
+        + f"; α {r['alpha']:g}, Holm over the {len(prim)} primar{'y' if len(prim) == 1 else 'ies'}, "
+        f"{r['test_description']}. "
         f"Decision: **{r['decision']['verdict']}**.",
         "",
     ]
@@ -312,7 +314,7 @@ def _study_lead(r: Mapping[str, Any], name: str) -> list[str]:
     rows = []
     for c in prim:
         p = c["pooled"]
-        t = p.get("t_test") if p["decides"] == "t" else p.get("hartung_knapp")
+        t = _deciding(c)
         interval = "–" if not t else f"[{_points(t['low'])}, {_points(t['high'])}]"
         rows.append([
             c["name"], f"{_points(p['estimate'])} {interval}",
@@ -322,6 +324,23 @@ def _study_lead(r: Mapping[str, Any], name: str) -> list[str]:
             said[c.get("confirmed")],
         ])  # fmt: skip
     level = prim[0]["pooled"]["level"] if prim else 1 - r["alpha"]
+    stops = [c["sequential"] for c in prim
+             if c["pooled"]["decides"] == "sequential" and c.get("sequential")]  # fmt: skip
+    if any(sq.get("stopped_at") for sq in stops):
+        sq = next(sq for sq in stops if sq.get("stopped_at"))
+        over = sq.get("over_run") or []
+        late = (
+            f"; the {f'{len(over)} seeds' if len(over) > 1 else 'seed'} in flight then "
+            f"({', '.join(map(str, over))}) finished and {'are' if len(over) > 1 else 'is'} "
+            "in the tables, not in the estimate"
+            if over
+            else ""
+        )
+        lines[0] += (
+            f" The study stopped at its interim look {sq['stopped_at']}, on {sq['seeds']} of "
+            f"{sq['registered']} seeds ({sq['decision']}): each primary's estimate, repeated "
+            f"interval and p are that look's{late}."
+        )
     lines += [
         markdown_table(
             [
@@ -336,6 +355,34 @@ def _study_lead(r: Mapping[str, Any], name: str) -> list[str]:
         ),
     ]
     return lines
+
+
+def _deciding(c: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The pooled test that decides a comparison, with ``low`` and ``high``: a sequential
+    design's repeated interval, else the registered fixed-sample test's."""
+    p = c["pooled"]
+    if p["decides"] == "sequential":
+        return c.get("sequential")
+    return p.get("t_test") if p["decides"] == "t" else p.get("hartung_knapp")
+
+
+def study_secondaries(r: Mapping[str, Any]) -> str:
+    """A study's secondaries, one row each (they decide nothing): the pooled difference with its
+    unadjusted interval, p, and the seeds whose difference is positive."""
+    rows = []
+    for c in (c for c in r["comparisons"] if c["kind"] == "secondary"):
+        p, t = c["pooled"], _deciding(c)
+        rows.append([
+            c["name"],
+            f"{_points(p['estimate'])} "
+            + ("–" if not t else f"[{_points(t['low'])}, {_points(t['high'])}]"),
+            "–" if p["p_value"] is None else format_p(p["p_value"]),
+            f"{p['positive']} of {p['seeds'] + len(r.get('aborted') or [])}",
+        ])  # fmt: skip
+    level = next((c["pooled"]["level"] for c in r["comparisons"] if c["kind"] == "secondary"), 0)
+    return markdown_table(
+        ["secondary (decides nothing)", f"pooled difference, points [{100 * level:.0f} % interval]",
+         "p", "seeds positive"], rows)  # fmt: skip
 
 
 def study_brief(r: Mapping[str, Any], name: str) -> str:
@@ -366,9 +413,13 @@ def study_headline(r: Mapping[str, Any], name: str) -> str:
     for c in prim:
         listed = isinstance(c["control"], list)
         for x in c["per_seed"]:
+            stopped = sorted((r.get("stopped_trainings") or {}).get(str(x["seed"])) or {})
+            notes = [
+                f" (iteration {it.removeprefix('iter_')}'s training stopped)" for it in stopped
+            ]
             by_seed[x["seed"]].append(
                 f"{_short(x['control']) + ': ' if listed else ''}+{x['gained']}/−{x['lost']}, "
-                f"d {_points(x['difference'])}"
+                f"d {_points(x['difference'])}" + "".join(notes)
             )
     for x in r.get("aborted") or []:
         where = str(x.get("reason") or "").split(":")[0]  # e.g. "joint step 50"
@@ -382,6 +433,10 @@ def study_headline(r: Mapping[str, Any], name: str) -> str:
     )
     if r.get("aborted"):
         lines += ["", _aborted_note(r, prim)]
+    if r.get("stopped_trainings") is not None:
+        lines += ["", stopped_text(r["stopped_trainings"])]
+    if any(c["kind"] == "secondary" for c in r["comparisons"]):
+        lines += ["", study_secondaries(r)]
     cost = r.get("cost") or {}
     if cost.get("median_wall_s") is not None:
         lines += [
@@ -617,10 +672,16 @@ def study_found(r: Mapping[str, Any], registration: Mapping[str, Any] | None, na
         or []
     }
     finished, aborted = len(r["seeds"]), len(r.get("aborted") or [])
+    stop = r.get("stopped_early")
+    stopped = (
+        f" (stopped at its interim look {stop['look']}, on {stop['count']}: the estimates' seeds)"
+        if stop
+        else ""
+    )
     lines = [
         f"**What the study found** (`studies/{name}/report.md`, {r['label']}, {finished} seeds "
-        f"finished and {aborted} aborted of {len(r['registered_seeds'])}; generated from its "
-        "report and registration):",
+        f"finished{stopped} and {aborted} aborted of {len(r['registered_seeds'])}; generated "
+        "from its report and registration):",
         "",
     ]
     for c in (c for c in r["comparisons"] if c["kind"] == "primary"):
@@ -638,8 +699,12 @@ def study_found(r: Mapping[str, Any], registration: Mapping[str, Any] | None, na
                 f"; the seeds' SD {abs(100 * rp['realised_sd']):.2f} points against "
                 f"{abs(100 * rp['planned_sd']):.2f} planned"
                 + (
-                    f", so the power at the planned effect was {rp['power_realised']:.2f}, not "
-                    f"{rp['power_planned']:.2f}"
+                    (
+                        f", so the power at the planned effect stayed {rp['power_realised']:.2f}"
+                        if f"{rp['power_realised']:.2f}" == f"{rp['power_planned']:.2f}"
+                        else f", so the power at the planned effect was "
+                        f"{rp['power_realised']:.2f}, not {rp['power_planned']:.2f}"
+                    )
                     if rp["planned_mean"] > 0
                     else " (a planned mean at or below 0 gave it no power)"
                 )

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from burnqed.data.benchmarks import CONFIRMATION, POOL
-from burnqed.eval.compute import CURVE_KIND, EXPERT, SEARCH_ONLY
+from burnqed.eval.compute import CURVE_KIND, EXPERT, SEARCH_ONLY, stopped_text
 from burnqed.eval.ledger import designs_seen, role_of, split_name
 from burnqed.eval.paired import UNDECIDED, format_p, paired_test, solved_at
 from burnqed.eval.table import markdown_table, pct
@@ -980,7 +980,7 @@ def report_markdown(r: Mapping[str, Any]) -> str:
             "",
         ]
     if r.get("pool_curves"):
-        out += pool_curves_markdown(r["pool_curves"])
+        out += pool_curves_markdown(r["pool_curves"], r.get("stopped_trainings"))
     out += [
         "## Looks at the benchmark",
         "",
@@ -1003,8 +1003,11 @@ HEADERS_CURVES = ["after iteration", "expert iteration", "its node expansions", 
                   "its node expansions", "difference, points"]  # fmt: skip
 
 
-def pool_curves_markdown(curves: Mapping[str, Any]) -> list[str]:
-    """The pool curves' section of ``report.md``: the picture and the seeds' mean per step."""
+def pool_curves_markdown(
+    curves: Mapping[str, Any], stopped: Mapping[str, Any] | None = None
+) -> list[str]:
+    """The pool curves' section of ``report.md``: the picture, the seeds' mean per step and the
+    trainings a guard stopped (``None``: a report from before they were read says nothing)."""
     per_seed = {int(s): c for s, c in curves.items()}
     pooled = pooled_curves(per_seed)
     rows = [
@@ -1023,6 +1026,7 @@ def pool_curves_markdown(curves: Mapping[str, Any]) -> list[str]:
         "",
         markdown_table(HEADERS_CURVES, rows),
         "",
+        *([stopped_text(stopped), ""] if stopped is not None else []),
     ]
 
 
@@ -1066,6 +1070,34 @@ def _sign_line(p: Mapping[str, Any]) -> str:
     )
 
 
+def forest_rows(
+    c: Mapping[str, Any], aborted: Sequence[Mapping[str, Any]] = ()
+) -> list[tuple[str, float | None, float | None, float | None]]:
+    """One comparison's panel of :func:`draw_forest`, top to bottom: ``(label, estimate, low,
+    high)`` per seed (no interval; ``None`` for an aborted seed), then the pooled estimates — the
+    deciding one first and marked "(decides)": a sequential design's repeated interval at the
+    look it stopped at (or its final), else the registered test's, then the other tests."""
+    p = c["pooled"]
+    rows: list[tuple[str, float | None, float | None, float | None]] = [
+        (f"seed {x['seed']} (+{x['gained']}/−{x['lost']})", x["difference"], None, None)
+        for x in c["per_seed"]
+    ]
+    rows += [(f"seed {x['seed']} (aborted)", None, None, None) for x in aborted]
+    sq = c.get("sequential") if p["decides"] == "sequential" else None
+    if sq:
+        where = f"look {sq['stopped_at']}" if sq.get("stopped_at") else "final"
+        rows.append((f"sequential, {where}, {sq['seeds']} seeds (decides)", sq["estimate"],
+                     sq["low"], sq["high"]))  # fmt: skip
+    tests = {"t_test": ("t-test", "t"), "hartung_knapp": ("Hartung–Knapp", "hartung-knapp")}
+    for key in sorted(tests, key=lambda k: tests[k][1] != p["decides"]):
+        t = p[key]
+        if t:
+            name, test = tests[key]
+            mark = " (decides)" if test == p["decides"] else ""
+            rows.append((f"{name}{mark}", t["estimate"], t["low"], t["high"]))
+    return rows
+
+
 def draw_forest(r: Mapping[str, Any], out: Path) -> None:
     """``forest.png``: per comparison (one panel each), every seed's paired difference with its
     gained/lost, and the pooled estimates with their intervals (the deciding test's first)."""
@@ -1076,23 +1108,12 @@ def draw_forest(r: Mapping[str, Any], out: Path) -> None:
 
     comps = r["comparisons"]
     # A row a seed (finished or aborted) and one a pooled test, each tall enough for its label.
-    heights = [len(c["per_seed"]) + len(r.get("aborted") or []) + 2 for c in comps]
+    heights = [len(forest_rows(c, r.get("aborted") or [])) for c in comps]
     fig, axes = plt.subplots(len(comps), 1, figsize=(7, 0.6 + sum(1.0 + 0.17 * h for h in heights)),
                              squeeze=False, height_ratios=heights)  # fmt: skip
     for ax, c in zip(axes[:, 0], comps, strict=True):
         p = c["pooled"]
-        rows = [(f"seed {x['seed']} (+{x['gained']}/−{x['lost']})", x["difference"], None, None)
-                for x in c["per_seed"]]  # fmt: skip
-        rows += [(f"seed {x['seed']} (aborted)", None, None, None) for x in r.get("aborted") or []]
-        order = ["t_test", "hartung_knapp"]
-        if p["decides"] == "hartung-knapp":
-            order.reverse()
-        for key in order:
-            t = p[key]
-            if t:
-                name = "t-test" if key == "t_test" else "Hartung–Knapp"
-                mark = " (decides)" if (key == "t_test") == (p["decides"] == "t") else ""
-                rows.append((f"{name}{mark}", t["estimate"], t["low"], t["high"]))
+        rows = forest_rows(c, r.get("aborted") or [])
         ys = list(range(len(rows)))[::-1]
         for y, (_, est, lo, hi) in zip(ys, rows, strict=True):
             if est is None:

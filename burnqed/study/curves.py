@@ -56,6 +56,23 @@ def read_pool_curves(dirs: Mapping[int, Path]) -> dict[int, dict[str, list[dict[
     return out
 
 
+def read_stopped_trainings(dirs: Mapping[int, Path]) -> dict[int, dict[str, dict[str, Any]]]:
+    """``{seed: {"iter_<i>": {step, reason}}}``: the trainings a guard stopped, from each seed's
+    ``results/compute.json`` (``stopped``; :mod:`burnqed.eval.compute`) — the iteration kept the
+    previous iteration's model and the seed's run went on.  Seeds with none are left out; call
+    after :func:`read_pool_curves`, which names a missing or unreadable file."""
+    out = {}
+    for seed, d in sorted(dirs.items()):
+        doc = json.loads((Path(d) / COMPUTE).read_text(encoding="utf-8"))
+        stopped = {
+            it: {"step": (x or {}).get("step"), "reason": (x or {}).get("reason")}
+            for it, x in sorted((doc.get("stopped") or {}).items())
+        }
+        if stopped:
+            out[int(seed)] = stopped
+    return out
+
+
 def pooled_curves(curves: Mapping[int, Mapping[str, list[Mapping[str, Any]]]]) -> dict[str, list]:
     """Per arm, the seeds' mean pass rate and node expansions at each step every seed reached
     (``seeds`` says how many were averaged)."""

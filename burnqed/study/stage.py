@@ -61,7 +61,12 @@ from burnqed.study.analysis import (
     seed_cost,
     stronger_control,
 )
-from burnqed.study.curves import COMPUTE, draw_pool_curves, read_pool_curves
+from burnqed.study.curves import (
+    COMPUTE,
+    draw_pool_curves,
+    read_pool_curves,
+    read_stopped_trainings,
+)
 
 log = logging.getLogger(__name__)
 
@@ -816,6 +821,8 @@ def report(
     if compares_pool_curves(reg):
         found = read_pool_curves({s: dirs[s] for s in seeds})
         r["pool_curves"] = {str(s): c for s, c in found.items()}
+        stops = read_stopped_trainings({s: dirs[s] for s in seeds})
+        r["stopped_trainings"] = {str(s): x for s, x in stops.items()}
     write_json(report_dir / "report.json", r)
     (report_dir / "report.md").write_text(report_markdown(r), encoding="utf-8")
     draw_pictures(r, report_dir)

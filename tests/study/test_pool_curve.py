@@ -201,6 +201,9 @@ def test_the_report_draws_both_arms_curves_every_seed_and_their_mean(tmp_path, c
     text = study_headline(r, "pool")
     assert text.index("](studies/pool/forest.png)") < text.index("](studies/pool/curves.png)")
     assert "each seed thin, the pooled curve bold](studies/pool/curves.png)" in text
+    assert (
+        "No training guard stopped a training on any seed." in md and r["stopped_trainings"] == {}
+    )
     r.pop("pool_curves")  # a study without Polu's comparison: the forest plot alone
     text = study_headline(r, "pool")
     assert "curves.png" not in text and "](studies/pool/forest.png)" in text
@@ -267,3 +270,27 @@ def test_a_benchmark_curve_comparison_varies_training_against_one_control(tmp_pa
     reg["comparisons"]["primary"][0].update(control=SEARCH_ONLY, varies="model")
     with pytest.raises(InputError, match="a benchmark curve comparison varies training"):
         regfile.validate(reg, tmp_path / "r.yaml")
+
+
+def test_a_training_a_guard_stopped_is_said_in_the_report_and_the_headline(tmp_path, capsys):
+    """Issue 61: a seed whose training a guard stopped keeps the previous iteration's model and
+    goes on; the report (from the seed's ``results/compute.json``) and the README's headline say
+    so — a sentence, and a note on that seed's row."""
+    path, seeds = make_pool_study(tmp_path / "repo")
+    f = path.parent / "seeds" / f"seed_{seeds[1]}" / "results/compute.json"
+    doc = json.loads(f.read_text())
+    reason = "joint step 300: held-out centroid_separation fell to 0.296, below its red line 0.3"
+    doc["stopped"] = {"iter_1": {"error": "burnqed.train.joint.JointTrainingError", "step": 300,
+                                 "reason": reason, "previous_adapter": "models/iter_0/adapter"}}  # fmt: skip
+    f.write_text(json.dumps(doc))
+    r = report_cli(path, tmp_path / "repo", capsys)
+    assert r["stopped_trainings"] == {str(seeds[1]): {"iter_1": {"step": 300, "reason": reason}}}
+    said = (f"A training guard stopped 1 training — seed {seeds[1]}'s iteration 1 (joint step "
+            "300): that iteration kept the previous iteration's model")  # fmt: skip
+    assert said in (path.parent / "report.md").read_text()
+    text = study_headline(r, "pool")
+    assert said in text
+    rows = [line for line in text.splitlines() if "training stopped)" in line]
+    assert len(rows) == 1 and rows[0].startswith(f"| {seeds[1]} |")
+    # The pool comparison's cell (the first primary's) carries it.
+    assert rows[0].split(" | ")[1] == "+6/−2, d +13.33 (iteration 1's training stopped)"

@@ -408,3 +408,25 @@ def test_interim_looks_show_only_decisions_and_stop_the_study(tmp_path, monkeypa
         assert c["pooled"]["p_value"] == sq["p_value"]
     assert r["partial"] is None
     assert "sequential (decides)" in (path.parent / "report.md").read_text()
+    from burnqed.report.docs import study_headline
+
+    assert ("The study stopped at its interim look 1, on 3 of 6 seeds (stop for efficacy): each "
+            "primary's estimate, repeated interval and p are that look's.") in study_headline(
+        r, "seq")  # fmt: skip
+    # The forest plot marks the sequential estimate as the deciding one, not a fixed-sample test.
+    from burnqed.study.analysis import forest_rows
+
+    for c in (c for c in r["comparisons"] if c["kind"] == "primary"):
+        pooled = forest_rows(c)[len(c["per_seed"]) :]
+        assert [x[0] for x in pooled] == ["sequential, look 1, 3 seeds (decides)", "t-test",
+                                          "Hartung–Knapp"]  # fmt: skip
+        sq = c["sequential"]
+        assert pooled[0][1:] == (sq["estimate"], sq["low"], sq["high"])
+        # The README's headline quotes the look's estimate and repeated interval.
+        row = f"| {c['name']} | {100 * sq['estimate']:+.2f} [{100 * sq['low']:+.2f}, "
+        assert row in study_headline(r, "seq")
+        # Without a sequential design the registered test decides, and is drawn first.
+        for test, want in [("t", ["t-test (decides)", "Hartung–Knapp"]),
+                           ("hartung-knapp", ["Hartung–Knapp (decides)", "t-test"])]:  # fmt: skip
+            fixed = {**c, "pooled": {**c["pooled"], "decides": test}}
+            assert [x[0] for x in forest_rows(fixed)[len(c["per_seed"]) :]] == want

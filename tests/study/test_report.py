@@ -6,6 +6,7 @@ commands (register refuses what it cannot digest; power; seeds)."""
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import shutil
@@ -19,6 +20,7 @@ import yaml
 from burnqed.cli import main as cli_main
 from burnqed.config import InputError
 from burnqed.eval.ledger import look_record, read_ledger, write_ledger
+from burnqed.eval.paired import format_p
 from burnqed.report.docs import study_brief, study_headline, study_reports
 from burnqed.study import registration as regfile
 from burnqed.study.stage import RUN_RECORD, power, report
@@ -482,6 +484,17 @@ def test_a_committed_report_is_the_readmes_headline_block(tmp_path):
     assert f"| {seeds[0]} | +{first['gained']}/−{first['lost']}, d +15.00 |" in text
     assert f"| {learning['name']} | {100 * learning['pooled']['estimate']:+.2f} [" in text
     assert all(f"\n| {s} |" in text for s in seeds)
+    assert "secondary (decides nothing)" not in text  # none registered
+    # A secondary is one row of its own table: pooled, its interval, p, the seeds positive.
+    two = copy.deepcopy(r)
+    value = two["comparisons"][1]
+    value["kind"] = "secondary"
+    t = value["pooled"]["t_test"]
+    row = (f"| {value['name']} | {100 * t['estimate']:+.2f} [{100 * t['low']:+.2f}, "
+           f"{100 * t['high']:+.2f}] | {format_p(value['pooled']['p_value'])} | "
+           f"{value['pooled']['positive']} of {len(seeds)} |")  # fmt: skip
+    secondaries = study_headline(two, "synthetic").split("| secondary (decides nothing) |")[1]
+    assert row in secondaries
     # Once a later study holds the headline: the same lead, no seed rows, a link to the report.
     brief = study_brief(r, "synthetic")
     lead = text.split("\n\nPer seed")[0]
