@@ -1026,7 +1026,42 @@ def pool_curves_markdown(
         "",
         markdown_table(HEADERS_CURVES, rows),
         "",
+        *_compute_table(pooled),
         *([stopped_text(stopped), ""] if stopped is not None else []),
+    ]
+
+
+def _compute_table(pooled: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[str]:
+    """What each arm's searches spent, cumulative after each iteration (the seeds' mean): node
+    expansions and generated tokens, expert iteration's against search only's with their ratio,
+    and the value model's scorings; nothing when the seeds' compute reports lack the counts."""
+    pairs = list(zip(pooled[EXPERT], pooled[SEARCH_ONLY], strict=True))
+    if not pairs or not all("tokens" in e and "tokens" in o for e, o in pairs):
+        return []
+
+    def ratio(e: Mapping[str, Any], o: Mapping[str, Any], key: str) -> str:
+        return f"{e[key]:,.0f} / {o[key]:,.0f} ({e[key] / o[key]:.2f}×)" if o[key] else "–"
+
+    scorings = all("value_scorings" in e and "value_scorings" in o for e, o in pairs)
+    rows = [
+        [str(e["step"] - 1), ratio(e, o, "nodes_expanded"), ratio(e, o, "tokens"),
+         *([f"{e['value_scorings']:,.0f} / {o['value_scorings']:,.0f}"] if scorings else [])]
+        for e, o in pairs
+    ]  # fmt: skip
+    return [
+        "Both arms' search compute at the same search attempts, cumulative, the seeds' mean "
+        "(expert iteration / search only, and their ratio):",
+        "",
+        markdown_table(
+            [
+                "after iteration",
+                "node expansions",
+                "generated tokens",
+                *(["value-model scorings"] if scorings else []),
+            ],
+            rows,
+        ),
+        "",
     ]
 
 

@@ -30,13 +30,16 @@ from burnqed.eval.compute import ARMS, EXPERT, SEARCH_ONLY
 
 COMPUTE = "results/compute.json"
 POINT_KEYS = ("step", "nodes_expanded", "pass_rate")
+# The rest of a point's search compute, kept when the compute report holds it (reports written
+# before it was counted lack it; the pooled curve then leaves it out).
+COMPUTE_KEYS = ("tokens", "value_scorings")
 COLOURS = {EXPERT: "tab:red", SEARCH_ONLY: "tab:blue"}
 
 
 def read_pool_curves(dirs: Mapping[int, Path]) -> dict[int, dict[str, list[dict[str, Any]]]]:
-    """``{seed: {arm: [{step, nodes_expanded, pass_rate}, …]}}`` from each seed directory's
-    ``results/compute.json``; :class:`InputError` naming the file when it is missing, unreadable
-    or lacks an arm's curve."""
+    """``{seed: {arm: [{step, nodes_expanded, pass_rate[, tokens, value_scorings]}, …]}}`` from
+    each seed directory's ``results/compute.json`` (:data:`COMPUTE_KEYS` where it holds them);
+    :class:`InputError` naming the file when it is missing, unreadable or lacks an arm's curve."""
     out = {}
     for seed, d in sorted(dirs.items()):
         path = Path(d) / COMPUTE
@@ -51,7 +54,8 @@ def read_pool_curves(dirs: Mapping[int, Path]) -> dict[int, dict[str, list[dict[
             if not points or not all(isinstance(p, dict) and all(k in p for k in POINT_KEYS)
                                      for p in points):  # fmt: skip
                 raise InputError(f"{path}: curves.{arm!r} is missing or lacks {POINT_KEYS}")
-            arms[arm] = [{k: p[k] for k in POINT_KEYS} for p in points]
+            arms[arm] = [{k: p[k] for k in (*POINT_KEYS, *COMPUTE_KEYS) if k in p}
+                         for p in points]  # fmt: skip
         out[int(seed)] = arms
     return out
 
@@ -75,7 +79,8 @@ def read_stopped_trainings(dirs: Mapping[int, Path]) -> dict[int, dict[str, dict
 
 def pooled_curves(curves: Mapping[int, Mapping[str, list[Mapping[str, Any]]]]) -> dict[str, list]:
     """Per arm, the seeds' mean pass rate and node expansions at each step every seed reached
-    (``seeds`` says how many were averaged)."""
+    (``seeds`` says how many were averaged), and of each of :data:`COMPUTE_KEYS` that every seed
+    holds there."""
     pooled: dict[str, list] = {}
     for arm in ARMS:
         runs = [c[arm] for c in curves.values()]
@@ -85,6 +90,11 @@ def pooled_curves(curves: Mapping[int, Mapping[str, list[Mapping[str, Any]]]]) -
                 "step": runs[0][i]["step"],
                 "nodes_expanded": statistics.fmean(r[i]["nodes_expanded"] for r in runs),
                 "pass_rate": statistics.fmean(r[i]["pass_rate"] for r in runs),
+                **{
+                    k: statistics.fmean(r[i][k] for r in runs)
+                    for k in COMPUTE_KEYS
+                    if all(k in r[i] for r in runs)
+                },
                 "seeds": len(runs),
             }
             for i in range(steps)

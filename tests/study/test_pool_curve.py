@@ -197,6 +197,9 @@ def test_the_report_draws_both_arms_curves_every_seed_and_their_mean(tmp_path, c
     # After iteration 1 (step 2): expert iteration 18, 17, 16 of 30; search only 12, 13, 13.
     assert "| 1 | 56.7% | 520 | 42.2% | 400 | +14.44 |" in md
     assert "| 0 | 33.3% | 300 | 33.3% | 300 | +0.00 |" in md
+    # Beside it, what each arm's searches spent (tokens: ten a node in compute_report).
+    assert "| 1 | 520 / 400 (1.30×) | 5,200 / 4,000 (1.30×) | 0 / 0 |" in md
+    assert first["expert iteration"][1]["tokens"] == 5200
     # The README's headline (`burnqed report docs`) shows both pictures under its tables.
     text = study_headline(r, "pool")
     assert text.index("](studies/pool/forest.png)") < text.index("](studies/pool/curves.png)")
