@@ -593,7 +593,7 @@ def run(
 
 def stopped_text(stopped: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> str:
     """One sentence on the trainings a guard stopped across a study's seeds
-    (:func:`burnqed.study.curves.read_stopped_trainings`, the seeds as strings, as a study's
+    (:func:`burnqed.study.curves.guard_stops`, the seeds as strings, as a study's
     ``report.json`` keeps them): for its report and the README's headline."""
     if not stopped:
         return "No training guard stopped a training on any seed."

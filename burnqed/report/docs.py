@@ -324,10 +324,9 @@ def _study_lead(r: Mapping[str, Any], name: str) -> list[str]:
             said[c.get("confirmed")],
         ])  # fmt: skip
     level = prim[0]["pooled"]["level"] if prim else 1 - r["alpha"]
-    stops = [c["sequential"] for c in prim
-             if c["pooled"]["decides"] == "sequential" and c.get("sequential")]  # fmt: skip
-    if any(sq.get("stopped_at") for sq in stops):
-        sq = next(sq for sq in stops if sq.get("stopped_at"))
+    sq = next((c["sequential"] for c in prim if c["pooled"]["decides"] == "sequential"
+               and (c.get("sequential") or {}).get("stopped_at")), None)  # fmt: skip
+    if sq:
         over = sq.get("over_run") or []
         late = (
             f"; the {f'{len(over)} seeds' if len(over) > 1 else 'seed'} in flight then "

@@ -3,7 +3,7 @@ every seed thin and the pooled curve bold (issue 61).
 
 Each seed's ``results/compute.json`` (:mod:`burnqed.eval.compute`) holds, per arm, one point per
 step — iteration 0's shared searches are step 1 — with the cumulative node expansions and pass
-rate.  :func:`read_pool_curves` keeps those figures in the study's report (``report.json``'s
+rate.  :func:`pool_curves` keeps those figures in the study's report (``report.json``'s
 ``pool_curves``), so a report re-rendered without the seeds' directories draws the same picture;
 :func:`pooled_curves` averages the seeds step by step (a step counts only when every seed reached
 it); :func:`draw_pool_curves` draws ``curves.png`` in two panels: against the iterations searched
@@ -12,7 +12,7 @@ node expansions (what the searches spent: expert iteration's trees grow with its
 
 Example::
 
-    curves = read_pool_curves({101: Path("runs/dev/p0/seed_101")})
+    curves = pool_curves(read_compute_reports({101: Path("runs/dev/p0/seed_101")}))
     curves[101]["expert iteration"][-1]   # {"step": 2, "nodes_expanded": 21263, "pass_rate": 0.475}
     draw_pool_curves(curves, Path("curves.png"), title="Study pool-ei")
 """
@@ -36,10 +36,10 @@ COMPUTE_KEYS = ("tokens", "value_scorings")
 COLOURS = {EXPERT: "tab:red", SEARCH_ONLY: "tab:blue"}
 
 
-def read_pool_curves(dirs: Mapping[int, Path]) -> dict[int, dict[str, list[dict[str, Any]]]]:
-    """``{seed: {arm: [{step, nodes_expanded, pass_rate[, tokens, value_scorings]}, …]}}`` from
-    each seed directory's ``results/compute.json`` (:data:`COMPUTE_KEYS` where it holds them);
-    :class:`InputError` naming the file when it is missing, unreadable or lacks an arm's curve."""
+def read_compute_reports(dirs: Mapping[int, Path]) -> dict[int, dict[str, Any]]:
+    """``{seed: results/compute.json}`` of each seed directory, read once for
+    :func:`pool_curves` and :func:`guard_stops`; :class:`InputError` naming the file when it
+    is missing, unreadable or lacks an arm's curve (each point's :data:`POINT_KEYS`)."""
     out = {}
     for seed, d in sorted(dirs.items()):
         path = Path(d) / COMPUTE
@@ -48,32 +48,46 @@ def read_pool_curves(dirs: Mapping[int, Path]) -> dict[int, dict[str, list[dict[
         except (OSError, json.JSONDecodeError) as e:
             raise InputError(f"{path}: not a readable compute report ({e})") from None
         curves = doc.get("curves") if isinstance(doc, dict) else None
-        arms = {}
         for arm in ARMS:
             points = (curves or {}).get(arm)
             if not points or not all(isinstance(p, dict) and all(k in p for k in POINT_KEYS)
                                      for p in points):  # fmt: skip
                 raise InputError(f"{path}: curves.{arm!r} is missing or lacks {POINT_KEYS}")
-            arms[arm] = [{k: p[k] for k in (*POINT_KEYS, *COMPUTE_KEYS) if k in p}
-                         for p in points]  # fmt: skip
-        out[int(seed)] = arms
+        out[int(seed)] = doc
     return out
 
 
-def read_stopped_trainings(dirs: Mapping[int, Path]) -> dict[int, dict[str, dict[str, Any]]]:
-    """``{seed: {"iter_<i>": {step, reason}}}``: the trainings a guard stopped, from each seed's
-    ``results/compute.json`` (``stopped``; :mod:`burnqed.eval.compute`) — the iteration kept the
-    previous iteration's model and the seed's run went on.  Seeds with none are left out; call
-    after :func:`read_pool_curves`, which names a missing or unreadable file."""
+def pool_curves(
+    docs: Mapping[int, Mapping[str, Any]],
+) -> dict[int, dict[str, list[dict[str, Any]]]]:
+    """``{seed: {arm: [{step, nodes_expanded, pass_rate[, tokens, value_scorings]}, …]}}`` from
+    :func:`read_compute_reports` (:data:`COMPUTE_KEYS` where a report holds them)."""
+    return {
+        seed: {
+            arm: [
+                {k: p[k] for k in (*POINT_KEYS, *COMPUTE_KEYS) if k in p}
+                for p in doc["curves"][arm]
+            ]
+            for arm in ARMS
+        }
+        for seed, doc in docs.items()
+    }
+
+
+def guard_stops(
+    docs: Mapping[int, Mapping[str, Any]],
+) -> dict[int, dict[str, dict[str, Any]]]:
+    """``{seed: {"iter_<i>": {step, reason}}}``: the trainings a guard stopped, from
+    :func:`read_compute_reports` (``stopped``; :mod:`burnqed.eval.compute`) — the iteration kept
+    the previous iteration's model and the seed's run went on.  Seeds with none are left out."""
     out = {}
-    for seed, d in sorted(dirs.items()):
-        doc = json.loads((Path(d) / COMPUTE).read_text(encoding="utf-8"))
+    for seed, doc in docs.items():
         stopped = {
             it: {"step": (x or {}).get("step"), "reason": (x or {}).get("reason")}
             for it, x in sorted((doc.get("stopped") or {}).items())
         }
         if stopped:
-            out[int(seed)] = stopped
+            out[seed] = stopped
     return out
 
 

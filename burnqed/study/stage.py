@@ -64,8 +64,9 @@ from burnqed.study.analysis import (
 from burnqed.study.curves import (
     COMPUTE,
     draw_pool_curves,
-    read_pool_curves,
-    read_stopped_trainings,
+    guard_stops,
+    pool_curves,
+    read_compute_reports,
 )
 
 log = logging.getLogger(__name__)
@@ -819,10 +820,9 @@ def report(
         sequential=state,
     )
     if compares_pool_curves(reg):
-        found = read_pool_curves({s: dirs[s] for s in seeds})
-        r["pool_curves"] = {str(s): c for s, c in found.items()}
-        stops = read_stopped_trainings({s: dirs[s] for s in seeds})
-        r["stopped_trainings"] = {str(s): x for s, x in stops.items()}
+        docs = read_compute_reports({s: dirs[s] for s in seeds})
+        r["pool_curves"] = {str(s): c for s, c in pool_curves(docs).items()}
+        r["stopped_trainings"] = {str(s): x for s, x in guard_stops(docs).items()}
     write_json(report_dir / "report.json", r)
     (report_dir / "report.md").write_text(report_markdown(r), encoding="utf-8")
     draw_pictures(r, report_dir)

@@ -226,17 +226,22 @@ def test_a_digest_mismatch_makes_it_exploratory(tmp_path):
     assert [c["check"] for c in bad] == ["digests"] and "sft" in bad[0]["detail"]
 
 
-def test_a_seed_already_in_the_ledger_makes_it_exploratory(tmp_path):
+# The second: a look recorded by hand (an eval from before looks were recorded), its day only;
+# the final report compares it with its own first-writing time, which has an offset: it is that
+# day's start (UTC), so it is checked like any other.
+@pytest.mark.parametrize("looked_at", ["2025-12-01T00:00:00+00:00", "2025-12-01"])
+def test_a_seed_already_in_the_ledger_makes_it_exploratory(tmp_path, looked_at):
     root = tmp_path / "repo"
     path, seeds = make_study(root)
     # Someone looked at the second seed before the study, with another design.
     early = eval_json("peek", "m9", None, {"t1"}, seed=seeds[1])
-    early["look"]["looked_at"] = "2025-12-01T00:00:00+00:00"
+    early["look"]["looked_at"] = looked_at
     write_ledger(root / "ledger/looks.jsonl", [{**early["look"], "label": "peek"}])
     r = report(path, root=root)
-    assert r["label"] == "exploratory"
+    assert r["label"] == "exploratory" and r["first_written_at"] is not None
     bad = [c for c in r["checks"] if not c["ok"]]
     assert [c["check"] for c in bad] == ["fresh seeds"] and str(seeds[1]) in bad[0]["detail"]
+    assert f"on {looked_at}" in bad[0]["detail"]
     assert r["looks"]["per_seed"][sorted(seeds).index(seeds[1])]["in_ledger"] == 1
     # The study's own looks, added to the ledger after it ran, do not count against it.
     own = [json.loads((path.parent / "seeds" / f"seed_{s}" / f).read_text())["look"]
@@ -244,26 +249,11 @@ def test_a_seed_already_in_the_ledger_makes_it_exploratory(tmp_path):
     write_ledger(root / "ledger/looks.jsonl", own)
     assert report(path, root=root)["label"] == "confirmatory"
     assert len(read_ledger(root / "ledger/looks.jsonl")) == 6
-
-
-def test_a_look_recorded_by_hand_with_its_day_only_is_checked_like_any_other(tmp_path):
-    """The ledger's hand-recorded looks (evals from before looks were recorded) carry a bare date;
-    the final report compares them with its own first-writing time, which has an offset: such a
-    look is that day's start (UTC), so it is checked, and one at a study seed is foreign."""
-    root = tmp_path / "repo"
-    path, seeds = make_study(root)
-    early = eval_json("peek", "m9", None, {"t1"}, seed=seeds[1])
-    early["look"]["looked_at"] = "2025-12-01"
-    write_ledger(root / "ledger/looks.jsonl", [{**early["look"], "label": "by hand"}])
-    r = report(path, root=root)
-    assert r["first_written_at"] is not None
-    bad = [c for c in r["checks"] if not c["ok"]]
-    assert [c["check"] for c in bad] == ["fresh seeds"] and "on 2025-12-01" in bad[0]["detail"]
-    # A look by hand at another seed is read and passes.
+    # Nor does a look at another seed and benchmark, dated the same way.
     other = eval_json("peek", "m9", None, {"t1"}, seed=max(seeds) + 1)
-    other["look"]["looked_at"] = "2025-12-01"
+    other["look"]["looked_at"] = looked_at
     other["look"]["benchmark"] = {**other["look"]["benchmark"], "sha256": "f" * 64}
-    write_ledger(root / "ledger/looks.jsonl", [{**other["look"], "label": "by hand"}])
+    write_ledger(root / "ledger/looks.jsonl", [*own, {**other["look"], "label": "peek"}])
     assert report(path, root=root)["label"] == "confirmatory"
 
 
